@@ -1,0 +1,29 @@
+import { ReferenceError, asError, isReferenceError } from "./errors.ts";
+
+describe("ReferenceError", () => {
+  it.each([
+    { reason: "InvalidSpec" as const, retryable: false, why: "a spec that cannot parse stays wrong until edited" },
+    { reason: "SourceNotFound" as const, retryable: true, why: "a source may appear later" },
+    { reason: "Forbidden" as const, retryable: true, why: "RBAC may be granted later" },
+  ])("$reason is retryable=$retryable ($why)", ({ reason, retryable }) => {
+    const err = new ReferenceError(reason, "something");
+    expect(err.reason).toBe(reason);
+    expect(err.retryable).toBe(retryable);
+    expect(isReferenceError(err)).toBe(true);
+  });
+
+  it("is recognised without instanceof, as a copy from another module instance would be", () => {
+    const err = new ReferenceError("KindNotFound", "x");
+    const foreign = Object.assign(Object.create(Error.prototype), err);
+    foreign[Symbol.for("referable.dev/ReferenceError")] = true;
+    expect(isReferenceError(foreign)).toBe(true);
+    expect(isReferenceError(new Error("plain"))).toBe(false);
+    expect(isReferenceError({ reason: "InvalidSpec" })).toBe(false);
+  });
+
+  it("asError never returns a non-Error", () => {
+    expect(asError("boom").message).toBe("boom");
+    expect(asError(42)).toBeInstanceOf(Error);
+    expect(asError(Object.create(null))).toBeInstanceOf(Error);
+  });
+});

@@ -1,0 +1,85 @@
+/**
+ * Typed errors shared by every layer. Each carries the contract's condition `reason` and whether
+ * retrying the same operation later can help, so callers branch on data, not on message text.
+ *
+ * Test with {@link isReferenceError}, not `instanceof` alone: `instanceof` fails across two
+ * copies of this module (Jest's module registry, or two installed versions of the package).
+ */
+
+/** Every `Ready` reason of the contract (section 2 of the API document). */
+export const Reasons = {
+  Available: "Available",
+  Defaulted: "Defaulted",
+  Optional: "Optional",
+  SourceNotFound: "SourceNotFound",
+  FieldNotFound: "FieldNotFound",
+  SourceNotReady: "SourceNotReady",
+  KindNotFound: "KindNotFound",
+  AmbiguousSelector: "AmbiguousSelector",
+  TooFewMatches: "TooFewMatches",
+  InvalidSpec: "InvalidSpec",
+  Forbidden: "Forbidden",
+  ValueTooLarge: "ValueTooLarge",
+  Pending: "Pending",
+} as const;
+
+/** A condition reason of the contract. */
+export type Reason = (typeof Reasons)[keyof typeof Reasons];
+
+/** The reasons a resolution can fail with (every reason but the three `Ready=True` ones). */
+export type FailureReason = Exclude<Reason, "Available" | "Defaulted" | "Optional">;
+
+/**
+ * Whether waiting can change the outcome without anyone editing the reference: a missing
+ * source may appear, a CRD may be installed, RBAC may be granted. Only a spec that cannot
+ * parse stays wrong until its author fixes it.
+ */
+const RETRYABLE: Record<FailureReason, boolean> = {
+  SourceNotFound: true,
+  FieldNotFound: true,
+  SourceNotReady: true,
+  KindNotFound: true,
+  AmbiguousSelector: true,
+  TooFewMatches: true,
+  InvalidSpec: false,
+  Forbidden: true,
+  ValueTooLarge: true,
+  Pending: true,
+};
+
+const BRAND = Symbol.for("referable.dev/ReferenceError");
+
+/** A resolution failure with a stable machine reason and a message that says what to fix. */
+export class ReferenceError extends Error {
+  /** The contract's condition reason. */
+  readonly reason: FailureReason;
+  /** Whether a later retry of the same reference can succeed without a spec change. */
+  readonly retryable: boolean;
+  readonly [BRAND] = true;
+
+  constructor(reason: FailureReason, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "ReferenceError";
+    this.reason = reason;
+    this.retryable = options?.retryable ?? RETRYABLE[reason];
+  }
+}
+
+/** True for a {@link ReferenceError} from any copy of this module. */
+export function isReferenceError(err: unknown): err is ReferenceError {
+  return typeof err === "object" && err !== null && (err as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/** Turns anything thrown into an Error, so no code path ever rethrows a non-Error. */
+export function asError(err: unknown): Error {
+  if (err instanceof Error) return err;
+  return new Error(typeof err === "string" ? err : `non-error thrown: ${safeDescribe(err)}`);
+}
+
+function safeDescribe(value: unknown): string {
+  try {
+    return typeof value === "object" ? Object.prototype.toString.call(value) : String(value);
+  } catch {
+    return "unprintable value";
+  }
+}
