@@ -14,13 +14,17 @@ const common = {
 
 export default {
   projects: [
-    { ...common, displayName: "unit", testMatch: ["<rootDir>/src/**/*.test.ts", "<rootDir>/test/unit/**/*.test.ts"] },
+    {
+      ...common,
+      displayName: "unit",
+      testMatch: ["<rootDir>/src/**/*.test.ts", "<rootDir>/test/unit/**/*.test.ts"],
+    },
     {
       ...common,
       displayName: "integration",
       testMatch: ["<rootDir>/test/integration/**/*.test.ts", "<rootDir>/examples/**/*.test.ts"],
-      globalSetup: "<rootDir>/test/harness/global-setup.ts",
-      globalTeardown: "<rootDir>/test/harness/global-teardown.ts",
+      globalSetup: "<rootDir>/test/harness/global-setup.js",
+      globalTeardown: "<rootDir>/test/harness/global-teardown.js",
       slowTestThreshold: 30,
     },
   ],

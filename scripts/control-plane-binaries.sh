@@ -44,7 +44,25 @@ if have_pinned; then
   exit 0
 fi
 
-command -v go >/dev/null || { log "go is required to build the control plane (or set KUBEBUILDER_ASSETS)"; exit 1; }
+# Kubernetes 1.36 needs Go >= 1.26. Without one on the PATH, fetch the Go toolchain itself from
+# the module proxy (it is published there as the module golang.org/toolchain).
+GO_TOOLCHAIN="${REFERABLE_GO_TOOLCHAIN:-go1.26.8}"
+go_ok() { command -v go >/dev/null && [[ "$(go env GOVERSION 2>/dev/null)" =~ ^go1\.(2[6-9]|[3-9][0-9]) ]]; }
+if ! go_ok; then
+  TOOLCHAIN_DIR="$CACHE_ROOT/go-toolchain/$GO_TOOLCHAIN"
+  if [[ ! -x "$TOOLCHAIN_DIR/bin/go" ]]; then
+    proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
+    log "no Go >= 1.26 on the PATH: fetching $GO_TOOLCHAIN from the module proxy"
+    mkdir -p "$TOOLCHAIN_DIR.tmp"
+    curl -fsSL "$proxy/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN.linux-amd64.zip" -o "$TOOLCHAIN_DIR.zip"
+    unzip -q "$TOOLCHAIN_DIR.zip" -d "$TOOLCHAIN_DIR.tmp"
+    rm -rf "$TOOLCHAIN_DIR" && mv "$TOOLCHAIN_DIR.tmp/golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-amd64" "$TOOLCHAIN_DIR"
+    rm -rf "$TOOLCHAIN_DIR.tmp" "$TOOLCHAIN_DIR.zip"
+    chmod +x "$TOOLCHAIN_DIR"/bin/* "$TOOLCHAIN_DIR"/pkg/tool/*/* 2>/dev/null || true
+  fi
+  export PATH="$TOOLCHAIN_DIR/bin:$PATH"
+fi
+log "using $(go version)"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/control-plane/build-$K8S_VERSION"

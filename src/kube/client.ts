@@ -1,0 +1,327 @@
+/**
+ * A small raw-JSON client for the Kubernetes API.
+ *
+ * Why not the generated typed clients of `@kubernetes/client-node`: they turn built-in objects
+ * into typed models that drop unknown fields and turn timestamps into `Date`, and field
+ * extraction must see exactly what the API server stored. They also build a new connection
+ * pool for every request; this client keeps one per instance.
+ */
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Agent, fetch, type Dispatcher } from "undici";
+import { asError } from "../errors.ts";
+
+/** A JSON object as the API server returns it. */
+export type KubeObject = Record<string, unknown> & {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+};
+
+/** The parts of ObjectMeta this project reads. */
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+/** One request as seen by an observer (metrics, benchmarks). */
+export interface RequestObservation {
+  /** HTTP method, upper case. */
+  method: string;
+  /** Kubernetes verb when known: get, list, watch, create, update, patch, delete. */
+  verb: string;
+  /** HTTP status code, or 0 when no response arrived. */
+  code: number;
+  durationSeconds: number;
+}
+
+/** Options for {@link KubeClient}. */
+export interface KubeClientOptions {
+  /** Where to connect and how to authenticate. */
+  kubeConfig: KubeConfig;
+  /**
+   * Time allowed for a non-watch request, from sending to the end of the body.
+   * @default 30000
+   */
+  requestTimeoutMs?: number;
+  /** Called once for every request that ends, for metrics. Must not throw. */
+  observe?: (observation: RequestObservation) => void;
+  /**
+   * How long authentication headers are reused before the kubeconfig is asked again (tokens
+   * read from a file rotate; exec plugins are slow).
+   * @default 10000
+   */
+  authCacheMs?: number;
+}
+
+/** Options of one request. */
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  /** Content-Type of the body. @default "application/json" */
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Overrides the client's request timeout for this request. */
+  timeoutMs?: number;
+}
+
+/** A response from the API server that is not a success, with the fields of its `Status`. */
+export class ApiError extends Error {
+  readonly statusCode: number;
+  /** `Status.reason` (NotFound, Forbidden, Conflict, Expired, ...), when the server sent one. */
+  readonly statusReason: string | undefined;
+  readonly method: string;
+  readonly path: string;
+
+  constructor(
+    method: string,
+    path: string,
+    statusCode: number,
+    statusReason: string | undefined,
+    message: string,
+  ) {
+    super(`${method} ${path}: ${statusCode}${statusReason ? ` ${statusReason}` : ""}: ${message}`);
+    this.name = "ApiError";
+    this.statusCode = statusCode;
+    this.statusReason = statusReason;
+    this.method = method;
+    this.path = path;
+  }
+}
+
+/** True for an {@link ApiError} with the given HTTP status (any, when omitted). */
+export function isApiError(err: unknown, statusCode?: number): err is ApiError {
+  if (typeof err !== "object" || err === null || (err as Error).name !== "ApiError") return false;
+  return statusCode === undefined || (err as ApiError).statusCode === statusCode;
+}
+
+/** A watch event as sent on the wire. */
+export interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: KubeObject;
+}
+
+/** Handle of an open watch stream. */
+export interface WatchStream {
+  /** Settles when the stream ends: resolves on a clean close, rejects on an error. */
+  readonly done: Promise<void>;
+  /** Closes the stream; `done` then resolves. */
+  close(): void;
+}
+
+interface AuthState {
+  headers: Record<string, string>;
+  dispatcher: Dispatcher | undefined;
+  expires: number;
+}
+
+/** A raw-JSON Kubernetes API client with one connection pool. */
+export class KubeClient {
+  readonly server: string;
+  private readonly kubeConfig: KubeConfig;
+  private readonly requestTimeoutMs: number;
+  private readonly authCacheMs: number;
+  private readonly observe: ((o: RequestObservation) => void) | undefined;
+  private auth: AuthState | undefined;
+  private authPending: Promise<AuthState> | undefined;
+  private dispatcher: Dispatcher | undefined;
+
+  constructor(options: KubeClientOptions) {
+    const cluster = options.kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error("the kubeconfig has no current cluster: set a current-context");
+    this.server = cluster.server.replace(/\/+$/, "");
+    this.kubeConfig = options.kubeConfig;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.authCacheMs = options.authCacheMs ?? 10_000;
+    this.observe = options.observe;
+  }
+
+  /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
+  async request<T = KubeObject>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const started = performance.now();
+    const timeout = AbortSignal.timeout(options.timeoutMs ?? this.requestTimeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    let code = 0;
+    try {
+      const { headers, dispatcher } = await this.authenticate();
+      const init: Parameters<typeof fetch>[1] = {
+        method,
+        headers: { ...headers, Accept: "application/json" },
+        signal,
+      };
+      if (dispatcher) init.dispatcher = dispatcher;
+      if (options.body !== undefined) {
+        init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+        (init.headers as Record<string, string>)["Content-Type"] = options.contentType ?? "application/json";
+      }
+      const response = await fetch(this.url(path, options.query), init);
+      code = response.status;
+      const text = await response.text();
+      if (!response.ok) throw toApiError(method, path, response.status, text);
+      return (text ? JSON.parse(text) : undefined) as T;
+    } finally {
+      this.observe?.({
+        method,
+        verb: verbOf(method, path, options.query),
+        code,
+        durationSeconds: (performance.now() - started) / 1000,
+      });
+    }
+  }
+
+  /**
+   * Opens a watch (`?watch=true`) and calls `onEvent` for each event, in order. The stream has
+   * no timeout of its own: callers supervise it (see the informers' watchdog).
+   */
+  watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void): WatchStream {
+    const controller = new AbortController();
+    let closed = false;
+    const done = (async () => {
+      const started = performance.now();
+      let code = 0;
+      try {
+        const { headers, dispatcher } = await this.authenticate();
+        const init: Parameters<typeof fetch>[1] = {
+          method: "GET",
+          headers: { ...headers, Accept: "application/json" },
+          signal: controller.signal,
+        };
+        if (dispatcher) init.dispatcher = dispatcher;
+        const response = await fetch(this.url(path, { ...query, watch: true }), init);
+        code = response.status;
+        if (!response.ok) throw toApiError("GET", path, response.status, await response.text());
+        if (!response.body) return;
+        const decoder = new TextDecoder();
+        let buffered = "";
+        for await (const chunk of response.body) {
+          buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+          let newline: number;
+          while ((newline = buffered.indexOf("\n")) >= 0) {
+            const line = buffered.slice(0, newline).trim();
+            buffered = buffered.slice(newline + 1);
+            if (!line) continue;
+            let event: WatchEvent;
+            try {
+              event = JSON.parse(line) as WatchEvent;
+            } catch (err) {
+              throw new Error(`watch ${path}: the server sent a line that is not JSON`, { cause: err });
+            }
+            onEvent(event);
+            if (closed) return;
+          }
+        }
+      } catch (err) {
+        if (closed) return;
+        throw asError(err);
+      } finally {
+        this.observe?.({
+          method: "GET",
+          verb: "watch",
+          code,
+          durationSeconds: (performance.now() - started) / 1000,
+        });
+      }
+    })();
+    // The caller may attach its handler later; never leave a rejection unhandled meanwhile.
+    done.catch(() => undefined);
+    return {
+      done,
+      close: () => {
+        closed = true;
+        controller.abort();
+      },
+    };
+  }
+
+  /** Closes the connection pool. Requests after this fail. */
+  async close(): Promise<void> {
+    const dispatcher = this.dispatcher;
+    this.dispatcher = undefined;
+    this.auth = undefined;
+    await dispatcher?.close().catch(() => undefined);
+  }
+
+  private url(path: string, query: RequestOptions["query"]): string {
+    const url = new URL(this.server + path);
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    return url.toString();
+  }
+
+  private async authenticate(): Promise<AuthState> {
+    if (this.auth && this.auth.expires > Date.now()) return this.auth;
+    this.authPending ??= this.loadAuth().finally(() => {
+      this.authPending = undefined;
+    });
+    return this.authPending;
+  }
+
+  private async loadAuth(): Promise<AuthState> {
+    const headers: Record<string, string> = {};
+    let fresh: Dispatcher | undefined;
+    // KubeConfig.applySecurityAuthentication only needs these two methods of its context.
+    const context = {
+      setHeaderParam: (key: string, value: string) => {
+        headers[key] = value;
+      },
+      setDispatcher: (dispatcher: Dispatcher) => {
+        fresh = dispatcher;
+      },
+    };
+    await this.kubeConfig.applySecurityAuthentication(
+      context as unknown as Parameters<KubeConfig["applySecurityAuthentication"]>[0],
+    );
+    // Keep the first pool: the TLS settings of a kubeconfig do not change under a running
+    // process, and a new pool per refresh would drop every open connection.
+    if (!this.dispatcher)
+      this.dispatcher = fresh ?? (this.server.startsWith("https:") ? new Agent() : undefined);
+    else if (fresh && fresh !== this.dispatcher) void fresh.close().catch(() => undefined);
+    this.auth = { headers, dispatcher: this.dispatcher, expires: Date.now() + this.authCacheMs };
+    return this.auth;
+  }
+}
+
+function toApiError(method: string, path: string, statusCode: number, body: string): ApiError {
+  let reason: string | undefined;
+  let message = body.slice(0, 500);
+  try {
+    const status = JSON.parse(body) as { reason?: string; message?: string };
+    reason = status.reason;
+    if (typeof status.message === "string") message = status.message;
+  } catch {
+    // not a Status: keep the start of the text
+  }
+  return new ApiError(method, path, statusCode, reason, message);
+}
+
+function verbOf(method: string, path: string, query: RequestOptions["query"]): string {
+  switch (method) {
+    case "GET": {
+      if (query?.watch) return "watch";
+      // A collection path ends in a plural resource: /api/v1/configmaps, /apis/g/v/namespaces/n/kind.
+      const parts = path.split("?")[0]!.split("/").filter(Boolean);
+      const isGroup = parts[0] === "apis";
+      const base = isGroup ? 3 : 2;
+      const rest = parts.length - base;
+      if (rest <= 0) return "get";
+      const namespaced = parts[base] === "namespaces" && rest >= 3;
+      return (namespaced ? rest - 2 : rest) % 2 === 1 ? "list" : "get";
+    }
+    case "POST":
+      return "create";
+    case "PUT":
+      return "update";
+    case "PATCH":
+      return "patch";
+    case "DELETE":
+      return "delete";
+    default:
+      return method.toLowerCase();
+  }
+}

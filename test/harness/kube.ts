@@ -1,0 +1,118 @@
+/**
+ * Helpers for integration tests: clients for the shared control plane, unique namespaces,
+ * ServiceAccount tokens, and waiting for a condition with a deadline (never a bare sleep).
+ */
+import { randomBytes } from "node:crypto";
+import { KubeConfig } from "@kubernetes/client-node";
+import { KubeClient } from "../../src/kube/client.ts";
+
+/** The admin kubeconfig of the control plane that the global setup started. */
+export function testKubeConfig(): KubeConfig {
+  const path = process.env.REFERABLE_TEST_KUBECONFIG;
+  if (!path)
+    throw new Error(
+      "REFERABLE_TEST_KUBECONFIG is not set: run integration tests through jest's integration project",
+    );
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
+const openClients: KubeClient[] = [];
+
+/** An admin client; closed by {@link closeTestClients}. */
+export function adminClient(): KubeClient {
+  const client = new KubeClient({ kubeConfig: testKubeConfig() });
+  openClients.push(client);
+  return client;
+}
+
+/** A client that authenticates with a bearer token (e.g. a ServiceAccount's). */
+export function tokenClient(token: string): KubeClient {
+  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token) });
+  openClients.push(client);
+  return client;
+}
+
+/** A kubeconfig for the test cluster that authenticates with `token` instead of the admin certificate. */
+export function kubeConfigWithToken(token: string): KubeConfig {
+  const admin = testKubeConfig();
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error("the test kubeconfig has no cluster");
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: "token-user", token }],
+    contexts: [{ name: "token", cluster: cluster.name, user: "token-user" }],
+    currentContext: "token",
+  });
+  return kc;
+}
+
+/** Closes every client these helpers made; call in afterAll. */
+export async function closeTestClients(): Promise<void> {
+  await Promise.all(openClients.splice(0).map((c) => c.close()));
+}
+
+/** A name no other test uses: `${prefix}-${random}`. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString("hex")}`;
+}
+
+/** Creates a namespace of its own for a test and returns its name. */
+export async function createNamespace(client: KubeClient, prefix: string): Promise<string> {
+  const name = uniqueName(prefix);
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name } },
+  });
+  return name;
+}
+
+/** Creates a ServiceAccount and returns a token for it obtained through the TokenRequest API. */
+export async function serviceAccountToken(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<string> {
+  await client.request("POST", `/api/v1/namespaces/${namespace}/serviceaccounts`, {
+    body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name } },
+  });
+  const review = await client.request<{ status: { token: string } }>(
+    "POST",
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    {
+      body: {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: { expirationSeconds: 3600 },
+      },
+    },
+  );
+  return review.status.token;
+}
+
+/**
+ * Calls `probe` until it returns a value other than undefined/false, or throws when `timeoutMs`
+ * passes, naming what was awaited and the last error `probe` threw.
+ */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  { timeoutMs = 10_000, intervalMs = 50 }: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      const detail = lastError instanceof Error ? `; last error: ${lastError.message}` : "";
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
