@@ -2,7 +2,11 @@ import { ReferenceError, asError, isReferenceError } from "./errors.ts";
 
 describe("ReferenceError", () => {
   it.each([
-    { reason: "InvalidSpec" as const, retryable: false, why: "a spec that cannot parse stays wrong until edited" },
+    {
+      reason: "InvalidSpec" as const,
+      retryable: false,
+      why: "a spec that cannot parse stays wrong until edited",
+    },
     { reason: "SourceNotFound" as const, retryable: true, why: "a source may appear later" },
     { reason: "Forbidden" as const, retryable: true, why: "RBAC may be granted later" },
   ])("$reason is retryable=$retryable ($why)", ({ reason, retryable }) => {

@@ -1,0 +1,374 @@
+/**
+ * OpenAPI v3 schemas of `GenericReference`, `GenericSelector` and a list of references (`./types.ts`),
+ * for consumers to embed in their own CRDs (`spec.bucketRef: genericReferenceSchema`).
+ *
+ * Each schema is structural, as `apiextensions.k8s.io/v1` requires: every node has a `type` (or
+ * says it holds any JSON), every field has a description that `kubectl explain` shows, and the
+ * rules that span fields are CEL `x-kubernetes-validations` (or a `oneOf` where CEL cannot see a
+ * field), so the API server refuses a malformed reference when it is written instead of the
+ * resolver finding out later. Lists and maps carry `maxItems`/`maxProperties` because the API
+ * server refuses a CRD whose CEL rules it cannot bound in cost, and these schemas may end up
+ * nested inside a consumer's own lists.
+ *
+ * Label keys in `matchLabels` cannot be checked by the schema (keys have no schema); the resolver
+ * checks them and reports `InvalidSpec`.
+ *
+ * The exported objects are deeply frozen: spread one to change a description or a limit.
+ */
+
+/** One rule of `x-kubernetes-validations`: a CEL expression that must be true for the node. */
+export interface ValidationRule {
+  /** The CEL expression, with `self` bound to the node. */
+  readonly rule: string;
+  /** What the API server answers when the rule is false. */
+  readonly message?: string;
+  /** A CEL expression that builds the message, when it depends on the value. */
+  readonly messageExpression?: string;
+  /** The reason of the API server's error. @default "FieldValueInvalid" */
+  readonly reason?:
+    "FieldValueInvalid" | "FieldValueForbidden" | "FieldValueRequired" | "FieldValueDuplicate";
+  /** The field the error is reported on, relative to the node (`.name`). */
+  readonly fieldPath?: string;
+}
+
+/**
+ * The subset of `apiextensions.k8s.io/v1` `JSONSchemaProps` these schemas use, spelled as in a
+ * CRD's YAML (the `x-kubernetes-*` names, not `@kubernetes/client-node`'s camelCase models).
+ */
+export interface JSONSchemaProps {
+  readonly type?: "object" | "array" | "string" | "integer" | "number" | "boolean";
+  readonly description?: string;
+  readonly properties?: Readonly<Record<string, JSONSchemaProps>>;
+  readonly required?: readonly string[];
+  readonly additionalProperties?: JSONSchemaProps | boolean;
+  readonly items?: JSONSchemaProps;
+  readonly enum?: readonly (string | number | boolean)[];
+  readonly format?: string;
+  readonly pattern?: string;
+  readonly minLength?: number;
+  readonly maxLength?: number;
+  readonly minimum?: number;
+  readonly maximum?: number;
+  readonly minItems?: number;
+  readonly maxItems?: number;
+  readonly minProperties?: number;
+  readonly maxProperties?: number;
+  readonly nullable?: boolean;
+  readonly default?: unknown;
+  readonly "x-kubernetes-preserve-unknown-fields"?: boolean;
+  readonly "x-kubernetes-int-or-string"?: boolean;
+  readonly "x-kubernetes-embedded-resource"?: boolean;
+  readonly "x-kubernetes-list-type"?: "atomic" | "set" | "map";
+  readonly "x-kubernetes-list-map-keys"?: readonly string[];
+  readonly "x-kubernetes-map-type"?: "atomic" | "granular";
+  readonly "x-kubernetes-validations"?: readonly ValidationRule[];
+  /**
+   * Structural schemas allow junctors only over value validations (`required`, `enum`, ...) of
+   * fields declared outside them: never `type`, `description` or `default` inside.
+   */
+  readonly oneOf?: readonly JSONSchemaProps[];
+  readonly anyOf?: readonly JSONSchemaProps[];
+  readonly allOf?: readonly JSONSchemaProps[];
+  readonly not?: JSONSchemaProps;
+}
+
+/** Bounds on lists and maps, chosen far above real use and low enough to keep CEL cost bounded. */
+export const SchemaLimits = {
+  /** Items of `requireConditions`. */
+  requireConditions: 16,
+  /** Entries of `matchLabels`. */
+  matchLabels: 64,
+  /** Items of `matchExpressions`. */
+  matchExpressions: 32,
+  /** Items of one expression's `values`. */
+  expressionValues: 64,
+  /** Items of a reference list (`fooRefs`). */
+  referenceList: 128,
+} as const;
+
+// API machinery's formats. The object name is not constrained by a pattern: which names are valid
+// depends on the kind (most are DNS subdomains, some allow more), and the API server knows best.
+const DNS1123_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+const DNS1123_SUBDOMAIN_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+/** `group/version` or a core `version`; versions are DNS-1035-like labels (`v1`, `v1beta1`). */
+const API_VERSION = `^(${DNS1123_SUBDOMAIN_FMT}/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$`;
+/** CRD validation requires the lowercased kind to be a DNS-1035 label. */
+const KIND = "^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$";
+/** A label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters. */
+const LABEL_KEY = `^(${DNS1123_SUBDOMAIN_FMT}/)?([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$`;
+const LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+
+const FIELD_PATH_DESCRIPTION =
+  "Where the value sits in the source: a field path such as status.atProvider.arn, spec.ports[0].port, " +
+  'metadata.annotations[crossplane.io/external-name] or status.conditions[?(@.type=="Ready")].status, ' +
+  "or a JSONPath starting with $ or { (kubectl style {.status.x}). The value keeps its JSON type.";
+
+const apiVersionSchema: JSONSchemaProps = {
+  type: "string",
+  description:
+    "API version of the source, as group/version (datasync.aws.upbound.io/v1beta1) or v1 for the core group.",
+  minLength: 1,
+  maxLength: 253,
+  pattern: API_VERSION,
+};
+
+const kindSchema: JSONSchemaProps = {
+  type: "string",
+  description: "Kind of the source, as in its manifests (LocationS3, ConfigMap).",
+  minLength: 1,
+  maxLength: 63,
+  pattern: KIND,
+};
+
+const namespaceSchema: JSONSchemaProps = {
+  type: "string",
+  description:
+    "Namespace of the source. Required when the kind is namespaced; must be absent when it is cluster-scoped.",
+  minLength: 1,
+  maxLength: 63,
+  pattern: DNS1123_LABEL,
+};
+
+const requireConditionsSchema: JSONSchemaProps = {
+  type: "array",
+  description:
+    'Conditions the source must report before its value is taken (e.g. type Ready, status "True"); ' +
+    "until it does, resolution fails with SourceNotReady. Default: none.",
+  maxItems: SchemaLimits.requireConditions,
+  "x-kubernetes-list-type": "map",
+  "x-kubernetes-list-map-keys": ["type"],
+  items: {
+    type: "object",
+    description: "A condition the source must report with the given status.",
+    required: ["type", "status"],
+    properties: {
+      type: {
+        type: "string",
+        description: "Condition type, matched exactly (Ready, ACK.ResourceSynced).",
+        minLength: 1,
+        maxLength: 316,
+      },
+      status: {
+        type: "string",
+        description: "Status the condition must have.",
+        enum: ["True", "False", "Unknown"],
+      },
+    },
+  },
+};
+
+const defaultSchema: JSONSchemaProps = {
+  description:
+    "Any JSON value to use when the source or the field is missing; it wins over resolution Optional " +
+    "and resolves with reason Defaulted. Default: none.",
+  "x-kubernetes-preserve-unknown-fields": true,
+};
+
+const policySchema: JSONSchemaProps = {
+  type: "object",
+  description: "How and when the reference is resolved, with the meaning these fields have in Crossplane.",
+  properties: {
+    resolve: {
+      type: "string",
+      description:
+        "IfNotPresent (default) fills the target field once and never overwrites a value already there; " +
+        "Always re-resolves on every reconcile.",
+      enum: ["Always", "IfNotPresent"],
+    },
+    resolution: {
+      type: "string",
+      description:
+        "Required (default): a missing source or field is an error. Optional: it resolves with no value " +
+        "(reason Optional), unless default is set.",
+      enum: ["Required", "Optional"],
+    },
+  },
+};
+
+/** The OpenAPI schema of a `GenericReference` (`fooRef`). */
+export const genericReferenceSchema: JSONSchemaProps = deepFreeze({
+  type: "object",
+  description:
+    "A reference to one value: a field of an object named by apiVersion, kind, namespace and name, " +
+    "or a literal external value. Exactly one of name and external is set.",
+  required: ["apiVersion", "kind"],
+  properties: {
+    apiVersion: apiVersionSchema,
+    kind: kindSchema,
+    name: {
+      type: "string",
+      description: "Name of the source object. Exactly one of name and external is set.",
+      minLength: 1,
+      maxLength: 253,
+    },
+    namespace: namespaceSchema,
+    external: {
+      description:
+        "The value itself, any JSON, for a source that no controller in this cluster manages; it is used " +
+        "as it is. Exactly one of name and external is set.",
+      "x-kubernetes-preserve-unknown-fields": true,
+    },
+    fieldPath: {
+      type: "string",
+      description: `${FIELD_PATH_DESCRIPTION} Required with name; not read with external.`,
+      minLength: 1,
+      maxLength: 1024,
+    },
+    requireConditions: requireConditionsSchema,
+    default: defaultSchema,
+    policy: policySchema,
+  },
+  // `external` holds any JSON, so it has no type, and CEL cannot see a field without one (the API
+  // server refuses `has(self.external)` as "undefined field"). "Exactly one of name and external"
+  // is therefore a oneOf on `required`, which structural schemas allow; the rules CEL can state
+  // from `name` alone follow from it.
+  oneOf: [{ required: ["name"] }, { required: ["external"] }],
+  "x-kubernetes-validations": [
+    {
+      rule: "!has(self.name) || has(self.fieldPath)",
+      message: "fieldPath is required unless external is set",
+    },
+  ],
+} satisfies JSONSchemaProps);
+
+/**
+ * The OpenAPI schema of a list of `GenericReference` (`fooRefs`): order is kept, and the
+ * entries are either all `external` literals or all named objects.
+ */
+export const genericReferenceListSchema: JSONSchemaProps = deepFreeze({
+  type: "array",
+  description:
+    "References to values, resolved in order into a list. Entries are either all external literals " +
+    "or all named objects, never a mix.",
+  maxItems: SchemaLimits.referenceList,
+  "x-kubernetes-list-type": "atomic",
+  items: genericReferenceSchema,
+  "x-kubernetes-validations": [
+    {
+      // Each entry has exactly one of name and external (its oneOf), so "all or none have a name"
+      // is "all or none are external", in terms CEL can see.
+      rule: "self.all(r, has(r.name)) || self.all(r, !has(r.name))",
+      message: "entries must be either all external or all name references, not a mix",
+    },
+  ],
+} satisfies JSONSchemaProps);
+
+/** The OpenAPI schema of a `GenericSelector` (`fooSelector`). */
+export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
+  type: "object",
+  description:
+    "A reference to the objects of a kind that match a label selector, read at fieldPath. With neither " +
+    "matchLabels nor matchExpressions every object of the kind (in the namespace) matches.",
+  required: ["apiVersion", "kind", "fieldPath"],
+  properties: {
+    apiVersion: apiVersionSchema,
+    kind: kindSchema,
+    namespace: namespaceSchema,
+    matchLabels: {
+      type: "object",
+      description: "Labels a source must carry with exactly these values (ANDed with matchExpressions).",
+      maxProperties: SchemaLimits.matchLabels,
+      additionalProperties: {
+        type: "string",
+        description: "The label's value.",
+        maxLength: 63,
+        pattern: LABEL_VALUE,
+      },
+    },
+    matchExpressions: {
+      type: "array",
+      description: "Label requirements a source must meet, all of them (ANDed with matchLabels).",
+      maxItems: SchemaLimits.matchExpressions,
+      "x-kubernetes-list-type": "atomic",
+      items: {
+        type: "object",
+        description: "A requirement on one label: a key, an operator and the values the operator needs.",
+        required: ["key", "operator"],
+        properties: {
+          key: {
+            type: "string",
+            description: "The label key the requirement applies to.",
+            minLength: 1,
+            maxLength: 317,
+            pattern: LABEL_KEY,
+          },
+          operator: {
+            type: "string",
+            description:
+              "In: the label has one of values. NotIn: the label is absent or has none of values. " +
+              "Exists: the label is present. DoesNotExist: the label is absent.",
+            enum: ["In", "NotIn", "Exists", "DoesNotExist"],
+          },
+          values: {
+            type: "array",
+            description: "Label values: at least one for In and NotIn, none for Exists and DoesNotExist.",
+            maxItems: SchemaLimits.expressionValues,
+            "x-kubernetes-list-type": "atomic",
+            items: { type: "string", description: "A label value.", maxLength: 63, pattern: LABEL_VALUE },
+          },
+        },
+        "x-kubernetes-validations": [
+          {
+            rule: "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",
+            messageExpression:
+              "self.operator in ['In', 'NotIn'] ? 'operator ' + self.operator + ' needs at least one value' : 'operator ' + self.operator + ' takes no values'",
+          },
+        ],
+      },
+    },
+    fieldPath: {
+      type: "string",
+      description: FIELD_PATH_DESCRIPTION,
+      minLength: 1,
+      maxLength: 1024,
+    },
+    mode: {
+      type: "string",
+      description:
+        "Single (default): exactly one object must match, resolving to one value. Multiple: every match, " +
+        "in order, resolving to a list.",
+      enum: ["Single", "Multiple"],
+    },
+    minMatch: {
+      type: "integer",
+      format: "int32",
+      description: "Multiple only: fewer matches than this is not resolved (TooFewMatches). Default 1.",
+      minimum: 0,
+    },
+    maxMatch: {
+      type: "integer",
+      format: "int32",
+      description: "Multiple only: keep the first maxMatch objects after sorting. Default: all.",
+      minimum: 1,
+    },
+    sortByFieldPath: {
+      type: "string",
+      description:
+        "Multiple only: the field path, in each source, whose value orders the matches. " +
+        "Default: metadata.name, then metadata.namespace.",
+      minLength: 1,
+      maxLength: 1024,
+    },
+    requireConditions: requireConditionsSchema,
+    default: defaultSchema,
+    policy: policySchema,
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "!has(self.minMatch) || !has(self.maxMatch) || self.minMatch <= self.maxMatch",
+      message: "minMatch must not be greater than maxMatch",
+    },
+    {
+      rule: "(has(self.mode) && self.mode == 'Multiple') || !(has(self.minMatch) || has(self.maxMatch) || has(self.sortByFieldPath))",
+      message: "minMatch, maxMatch and sortByFieldPath apply only with mode Multiple",
+    },
+  ],
+} satisfies JSONSchemaProps);
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

@@ -1,0 +1,206 @@
+/**
+ * The requests and results of the GenericReference resolver (section 4 of the API contract).
+ *
+ * These are plain values, shaped as they are written in a CRD's spec, so a consumer can pass the
+ * `fooRef` of its own object straight through. Their OpenAPI schemas are in `./schemas.ts`.
+ * The types say what a well-formed request looks like; the resolver still validates every request
+ * at run time, because most of them arrive as JSON from the API server.
+ */
+
+import type { Reason, ReferenceError } from "../errors.ts";
+import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
+
+/** Whether a missing source or field is an error (`Required`) or resolves to no value (`Optional`). */
+export type ResolutionPolicy = "Required" | "Optional";
+
+/** Whether to resolve on every call (`Always`) or only while the target field is empty (`IfNotPresent`). */
+export type ResolvePolicy = "Always" | "IfNotPresent";
+
+/** How and when a reference is resolved, with the meaning these fields have in Crossplane. */
+export interface Policy {
+  /**
+   * `IfNotPresent` fills the target field once and never overwrites a value already there;
+   * `Always` re-resolves on every call.
+   * @default "IfNotPresent"
+   */
+  resolve?: ResolvePolicy;
+  /**
+   * `Optional` makes a missing source or field resolve with reason `Optional` and no value,
+   * where `Required` fails with `SourceNotFound` or `FieldNotFound`.
+   * @default "Required"
+   */
+  resolution?: ResolutionPolicy;
+}
+
+/** A condition the source must report before its value is taken, such as `{ type: "Ready", status: "True" }`. */
+export interface RequiredCondition {
+  /** The condition type, matched exactly (`Ready`, `ACK.ResourceSynced`). */
+  type: string;
+  /** The status the condition must have (`"True"`, `"False"` or `"Unknown"`). */
+  status: string;
+}
+
+/** The fields every reference and selector shares. */
+interface ReferenceCommon {
+  /** The source's API version (`group/version`, or `v1` for the core group). */
+  apiVersion: string;
+  /** The source's kind (`LocationS3`, `ConfigMap`). */
+  kind: string;
+  /** The source's namespace: required for a namespaced kind, absent for a cluster-scoped one. */
+  namespace?: string;
+  /**
+   * Conditions the source must report before its value is taken; until then resolution fails
+   * with `SourceNotReady`.
+   * @default [] (no condition is required)
+   */
+  requireConditions?: RequiredCondition[];
+  /**
+   * Any JSON value to use when the source or the field is missing; it wins over
+   * `policy.resolution: Optional` and resolves with reason `Defaulted`.
+   * @default undefined (no default)
+   */
+  default?: unknown;
+  /**
+   * How and when to resolve.
+   * @default { resolve: "IfNotPresent", resolution: "Required" }
+   */
+  policy?: Policy;
+}
+
+/** A reference to one named object, read at `fieldPath`. */
+export interface NamedReference extends ReferenceCommon {
+  /** The source object's name. */
+  name: string;
+  /** Never set together with `name`. */
+  external?: undefined;
+  /**
+   * Where the value sits in the source: a field path (`status.atProvider.arn`,
+   * `metadata.annotations[crossplane.io/external-name]`) or a JSONPath starting with `$` or `{`.
+   */
+  fieldPath: string;
+}
+
+/**
+ * A reference that carries its value as a literal, for a source no controller in this cluster
+ * manages (as Config Connector's `<kind>Ref.external`); it resolves to that literal.
+ */
+export interface ExternalReference extends ReferenceCommon {
+  /** The value itself, any JSON; it is used as it is, with reason `Available` and no source. */
+  external: unknown;
+  /** Never set together with `external`. */
+  name?: undefined;
+  /** Not needed: the literal is the value. A fieldPath written beside `external` is not read. */
+  fieldPath?: string;
+}
+
+/**
+ * A reference to one value: an object by name and a fieldPath, or a literal `external` value.
+ * Exactly one of `name` and `external` is set; test `ref.name !== undefined` to tell them apart.
+ */
+export type GenericReference = NamedReference | ExternalReference;
+
+/** How many of the objects a selector matches it resolves to. */
+export type SelectionMode = "Single" | "Multiple";
+
+/**
+ * A reference to the objects that match a label selector, read at `fieldPath`.
+ *
+ * An empty selector (neither `matchLabels` nor `matchExpressions`) matches every object of the
+ * kind in the namespace, as a Kubernetes label selector does.
+ */
+export interface GenericSelector extends ReferenceCommon {
+  /**
+   * Labels a source must carry with exactly these values.
+   * @default {} (no label is required)
+   */
+  matchLabels?: Record<string, string>;
+  /**
+   * Further label requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`), all of which must hold.
+   * @default [] (no requirement)
+   */
+  matchExpressions?: LabelSelectorRequirement[];
+  /** Where the value sits in each source, in the syntax of {@link NamedReference.fieldPath}. */
+  fieldPath: string;
+  /**
+   * `Single`: exactly one object must match (more is `AmbiguousSelector`), resolving to one value.
+   * `Multiple`: every match, in order, resolving to a list of values.
+   * @default "Single"
+   */
+  mode?: SelectionMode;
+  /**
+   * `Multiple` only: fewer matches than this fails with `TooFewMatches`; 0 lets no match resolve
+   * to an empty list.
+   * @default 1
+   */
+  minMatch?: number;
+  /**
+   * `Multiple` only: keep the first `maxMatch` objects after sorting.
+   * @default undefined (keep every match)
+   */
+  maxMatch?: number;
+  /**
+   * `Multiple` only: the field path, in each source, whose value orders the matches.
+   * @default "metadata.name", then `metadata.namespace`
+   */
+  sortByFieldPath?: string;
+}
+
+/** An object a value was read from, pinned at the version it was read at. */
+export interface SourceRef {
+  /** The source's API version. */
+  apiVersion: string;
+  /** The source's kind. */
+  kind: string;
+  /** The source's namespace; absent for a cluster-scoped kind. */
+  namespace?: string;
+  /** The source's name. */
+  name: string;
+  /** The source's UID, which tells a re-created object of the same name from the one read. */
+  uid: string;
+  /** The `metadata.resourceVersion` the value was read at. */
+  resourceVersion: string;
+}
+
+/** The reasons a resolution succeeds with: the three `Ready=True` reasons of the contract. */
+export type ResolvedReason = Extract<Reason, "Available" | "Defaulted" | "Optional">;
+
+/**
+ * The outcome of resolving a {@link GenericReference} (or a `Single` {@link GenericSelector}),
+ * told apart by `reason`:
+ * - `Available`: `value` was read from `source` (no source for an `external` literal);
+ * - `Defaulted`: the source or field is missing and `value` is the reference's `default`;
+ * - `Optional`: the source or field is missing, the policy is `Optional`, and there is no value.
+ */
+export type ResolvedValue =
+  | { reason: "Available"; value: unknown; source?: SourceRef }
+  | { reason: "Defaulted"; value: unknown; source?: undefined }
+  | { reason: "Optional"; value?: undefined; source?: undefined };
+
+/**
+ * The outcome of resolving a `Multiple` {@link GenericSelector}: `values[i]` was read from
+ * `sources[i]`, in the selector's sort order. With `Defaulted`, `values` comes from the
+ * selector's `default` and `sources` is empty; with `Optional`, both are empty.
+ */
+export interface ResolvedValues {
+  /** The values, in order. */
+  values: unknown[];
+  /** The objects the values came from, in the order of `values`; empty unless `Available`. */
+  sources: SourceRef[];
+  /** Why the selector resolved as it did. */
+  reason: ResolvedReason;
+}
+
+/**
+ * What a watch reports on every change: the resolved value(s) with `ok: true`, or with
+ * `ok: false` the error that resolution fails with now (its `reason` is the condition reason,
+ * `retryable` says whether waiting can help). `T` is {@link ResolvedValue} for a reference and
+ * {@link ResolvedValues} for a `Multiple` selector.
+ *
+ * @example
+ * resolver.watch(ref, (result) => {
+ *   if (!result.ok) return log(result.error.reason);
+ *   if (result.reason === "Available") use(result.value);
+ * });
+ */
+export type ResolutionResult<T extends ResolvedValue | ResolvedValues = ResolvedValue | ResolvedValues> =
+  ({ ok: true } & T) | { ok: false; error: ReferenceError };
