@@ -130,6 +130,7 @@ export class KubeClient {
   private auth: AuthState | undefined;
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
+  private openWatches = 0;
 
   constructor(options: KubeClientOptions) {
     const cluster = options.kubeConfig.getCurrentCluster();
@@ -181,6 +182,7 @@ export class KubeClient {
   watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void): WatchStream {
     const controller = new AbortController();
     let closed = false;
+    this.openWatches++;
     const done = (async () => {
       const started = performance.now();
       let code = 0;
@@ -219,6 +221,7 @@ export class KubeClient {
         if (closed) return;
         throw asError(err);
       } finally {
+        this.openWatches--;
         this.observe?.({
           method: "GET",
           verb: "watch",
@@ -236,6 +239,11 @@ export class KubeClient {
         controller.abort();
       },
     };
+  }
+
+  /** How many watch streams this client holds open now. */
+  get activeWatches(): number {
+    return this.openWatches;
   }
 
   /** Closes the connection pool. Requests after this fail. */

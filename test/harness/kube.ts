@@ -116,3 +116,54 @@ export async function waitFor<T>(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/**
+ * Installs a namespaced test CRD `<plural>.<group>` of `kind` (v1, status subresource, any
+ * spec and status) and waits until it is Established. Returns its apiVersion.
+ */
+export async function installTestCrd(
+  client: KubeClient,
+  group: string,
+  kind: string,
+  scope: "Namespaced" | "Cluster" = "Namespaced",
+): Promise<string> {
+  const plural = `${kind.toLowerCase()}s`;
+  const name = `${plural}.${group}`;
+  await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+    body: {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name },
+      spec: {
+        group,
+        scope,
+        names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+        versions: [
+          {
+            name: "v1",
+            served: true,
+            storage: true,
+            subresources: { status: {} },
+            schema: {
+              openAPIV3Schema: {
+                type: "object",
+                properties: {
+                  spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+                  status: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+  });
+  await waitFor(`CRD ${name} to be Established`, async () => {
+    const crd = await client.request<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(
+      "GET",
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+    );
+    return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
+  });
+  return `${group}/v1`;
+}

@@ -1,0 +1,123 @@
+/**
+ * Shared informers: one per resource and scope, started on first use, reference-counted, and
+ * stopped when the last user releases it (after a short linger, so a user that comes straight
+ * back does not pay for a relist).
+ */
+import type { KubeClient } from "../kube/client.ts";
+import type { ResourceInfo } from "../kube/discovery.ts";
+import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { Informer, type InformerOptions } from "./informer.ts";
+
+/** A claim on a shared informer; release it exactly once. */
+export interface InformerLease {
+  readonly informer: Informer;
+  release(): void;
+}
+
+/** Options for {@link InformerPool}. */
+export interface InformerPoolOptions {
+  client: Pick<KubeClient, "request" | "watch">;
+  logger?: Logger;
+  /** How long an informer nobody holds is kept before it is stopped. @default 10000 */
+  lingerMs?: number;
+  /** Passed to every informer. */
+  informer?: Pick<InformerOptions, "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "onSignal">;
+}
+
+interface Entry {
+  informer: Informer;
+  holders: number;
+  lingerTimer: NodeJS.Timeout | undefined;
+}
+
+/** The pool key of a resource and scope. */
+export function informerKey(resource: ResourceInfo, namespace: string | undefined): string {
+  const scope = resource.namespaced && namespace ? namespace : "*";
+  return `${resource.group}/${resource.version}/${resource.resource}@${scope}`;
+}
+
+/** Shared, reference-counted informers; see the module comment. */
+export class InformerPool {
+  private readonly entries = new Map<string, Entry>();
+  private readonly options: InformerPoolOptions;
+  private readonly logger: Logger;
+  private stopped = false;
+
+  constructor(options: InformerPoolOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  /** Takes a claim on the informer of `resource` in `namespace` (all namespaces when undefined). */
+  acquire(resource: ResourceInfo, namespace?: string): InformerLease {
+    if (this.stopped) throw new Error("the informer pool is stopped");
+    const key = informerKey(resource, namespace);
+    let entry = this.entries.get(key);
+    if (!entry) {
+      const informer = new Informer({
+        ...this.options.informer,
+        client: this.options.client,
+        resource,
+        namespace,
+        logger: childLogger(this.logger, { informer: key }),
+      });
+      entry = { informer, holders: 0, lingerTimer: undefined };
+      this.entries.set(key, entry);
+      informer.start();
+      this.logger.debug({ informer: key }, "informer started");
+    }
+    clearTimeout(entry.lingerTimer);
+    entry.lingerTimer = undefined;
+    entry.holders++;
+    const held = entry;
+    let released = false;
+    return {
+      informer: held.informer,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.release(key, held);
+      },
+    };
+  }
+
+  /** How many informers run now (lingering ones included). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The running informers' keys, for diagnostics. */
+  keys(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** Stops every informer. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const entries = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(
+      entries.map((e) => {
+        clearTimeout(e.lingerTimer);
+        return e.informer.stop();
+      }),
+    );
+  }
+
+  private release(key: string, entry: Entry): void {
+    entry.holders--;
+    if (entry.holders > 0 || this.entries.get(key) !== entry) return;
+    const lingerMs = this.options.lingerMs ?? 10_000;
+    const close = () => {
+      if (entry.holders > 0 || this.entries.get(key) !== entry) return;
+      this.entries.delete(key);
+      void entry.informer.stop();
+      this.logger.debug({ informer: key }, "informer stopped: no more users");
+    };
+    if (lingerMs <= 0) close();
+    else {
+      entry.lingerTimer = setTimeout(close, lingerMs);
+      entry.lingerTimer.unref?.();
+    }
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * Resolution as a pure function of a compiled request and the current cache: level-based, so
+ * the same state always gives the same result, however it was reached. The Required/Optional
+ * policy and `default` are applied in exactly one place: {@link missing}.
+ */
+import { ReferenceError, type FailureReason } from "../errors.ts";
+import type { KubeObject } from "../kube/client.ts";
+import type { InformerState } from "../informers/informer.ts";
+import type { CompiledRequest } from "./request.ts";
+import type { ResolutionResult, SourceRef } from "./types.ts";
+
+/** What resolution reads: the state and objects of one informer. */
+export interface SourceView {
+  readonly state: InformerState;
+  get(namespace: string | undefined, name: string): KubeObject | undefined;
+  list(namespace?: string): Iterable<KubeObject>;
+}
+
+/** Limits applied to every result. */
+export interface ComputeLimits {
+  /** The largest value, as JSON bytes; a larger one gives `ValueTooLarge`. */
+  maxValueBytes: number;
+}
+
+const fail = (reason: FailureReason, message: string): ResolutionResult => ({
+  ok: false,
+  error: new ReferenceError(reason, message),
+});
+
+/** Resolves `req` against `view`; never throws. */
+export function computeResult(
+  req: CompiledRequest,
+  view: SourceView,
+  limits: ComputeLimits,
+): ResolutionResult {
+  if (req.target === "external")
+    return sized(req, { ok: true, reason: "Available", value: req.external }, limits);
+  const state = view.state;
+  if (state.phase === "Pending")
+    return fail("Pending", `waiting for the first list of ${req.kind} objects to complete`);
+  if (state.phase === "Failed") return fail(state.reason, state.message);
+  if (req.target === "name") return sized(req, resolveOne(req, view.get(req.namespace, req.name!)), limits);
+  const matched = [...view.list(req.namespace)].filter((obj) => req.selector!.matches(obj.metadata?.labels));
+  if (req.mode === "Single") {
+    if (matched.length > 1) {
+      const names = sortObjects(matched, undefined).slice(0, 5).map(nameOf);
+      return fail(
+        "AmbiguousSelector",
+        `${matched.length} objects match ${req.describe} (${names.join(", ")}${matched.length > 5 ? ", ..." : ""}) but mode Single needs exactly one: narrow the selector or use mode: Multiple`,
+      );
+    }
+    return sized(req, resolveOne(req, matched[0]), limits);
+  }
+  return sized(req, resolveMany(req, matched), limits);
+}
+
+function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): ResolutionResult {
+  if (!obj) {
+    return missing(
+      req,
+      "SourceNotFound",
+      req.target === "name" ? `${req.describe} does not exist` : `no object matches: no ${req.describe}`,
+    );
+  }
+  const unmet = unmetCondition(req, obj);
+  if (unmet) return fail("SourceNotReady", `${req.kind} ${nameOf(obj)} does not report ${unmet} yet`);
+  const read = req.fieldPath!.evaluate(obj);
+  if (!read.found)
+    return missing(
+      req,
+      "FieldNotFound",
+      `${req.kind} ${nameOf(obj)} has nothing at ${req.fieldPathText}: ${read.missing}`,
+    );
+  const result: ResolutionResult = {
+    ok: true,
+    reason: "Available",
+    value: read.value,
+    source: sourceRef(req, obj),
+  };
+  return result;
+}
+
+function resolveMany(req: CompiledRequest, matched: KubeObject[]): ResolutionResult {
+  if (matched.length === 0) {
+    if (req.minMatch === 0) return { ok: true, reason: "Available", values: [], sources: [] };
+    return missing(req, "SourceNotFound", `no object matches: no ${req.describe}`);
+  }
+  // Objects that are not ready yet, or lack the field, are left out rather than blocking the
+  // rest: a growing set should not stall on its newest member.
+  const values: unknown[] = [];
+  const sources: SourceRef[] = [];
+  let skipped = 0;
+  for (const obj of sortObjects(matched, req)) {
+    const read = unmetCondition(req, obj) ? undefined : req.fieldPath!.evaluate(obj);
+    if (!read?.found) {
+      skipped++;
+      continue;
+    }
+    values.push(read.value);
+    sources.push(sourceRef(req, obj));
+    if (req.maxMatch !== undefined && values.length >= req.maxMatch) break;
+  }
+  if (values.length < req.minMatch) {
+    const why = skipped ? ` (${skipped} of them not ready or without ${req.fieldPathText})` : "";
+    return fail(
+      "TooFewMatches",
+      `${matched.length} ${matched.length === 1 ? "object matches" : "objects match"} ${req.describe}${why}, giving ${values.length} value(s); minMatch is ${req.minMatch}`,
+    );
+  }
+  return { ok: true, reason: "Available", values, sources };
+}
+
+/** The one place where Required, Optional and `default` decide what a missing source or field means. */
+function missing(
+  req: CompiledRequest,
+  reason: "SourceNotFound" | "FieldNotFound",
+  message: string,
+): ResolutionResult {
+  const many = req.target === "selector" && req.mode === "Multiple";
+  if (req.hasDefault) {
+    if (many) {
+      const values = Array.isArray(req.defaultValue) ? req.defaultValue : [req.defaultValue];
+      return { ok: true, reason: "Defaulted", values, sources: [] };
+    }
+    return { ok: true, reason: "Defaulted", value: req.defaultValue };
+  }
+  if (req.resolution === "Optional")
+    return many
+      ? { ok: true, reason: "Optional", values: [], sources: [] }
+      : { ok: true, reason: "Optional" };
+  return fail(reason, message);
+}
+
+function sized(req: CompiledRequest, result: ResolutionResult, limits: ComputeLimits): ResolutionResult {
+  if (!result.ok) return result;
+  const payload = "values" in result ? result.values : result.value;
+  if (payload === undefined) return result;
+  const bytes = Buffer.byteLength(JSON.stringify(payload) ?? "", "utf8");
+  if (bytes <= limits.maxValueBytes) return result;
+  return fail(
+    "ValueTooLarge",
+    `the value read from ${req.describe} at ${req.fieldPathText || "external"} is ${bytes} bytes, over the limit of ${limits.maxValueBytes}: point fieldPath at a smaller field`,
+  );
+}
+
+function unmetCondition(req: CompiledRequest, obj: KubeObject): string | undefined {
+  if (req.requireConditions.length === 0) return undefined;
+  const conditions = (obj.status as { conditions?: unknown } | undefined)?.conditions;
+  const list = Array.isArray(conditions) ? (conditions as Array<{ type?: unknown; status?: unknown }>) : [];
+  for (const want of req.requireConditions) {
+    if (!list.some((c) => c?.type === want.type && c?.status === want.status))
+      return `condition ${want.type}=${want.status}`;
+  }
+  return undefined;
+}
+
+function nameOf(obj: KubeObject): string {
+  const ns = obj.metadata?.namespace;
+  return ns ? `${ns}/${obj.metadata?.name}` : String(obj.metadata?.name);
+}
+
+function sourceRef(req: CompiledRequest, obj: KubeObject): SourceRef {
+  const ref: SourceRef = {
+    apiVersion: req.apiVersion,
+    kind: req.kind,
+    name: obj.metadata?.name ?? "",
+    uid: obj.metadata?.uid ?? "",
+    resourceVersion: obj.metadata?.resourceVersion ?? "",
+  };
+  if (obj.metadata?.namespace) ref.namespace = obj.metadata.namespace;
+  return ref;
+}
+
+/** Orders by the sort field when given (numbers numerically, else as JSON text), then namespace, then name. */
+function sortObjects(objects: KubeObject[], req: CompiledRequest | undefined): KubeObject[] {
+  const keyed = objects.map((obj) => {
+    const sortValue = req?.sortBy ? req.sortBy.evaluate(obj) : undefined;
+    return { obj, sort: sortValue?.found ? sortValue.value : undefined };
+  });
+  keyed.sort(
+    (a, b) =>
+      compareJson(a.sort, b.sort) ||
+      compareText(a.obj.metadata?.name, b.obj.metadata?.name) ||
+      compareText(a.obj.metadata?.namespace, b.obj.metadata?.namespace),
+  );
+  return keyed.map((k) => k.obj);
+}
+
+function compareJson(a: unknown, b: unknown): number {
+  if (a === b) return 0;
+  if (a === undefined) return 1; // objects without the sort field go last
+  if (b === undefined) return -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return compareText(
+    typeof a === "string" ? a : JSON.stringify(a),
+    typeof b === "string" ? b : JSON.stringify(b),
+  );
+}
+
+function compareText(a: string | undefined, b: string | undefined): number {
+  const x = a ?? "";
+  const y = b ?? "";
+  return x < y ? -1 : x > y ? 1 : 0;
+}

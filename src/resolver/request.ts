@@ -1,0 +1,193 @@
+/**
+ * A reference or selector, validated once and compiled into what resolution needs: parsed
+ * paths, a compiled label selector, and every default applied. All spec errors surface here
+ * as `InvalidSpec`, with the field to fix in the message.
+ */
+import { ReferenceError } from "../errors.ts";
+import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
+import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
+import type {
+  GenericReference,
+  GenericSelector,
+  RequiredCondition,
+  ResolutionPolicy,
+  SelectionMode,
+} from "./types.ts";
+
+/** A request after validation; see {@link compileRequest}. */
+export interface CompiledRequest {
+  /** How the source is named. */
+  target: "name" | "selector" | "external";
+  apiVersion: string;
+  kind: string;
+  namespace: string | undefined;
+  name: string | undefined;
+  selector: CompiledSelector | undefined;
+  external: unknown;
+  fieldPath: CompiledPath | undefined;
+  fieldPathText: string;
+  mode: SelectionMode;
+  minMatch: number;
+  maxMatch: number | undefined;
+  sortBy: CompiledPath | undefined;
+  requireConditions: readonly RequiredCondition[];
+  hasDefault: boolean;
+  defaultValue: unknown;
+  resolution: ResolutionPolicy;
+  /** Text naming the source for messages: `ConfigMap team-a/db`, `ConfigMaps matching app=web in team-a`. */
+  describe: string;
+}
+
+/** Either request the resolver accepts. */
+export type AnyReference = GenericReference | GenericSelector;
+
+/** True when `ref` names a selector (no `name`, no `external`). */
+export function isSelector(ref: AnyReference): ref is GenericSelector {
+  return (
+    (ref as { name?: unknown }).name === undefined &&
+    !("external" in ref && (ref as { external?: unknown }).external !== undefined)
+  );
+}
+
+function invalid(message: string): never {
+  throw new ReferenceError("InvalidSpec", message);
+}
+
+function requireString(value: unknown, field: string, max: number): string {
+  if (typeof value !== "string" || value.length === 0)
+    invalid(`${field} is required and must be a non-empty string`);
+  if (value.length > max) invalid(`${field} is longer than ${max} characters`);
+  return value;
+}
+
+function optionalString(value: unknown, field: string, max: number): string | undefined {
+  if (value === undefined || value === null || value === "") return undefined;
+  return requireString(value, field, max);
+}
+
+function nonNegativeInt(value: unknown, field: string): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0)
+    invalid(`${field} must be a whole number of 0 or more`);
+  return value;
+}
+
+/**
+ * Validates and compiles a reference or selector. Throws `ReferenceError("InvalidSpec")`
+ * naming the field to fix; `prefix` is prepended to field names in messages (e.g. "spec.source").
+ */
+export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest {
+  if (typeof ref !== "object" || ref === null) invalid("the reference must be an object");
+  const f = (name: string) => (prefix ? `${prefix}.${name}` : name);
+  const raw = ref as unknown as Record<string, unknown>;
+  const apiVersion = requireString(raw.apiVersion, f("apiVersion"), 316);
+  const kind = requireString(raw.kind, f("kind"), 63);
+  const namespace = optionalString(raw.namespace, f("namespace"), 63);
+  const name = optionalString(raw.name, f("name"), 253);
+  const hasExternal = raw.external !== undefined;
+  const hasSelectorFields = raw.matchLabels !== undefined || raw.matchExpressions !== undefined;
+  const policy = (raw.policy ?? {}) as Record<string, unknown>;
+  if (typeof policy !== "object") invalid(`${f("policy")} must be an object`);
+  const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
+  if (resolution !== "Required" && resolution !== "Optional") {
+    invalid(
+      `${f("policy.resolution")} must be "Required" or "Optional", not ${JSON.stringify(String(resolution).slice(0, 40))}`,
+    );
+  }
+  if (policy.resolve !== undefined && policy.resolve !== "Always" && policy.resolve !== "IfNotPresent") {
+    invalid(`${f("policy.resolve")} must be "Always" or "IfNotPresent"`);
+  }
+  if (name !== undefined && hasExternal)
+    invalid(`set exactly one of ${f("name")} and ${f("external")}, not both`);
+  if ((name !== undefined || hasExternal) && hasSelectorFields) {
+    invalid(
+      `${f("matchLabels")}/${f("matchExpressions")} go with a selector, not with ${name !== undefined ? f("name") : f("external")}`,
+    );
+  }
+
+  const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
+  const target: CompiledRequest["target"] = hasExternal
+    ? "external"
+    : name !== undefined
+      ? "name"
+      : "selector";
+  const fieldPathText =
+    target === "external" ? String(raw.fieldPath ?? "") : requireString(raw.fieldPath, f("fieldPath"), 1024);
+  const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
+
+  let selector: CompiledSelector | undefined;
+  let mode: SelectionMode = "Single";
+  let minMatch = 1;
+  let maxMatch: number | undefined;
+  let sortBy: CompiledPath | undefined;
+  if (target === "selector") {
+    selector = compileLabelSelector(
+      {
+        matchLabels: raw.matchLabels as Record<string, string>,
+        matchExpressions: raw.matchExpressions as never,
+      },
+      { path: prefix ? `${prefix}.selector` : "selector" },
+    );
+    const rawMode = raw.mode ?? "Single";
+    if (rawMode !== "Single" && rawMode !== "Multiple")
+      invalid(`${f("mode")} must be "Single" or "Multiple"`);
+    mode = rawMode;
+    const min = nonNegativeInt(raw.minMatch, f("minMatch"));
+    maxMatch = nonNegativeInt(raw.maxMatch, f("maxMatch"));
+    if (
+      mode === "Single" &&
+      (min !== undefined || maxMatch !== undefined || raw.sortByFieldPath !== undefined)
+    ) {
+      invalid(
+        `${f("minMatch")}, ${f("maxMatch")} and ${f("sortByFieldPath")} apply only with mode: Multiple`,
+      );
+    }
+    minMatch = min ?? 1;
+    if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
+    if (maxMatch !== undefined && minMatch > maxMatch)
+      invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
+    const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), 1024);
+    sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
+  }
+
+  const hasDefault = raw.default !== undefined;
+  const describe =
+    target === "external"
+      ? `an external value`
+      : target === "name"
+        ? `${kind} ${namespace ? `${namespace}/` : ""}${name}`
+        : `${kind} objects matching "${selector!.describe() || "everything"}"${namespace ? ` in namespace ${namespace}` : ""}`;
+  return {
+    target,
+    apiVersion,
+    kind,
+    namespace,
+    name,
+    selector,
+    external: raw.external,
+    fieldPath,
+    fieldPathText,
+    mode,
+    minMatch,
+    maxMatch,
+    sortBy,
+    requireConditions,
+    hasDefault,
+    defaultValue: raw.default,
+    resolution,
+    describe,
+  };
+}
+
+function compileConditions(value: unknown, field: string): RequiredCondition[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) invalid(`${field} must be a list of {type, status}`);
+  if (value.length > 16) invalid(`${field} has more than 16 entries`);
+  return value.map((c: unknown, i) => {
+    const entry = (c ?? {}) as Record<string, unknown>;
+    return {
+      type: requireString(entry.type, `${field}[${i}].type`, 316),
+      status: requireString(entry.status ?? "True", `${field}[${i}].status`, 16),
+    };
+  });
+}

@@ -1,0 +1,251 @@
+/**
+ * The resolver against the real API server: names, JSON types, push updates, scope checks,
+ * the Ready=True reasons (Available, Defaulted, Optional) and the failures a spec can cause.
+ */
+import type { KubeClient } from "../../src/kube/client.ts";
+import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import {
+  adminClient,
+  closeTestClients,
+  createNamespace,
+  testKubeConfig,
+  uniqueName,
+} from "../harness/kube.ts";
+import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
+
+let admin: KubeClient;
+let ns: string;
+let resolver: Resolver;
+
+beforeAll(async () => {
+  admin = adminClient();
+  ns = await createNamespace(admin, "resolver-basics");
+  resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
+  await resolver.start();
+});
+afterAll(async () => {
+  await resolver.stop();
+  await closeTestClients();
+});
+
+async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
+  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
+  });
+}
+
+async function patchConfigMap(name: string, patch: Record<string, unknown>) {
+  await admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${name}`, {
+    body: patch,
+    contentType: "application/merge-patch+json",
+  });
+}
+
+describe("resolving by name", () => {
+  it("reads a ConfigMap value and pushes every change of it", async () => {
+    const name = uniqueName("cm");
+    await createConfigMap(name, { "endpoint.url": "db-1" });
+    const rec = new ResultRecorder();
+    const sub = resolver.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data[endpoint.url]" },
+      rec.push,
+    );
+    try {
+      const first = await rec.reason("Available");
+      expect(first).toMatchObject({
+        ok: true,
+        value: "db-1",
+        source: { kind: "ConfigMap", namespace: ns, name },
+      });
+      await patchConfigMap(name, { data: { "endpoint.url": "db-2" } });
+      expect(await rec.next("db-2", (r) => r.ok && "value" in r && r.value === "db-2")).toBeTruthy();
+      // An update that leaves the value alone pushes nothing.
+      const before = rec.results.length;
+      await patchConfigMap(name, { metadata: { annotations: { touched: "yes" } } });
+      await patchConfigMap(name, { data: { "endpoint.url": "db-3" } });
+      await rec.next("db-3", (r) => r.ok && "value" in r && r.value === "db-3");
+      expect(rec.results.length).toBe(before + 1);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it("keeps JSON types: a Service port is a number, an object stays an object", async () => {
+    const name = uniqueName("svc");
+    await admin.request("POST", `/api/v1/namespaces/${ns}/services`, {
+      body: {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name },
+        spec: { ports: [{ name: "http", port: 8080, protocol: "TCP" }], selector: { app: "x" } },
+      },
+    });
+    const port = await resolver.resolve({
+      apiVersion: "v1",
+      kind: "Service",
+      namespace: ns,
+      name,
+      fieldPath: "spec.ports[0].port",
+    });
+    expect(port.value).toBe(8080);
+    const selector = await resolver.resolve({
+      apiVersion: "v1",
+      kind: "Service",
+      namespace: ns,
+      name,
+      fieldPath: "spec.selector",
+    });
+    expect(selector.value).toEqual({ app: "x" });
+    const filtered = await resolver.resolve({
+      apiVersion: "v1",
+      kind: "Service",
+      namespace: ns,
+      name,
+      fieldPath: 'spec.ports[?(@.name=="http")].protocol',
+    });
+    expect(filtered.value).toBe("TCP");
+  });
+
+  it("reads a cluster-scoped kind (Namespace) and refuses a namespace on it", async () => {
+    await admin.request("PATCH", `/api/v1/namespaces/${ns}`, {
+      body: { metadata: { labels: { "team.example.com/owner": "storage" } } },
+      contentType: "application/merge-patch+json",
+    });
+    const owner = await resolver.resolve({
+      apiVersion: "v1",
+      kind: "Namespace",
+      name: ns,
+      fieldPath: "metadata.labels[team.example.com/owner]",
+    });
+    expect(owner).toMatchObject({
+      reason: "Available",
+      value: "storage",
+      source: { kind: "Namespace", name: ns },
+    });
+    await expect(
+      resolver.resolve({
+        apiVersion: "v1",
+        kind: "Namespace",
+        namespace: ns,
+        name: ns,
+        fieldPath: "metadata.name",
+      }),
+    ).rejects.toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining("cluster-scoped") });
+    await expect(
+      resolver.resolve({ apiVersion: "v1", kind: "ConfigMap", name: "x", fieldPath: "data.a" }),
+    ).rejects.toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining("namespaced") });
+  });
+
+  it("reports an object created after the reference, a field that appears later, and a delete and recreate", async () => {
+    const name = uniqueName("late");
+    const rec = new ResultRecorder();
+    const sub = resolver.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data.key" },
+      rec.push,
+    );
+    try {
+      expect(reasonOf(await rec.next("not Pending", (r) => reasonOf(r) !== "Pending"))).toBe(
+        "SourceNotFound",
+      );
+      await createConfigMap(name, { other: "x" });
+      const noField = await rec.reason("FieldNotFound");
+      expect(!noField.ok && noField.error.message).toContain("data.key");
+      await patchConfigMap(name, { data: { key: "v1" } });
+      const available = await rec.reason("Available");
+      const firstUid = available.ok && "source" in available ? available.source?.uid : undefined;
+      expect(firstUid).toBeTruthy();
+
+      await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${name}`);
+      const gone = await rec.reason("SourceNotFound");
+      expect(gone.ok).toBe(false);
+      await createConfigMap(name, { key: "v2" });
+      const back = await rec.reason("Available");
+      expect(back).toMatchObject({ ok: true, value: "v2" });
+      expect(back.ok && "source" in back && back.source?.uid).not.toBe(firstUid);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it("applies default (Defaulted), Optional and external", async () => {
+    const missing = uniqueName("absent");
+    const base = { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: missing, fieldPath: "data.k" };
+    expect(await resolver.resolve({ ...base, default: { fallback: true } })).toEqual({
+      reason: "Defaulted",
+      value: { fallback: true },
+    });
+    expect(await resolver.resolve({ ...base, policy: { resolution: "Optional" } })).toEqual({
+      reason: "Optional",
+    });
+    // default wins over Optional
+    expect(await resolver.resolve({ ...base, default: 3, policy: { resolution: "Optional" } })).toMatchObject(
+      {
+        reason: "Defaulted",
+        value: 3,
+      },
+    );
+    expect(
+      await resolver.resolve({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        external: "arn:aws:s3:::bucket",
+      }),
+    ).toEqual({ reason: "Available", value: "arn:aws:s3:::bucket" });
+  });
+
+  it("refuses a value over the size limit with ValueTooLarge, and never puts the value in the message", async () => {
+    const name = uniqueName("big");
+    const secretish = "s3cr3t-".repeat(6000); // 42 KB, over the 32 KiB default
+    await createConfigMap(name, { big: secretish });
+    const err = await resolver
+      .resolve({ apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data.big" })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ reason: "ValueTooLarge", retryable: true });
+    expect((err as Error).message).toContain("32768");
+    expect((err as Error).message).not.toContain("s3cr3t");
+  });
+
+  it("gives InvalidSpec for a fieldPath that does not parse and KindNotFound for an unknown kind", async () => {
+    await expect(
+      resolver.resolve({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        name: "x",
+        fieldPath: "data[unclosed",
+      }),
+    ).rejects.toMatchObject({ reason: "InvalidSpec", retryable: false });
+    await expect(
+      resolver.resolve({
+        apiVersion: "nothing.example.com/v1",
+        kind: "Nothing",
+        name: "x",
+        fieldPath: "spec",
+      }),
+    ).rejects.toMatchObject({
+      reason: "KindNotFound",
+      message: expect.stringContaining("nothing.example.com/v1"),
+    });
+    await expect(
+      resolver.resolve({ apiVersion: "not/a/version", kind: "ConfigMap", name: "x", fieldPath: "spec" }),
+    ).rejects.toMatchObject({ reason: "InvalidSpec" });
+  });
+
+  it("pushes Pending first for a kind whose first list has not completed", async () => {
+    const fresh = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
+    const rec = new ResultRecorder();
+    const sub = fresh.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "whatever", fieldPath: "data.a" },
+      rec.push,
+    );
+    try {
+      await rec.reason("SourceNotFound");
+      expect(rec.results.map(reasonOf)).toEqual(["Pending", "SourceNotFound"]);
+      expect(rec.results[0]).toMatchObject({ ok: false, error: { reason: "Pending", retryable: true } });
+    } finally {
+      sub.close();
+      await fresh.stop();
+    }
+  });
+});
