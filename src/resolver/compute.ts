@@ -3,7 +3,7 @@
  * the same state always gives the same result, however it was reached. The Required/Optional
  * policy and `default` are applied in exactly one place: {@link missing}.
  */
-import { ReferenceError, type FailureReason } from "../errors.ts";
+import { ReferenceError, isReferenceError, type FailureReason } from "../errors.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { InformerState } from "../informers/informer.ts";
 import type { CompiledRequest } from "./request.ts";
@@ -33,6 +33,17 @@ export function computeResult(
   view: SourceView,
   limits: ComputeLimits,
 ): ResolutionResult {
+  try {
+    return compute(req, view, limits);
+  } catch (err) {
+    // A path's evaluation throws a ReferenceError (e.g. ValueTooLarge for a JSONPath that
+    // selects too much): that is a result, not a crash of the caller's listener.
+    if (isReferenceError(err)) return { ok: false, error: err };
+    throw err;
+  }
+}
+
+function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits): ResolutionResult {
   if (req.target === "external")
     return sized(req, { ok: true, reason: "Available", value: req.external }, limits);
   const state = view.state;
