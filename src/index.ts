@@ -18,7 +18,7 @@
  * @module
  */
 export { createResolver, Resolver } from "./resolver/resolver.ts";
-export type { ResolverOptions, Subscription, WatchCallback } from "./resolver/resolver.ts";
+export type { ResolverOptions, Subscription, WatchCallback, WatchOptions } from "./resolver/resolver.ts";
 export { resolveReferences } from "./resolver/managed.ts";
 export type {
   ReferenceField,

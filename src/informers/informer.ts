@@ -50,6 +50,8 @@ export interface InformerOptions {
   maxBackoffMs?: number;
   /** Objects per list page. @default 500 */
   pageSize?: number;
+  /** Only objects with these labels (a label selector in its string form, sent to the server). */
+  labelSelector?: string;
   /** Called with a counter name on notable events, for metrics: relist, watchdog, error, expired. */
   onSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
 }
@@ -81,6 +83,7 @@ export class Informer {
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly pageSize: number;
+  private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
   private readonly listeners = new Set<InformerListener>();
   private store = new Map<string, KubeObject>();
@@ -101,6 +104,7 @@ export class Informer {
     this.minBackoffMs = options.minBackoffMs ?? 250;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.pageSize = options.pageSize ?? 500;
+    this.labelSelector = options.labelSelector || undefined;
     this.onSignal = options.onSignal;
   }
 
@@ -238,7 +242,9 @@ export class Informer {
       const page = await this.client.request<{
         metadata?: { resourceVersion?: string; continue?: string };
         items?: KubeObject[];
-      }>("GET", this.path, { query: { limit: this.pageSize, continue: continueToken } });
+      }>("GET", this.path, {
+        query: { limit: this.pageSize, continue: continueToken, labelSelector: this.labelSelector },
+      });
       for (const item of page.items ?? []) fresh.set(keyOf(item), slim(item));
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
       continueToken = page.metadata?.continue || undefined;
@@ -264,16 +270,20 @@ export class Informer {
   private async watchOnce(): Promise<void> {
     let watchdog: NodeJS.Timeout | undefined;
     let silent = false;
+    let events = 0;
+    const openedAt = performance.now();
     let expired = false;
     const stream = this.client.watch(
       this.path,
       {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
+        labelSelector: this.labelSelector,
         // The server ends every watch after this; spread them so relists never line up.
         timeoutSeconds: 300 + Math.floor(Math.random() * 300),
       },
       (event) => {
+        events++;
         armWatchdog();
         if (this.handle(event) === "expired") {
           expired = true;
@@ -300,6 +310,11 @@ export class Informer {
       this.stopWatch = undefined;
     }
     if (expired) throw new Expired();
+    // A watch the server (or a proxy) ends at once, with nothing on it, would otherwise be
+    // reopened in a hot loop: treat it as an error, so the backoff applies (client-go does too).
+    if (!silent && this.running && events === 0 && performance.now() - openedAt < 1000) {
+      throw new Error(`watch ${this.path} ended immediately without an event`);
+    }
     if (silent) {
       this.onSignal?.("watchdog");
       this.logger.warn(

@@ -145,7 +145,7 @@ export class KubeClient {
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
   async request<T = KubeObject>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const started = performance.now();
-    const timeout = AbortSignal.timeout(options.timeoutMs ?? this.requestTimeoutMs);
+    const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(options.timeoutMs ?? this.requestTimeoutMs)));
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     let code = 0;
     try {

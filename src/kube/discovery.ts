@@ -28,6 +28,8 @@ export interface KindResolver {
    * serves no such kind (retryable: a CRD may come), `Forbidden` when discovery is refused.
    */
   lookup(apiVersion: string, kind: string): Promise<ResourceInfo>;
+  /** The cached resource of a kind, without any request; undefined when not cached. */
+  peek?(apiVersion: string, kind: string): ResourceInfo | undefined;
   /** Forgets what is cached for a group version (e.g. a CRD of that group changed). */
   invalidate(apiVersion?: string): void;
 }
@@ -116,6 +118,10 @@ export class Discovery implements KindResolver {
       "KindNotFound",
       `no kind ${kind} in ${gv}: ${why}; install its CRD or fix spec.source.apiVersion/kind`,
     );
+  }
+
+  peek(apiVersion: string, kind: string): ResourceInfo | undefined {
+    return this.cache.get(apiVersion)?.kinds?.get(kind);
   }
 
   invalidate(apiVersion?: string): void {

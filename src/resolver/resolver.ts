@@ -72,6 +72,12 @@ export interface Subscription {
   close(): void;
 }
 
+/** Options of one {@link Resolver.watch}. */
+export interface WatchOptions {
+  /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
+  fieldPrefix?: string;
+}
+
 /** The callback of {@link Resolver.watch}: runs on every change of the value or of its error. */
 export type WatchCallback = (result: ResolutionResult) => void;
 
@@ -226,11 +232,11 @@ export class Resolver {
    * of the value or of its error, until the subscription is closed. Never throws for a bad
    * reference: that is pushed as an `InvalidSpec` result.
    */
-  watch(ref: AnyReference, callback: WatchCallback): Subscription {
+  watch(ref: AnyReference, callback: WatchCallback, options: WatchOptions = {}): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
-      request = compileRequest(ref);
+      request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
       this.deliver(sub, { ok: false, error: toReferenceError(err) });
@@ -242,7 +248,11 @@ export class Resolver {
       this.recompute(sub);
       return sub;
     }
-    void this.attach(sub);
+    // With the kind already known the first result is computed now, so a new subscriber of a
+    // synced kind never sees a Pending it does not need.
+    const known = this.discovery.peek?.(request.apiVersion, request.kind);
+    if (known) this.attachResource(sub, known);
+    else void this.attach(sub);
     return sub;
   }
 
@@ -344,6 +354,12 @@ export class Resolver {
       return;
     }
     if (sub.closed) return;
+    this.attachResource(sub, resource);
+  }
+
+  /** Joins `sub` to the informer of `resource` and computes its first result. */
+  private attachResource(sub: Sub, resource: ResourceInfo): void {
+    const req = sub.request;
     this.waitingForKind.delete(sub);
     this.updateCrdWatch();
     const problem = this.checkResource(req, resource);
