@@ -1,0 +1,520 @@
+import { jest } from "@jest/globals";
+import {
+  BucketRateLimiter,
+  ItemExponentialFailureRateLimiter,
+  WorkQueue,
+  defaultControllerRateLimiter,
+  runWorkers,
+  type WorkQueueObserver,
+  type WorkResult,
+} from "./workqueue.ts";
+
+beforeEach(() => {
+  jest.useFakeTimers();
+});
+afterEach(() => {
+  jest.useRealTimers();
+});
+
+/** Runs due timers and settles the promise callbacks they start. */
+const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
+
+/** Takes every queued key at once (each is then being processed) and calls done on them. */
+async function drainQueued(queue: WorkQueue): Promise<string[]> {
+  const keys: string[] = [];
+  while (queue.len > 0) keys.push((await queue.get())!);
+  for (const key of keys) queue.done(key);
+  return keys;
+}
+
+/** A promise that reports whether it has settled, without waiting for it. */
+function track<T>(promise: Promise<T>): { settled: () => boolean; value: () => T | undefined } {
+  let settled = false;
+  let value: T | undefined;
+  void promise.then((v) => {
+    settled = true;
+    value = v;
+  });
+  return { settled: () => settled, value: () => value };
+}
+
+/** A handler result the test decides on later. */
+function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (err: Error) => void } {
+  let resolve!: (value: T) => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+describe("WorkQueue.add", () => {
+  it.each([
+    {
+      adds: ["a", "a", "a"],
+      want: ["a"],
+      reason: "a key added many times before processing is processed once",
+    },
+    { adds: ["a", "b", "a", "c", "b"], want: ["a", "b", "c"], reason: "dedupe keeps first-add order" },
+    { adds: [], want: [], reason: "nothing added, nothing handed out" },
+  ])("$reason", async ({ adds, want }) => {
+    const queue = new WorkQueue();
+    for (const key of adds) queue.add(key);
+    expect(queue.len).toBe(want.length);
+    expect(await drainQueued(queue)).toEqual(want);
+  });
+
+  it("never hands a key being processed to a second worker; it is requeued once on done", async () => {
+    const queue = new WorkQueue();
+    queue.add("a");
+    expect(await queue.get()).toBe("a");
+
+    queue.add("a");
+    queue.add("a");
+    expect(queue.len).toBe(0); // held back while "a" is processed
+    const second = track(queue.get());
+    await advance(0);
+    expect(second.settled()).toBe(false);
+
+    queue.done("a");
+    await advance(0);
+    expect(second.value()).toBe("a");
+    queue.done("a");
+    expect(queue.len).toBe(0); // the two adds during processing made one more round, not two
+  });
+
+  it("does not requeue on done when the key was not added meanwhile", async () => {
+    const queue = new WorkQueue();
+    queue.add("a");
+    queue.done((await queue.get())!);
+    expect(queue.len).toBe(0);
+  });
+
+  it("lets other keys through while one is processed", async () => {
+    const queue = new WorkQueue();
+    queue.add("a");
+    expect(await queue.get()).toBe("a");
+    queue.add("a");
+    queue.add("b");
+    expect(await queue.get()).toBe("b");
+  });
+});
+
+describe("WorkQueue.addAfter", () => {
+  it.each([
+    {
+      calls: [
+        ["a", 100],
+        ["b", 50],
+      ] as const,
+      at: { 49: [], 50: ["b"], 100: ["a"] },
+      reason: "keys become ready in order of their delays, not of the calls",
+    },
+    {
+      calls: [
+        ["a", 100],
+        ["a", 30],
+      ] as const,
+      at: { 30: ["a"], 100: [] },
+      reason: "an earlier delay for a pending key wins, and the later one does not fire again",
+    },
+    {
+      calls: [
+        ["a", 30],
+        ["a", 100],
+      ] as const,
+      at: { 30: ["a"], 100: [] },
+      reason: "a later delay never postpones a pending key",
+    },
+    {
+      calls: [
+        ["a", 0],
+        ["b", -5],
+      ] as const,
+      at: { 0: ["a", "b"] },
+      reason: "a delay of zero or less adds at once",
+    },
+    {
+      calls: [
+        ["a", 20],
+        ["b", 20],
+        ["c", 10],
+      ] as const,
+      at: { 10: ["c"], 20: ["a", "b"] },
+      reason: "keys due at the same time keep the order of their calls",
+    },
+  ])("$reason", async ({ calls, at }) => {
+    const queue = new WorkQueue();
+    for (const [key, ms] of calls) queue.addAfter(key, ms);
+    let now = 0;
+    for (const [time, want] of Object.entries(at)) {
+      await advance(Number(time) - now);
+      now = Number(time);
+      expect({ time, got: await drainQueued(queue) }).toEqual({ time, got: want });
+    }
+  });
+});
+
+describe("rate limiters", () => {
+  it.each([
+    { base: 5, max: 1_000_000, failures: 6, want: [5, 10, 20, 40, 80, 160], reason: "doubles from the base" },
+    { base: 5, max: 30, failures: 5, want: [5, 10, 20, 30, 30], reason: "capped at the maximum" },
+    {
+      base: 5,
+      max: 1_000_000,
+      failures: 40,
+      want: [...Array.from({ length: 18 }, (_, i) => 5 * 2 ** i), ...Array(22).fill(1_000_000)],
+      reason: "client-go's defaults reach the 1000 s cap at the 19th failure and stay there",
+    },
+  ])("exponential backoff: $reason", ({ base, max, failures, want }) => {
+    const limiter = new ItemExponentialFailureRateLimiter({ baseDelayMs: base, maxDelayMs: max });
+    const got = Array.from({ length: failures }, () => limiter.when("a"));
+    expect(got).toEqual(want);
+    expect(limiter.numRequeues("a")).toBe(failures);
+    expect(limiter.numRequeues("b")).toBe(0);
+  });
+
+  it("tracks backoff per key, and forget resets one key only", () => {
+    const limiter = new ItemExponentialFailureRateLimiter();
+    expect([limiter.when("a"), limiter.when("a"), limiter.when("b")]).toEqual([5, 10, 5]);
+    limiter.forget("a");
+    expect(limiter.numRequeues("a")).toBe(0);
+    expect([limiter.when("a"), limiter.when("b")]).toEqual([5, 10]);
+  });
+
+  it.each([
+    {
+      qps: 10,
+      burst: 3,
+      steps: [[0, 0, 0, 0, 100, 200]],
+      reason: "a burst passes, then one token per 100 ms",
+    },
+    {
+      qps: 10,
+      burst: 2,
+      steps: [
+        [0, 0, 0, 100],
+        [250, 0, 50],
+      ],
+      reason: "tokens refill with time; a taken token is owed until refilled",
+    },
+    {
+      qps: 10,
+      burst: 2,
+      steps: [
+        [0, 0],
+        [10_000, 0, 0, 100],
+      ],
+      reason: "a long pause refills the bucket only up to the burst",
+    },
+  ])("token bucket: $reason", ({ qps, burst, steps }) => {
+    const limiter = new BucketRateLimiter({ qps, burst });
+    for (const [wait, ...want] of steps) {
+      jest.advanceTimersByTime(wait!);
+      const got = want.map(() => limiter.when());
+      expect(got.map((ms) => Math.round(ms))).toEqual(want);
+    }
+  });
+
+  it("the default controller limiter is the larger of backoff and bucket (10 qps, burst 100)", () => {
+    const limiter = defaultControllerRateLimiter();
+    const delays = Array.from({ length: 102 }, (_, i) => limiter.when(`k${i}`));
+    expect(delays.slice(0, 100)).toEqual(Array(100).fill(5)); // per-key backoff dominates
+    expect(delays.slice(100).map(Math.round)).toEqual([100, 200]); // then the bucket does
+    expect(limiter.when("k0")).toBeGreaterThanOrEqual(300); // bucket owed beyond k0's 10 ms
+    expect(limiter.numRequeues("k0")).toBe(2);
+  });
+});
+
+describe("WorkQueue.addRateLimited", () => {
+  it("delays each retry of a key twice as long, until forget", async () => {
+    const queue = new WorkQueue();
+    const readyAfter: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      queue.addRateLimited("a");
+      let waited = 0;
+      while (queue.len === 0) {
+        await advance(1);
+        waited++;
+      }
+      readyAfter.push(waited);
+      await drainQueued(queue);
+    }
+    expect(readyAfter).toEqual([5, 10, 20, 40]);
+    expect(queue.numRequeues("a")).toBe(4);
+
+    queue.forget("a");
+    expect(queue.numRequeues("a")).toBe(0);
+    queue.addRateLimited("a");
+    await advance(4);
+    expect(queue.len).toBe(0);
+    await advance(1);
+    expect(queue.len).toBe(1);
+  });
+
+  it("limits a burst of distinct keys to the bucket", async () => {
+    const queue = new WorkQueue({
+      rateLimiter: defaultControllerRateLimiter({ qps: 10, burst: 2 }),
+    });
+    for (const key of ["a", "b", "c", "d"]) queue.addRateLimited(key);
+    await advance(5);
+    expect(await drainQueued(queue)).toEqual(["a", "b"]);
+    await advance(95);
+    expect(await drainQueued(queue)).toEqual(["c"]);
+    await advance(100);
+    expect(await drainQueued(queue)).toEqual(["d"]);
+  });
+});
+
+describe("WorkQueue shut down", () => {
+  it("resolves a waiting get to undefined", async () => {
+    const queue = new WorkQueue();
+    const waiting = track(queue.get());
+    queue.shutDown();
+    await advance(0);
+    expect(waiting.settled()).toBe(true);
+    expect(waiting.value()).toBeUndefined();
+  });
+
+  it("still hands out the keys already queued, then undefined at once", async () => {
+    const queue = new WorkQueue();
+    queue.add("a");
+    queue.add("b");
+    queue.shutDown();
+    expect(queue.isShuttingDown).toBe(true);
+    expect([await queue.get(), await queue.get(), await queue.get()]).toEqual(["a", "b", undefined]);
+  });
+
+  it.each([
+    { name: "add", act: (q: WorkQueue) => q.add("x") },
+    { name: "addAfter", act: (q: WorkQueue) => q.addAfter("x", 10) },
+    { name: "addRateLimited", act: (q: WorkQueue) => q.addRateLimited("x") },
+  ])("ignores $name after shut down (nothing new is accepted)", async ({ act }) => {
+    const queue = new WorkQueue();
+    queue.shutDown();
+    act(queue);
+    await advance(10_000);
+    expect(queue.len).toBe(0);
+    expect(await queue.get()).toBeUndefined();
+  });
+
+  it("drops keys still waiting on a delay", async () => {
+    const queue = new WorkQueue();
+    queue.addAfter("a", 10);
+    queue.shutDown();
+    await advance(100);
+    expect(queue.len).toBe(0);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it("shutDownWithDrain waits for keys being processed, and only for them", async () => {
+    const queue = new WorkQueue();
+    queue.add("a");
+    queue.add("b");
+    const a = (await queue.get())!;
+    const b = (await queue.get())!;
+    const drained = track(queue.shutDownWithDrain());
+    queue.done(a);
+    await advance(0);
+    expect(drained.settled()).toBe(false);
+    queue.done(b);
+    await advance(0);
+    expect(drained.settled()).toBe(true);
+    await expect(new WorkQueue().shutDownWithDrain()).resolves.toBeUndefined();
+  });
+});
+
+describe("WorkQueueObserver", () => {
+  it("reports adds, depth, queue latency, work duration, retries and unfinished work", async () => {
+    const seen = {
+      adds: 0,
+      retries: 0,
+      depth: [] as number[],
+      latency: [] as number[],
+      work: [] as number[],
+    };
+    const observer: WorkQueueObserver = {
+      onAdd: () => seen.adds++,
+      onRetry: () => seen.retries++,
+      onDepth: (d) => seen.depth.push(d),
+      onGet: (s) => seen.latency.push(s),
+      onDone: (s) => seen.work.push(s),
+    };
+    const queue = new WorkQueue({ observer });
+    queue.add("a");
+    queue.add("a"); // merged: not an add
+    queue.add("b");
+    await advance(250);
+    const a = (await queue.get())!;
+    await advance(1500);
+    expect(queue.unfinishedWork()).toEqual({
+      unfinishedWorkSeconds: 1.5,
+      longestRunningProcessorSeconds: 1.5,
+    });
+    const b = (await queue.get())!;
+    await advance(500);
+    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 2.5, longestRunningProcessorSeconds: 2 });
+    queue.done(a);
+    queue.done(b);
+    queue.addAfter("c", 10);
+
+    expect(seen.adds).toBe(2);
+    expect(seen.depth).toEqual([1, 2, 1, 0]);
+    expect(seen.latency).toEqual([0.25, 1.75]);
+    expect(seen.work).toEqual([2, 0.5]);
+    expect(seen.retries).toBe(1);
+    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 0, longestRunningProcessorSeconds: 0 });
+  });
+
+  it("keeps working when the observer throws", async () => {
+    const queue = new WorkQueue({
+      observer: {
+        onAdd: () => {
+          throw new Error("broken metrics");
+        },
+      },
+    });
+    queue.add("a");
+    expect(await queue.get()).toBe("a");
+  });
+});
+
+describe("runWorkers", () => {
+  it("runs at most `concurrency` handlers at once, and never one key twice at once", async () => {
+    const queue = new WorkQueue();
+    const pending = new Map<string, ReturnType<typeof deferred<WorkResult>>>();
+    let running = 0;
+    let most = 0;
+    const handled: string[] = [];
+    const overlapping: string[] = [];
+    const done = runWorkers(queue, 2, async (key) => {
+      // Recorded, not asserted here: a throwing handler would only be retried.
+      if (pending.has(key)) overlapping.push(key);
+      running++;
+      most = Math.max(most, running);
+      handled.push(key);
+      const d = deferred<WorkResult>();
+      pending.set(key, d);
+      try {
+        return await d.promise;
+      } finally {
+        pending.delete(key);
+        running--;
+      }
+    });
+    for (const key of ["a", "b", "c", "a", "d"]) queue.add(key);
+    await advance(0);
+    expect([...pending.keys()]).toEqual(["a", "b"]);
+    queue.add("a"); // while "a" is processed: must wait, not go to a free worker
+
+    for (let round = 0; round < 10 && pending.size > 0; round++) {
+      for (const d of [...pending.values()]) d.resolve("done");
+      await advance(0);
+    }
+    expect(most).toBe(2);
+    expect(overlapping).toEqual([]);
+    expect(handled).toEqual(["a", "b", "c", "d", "a"]);
+
+    queue.shutDown();
+    await expect(done).resolves.toBeUndefined();
+  });
+
+  it.each([
+    {
+      results: ["requeue", "requeue", "done"] as WorkResult[],
+      at: [0, 5, 15],
+      requeuesAfter: 0,
+      reason: '"requeue" retries with backoff; "done" forgets the backoff',
+    },
+    {
+      results: [new Error("boom"), new Error("boom"), new Error("boom"), "done"] as Array<WorkResult | Error>,
+      at: [0, 5, 15, 35],
+      requeuesAfter: 0,
+      reason: "a thrown error retries with exponential backoff, and never stops the worker",
+    },
+    {
+      results: [{ requeueAfterMs: 1000 }, "done"] as WorkResult[],
+      at: [0, 1000],
+      requeuesAfter: 0,
+      reason: "requeueAfterMs adds after that delay and forgets the backoff",
+    },
+    {
+      results: [new Error("boom"), { requeueAfterMs: 50 }, new Error("boom"), "done"] as Array<
+        WorkResult | Error
+      >,
+      at: [0, 5, 55, 60],
+      requeuesAfter: 0,
+      reason: "requeueAfterMs resets the backoff, so the next error starts from the base again",
+    },
+  ])("$reason", async ({ results, at, requeuesAfter }) => {
+    const queue = new WorkQueue();
+    const calls: number[] = [];
+    const errors: string[] = [];
+    let i = 0;
+    const done = runWorkers(
+      queue,
+      1,
+      async () => {
+        calls.push(Date.now() - start);
+        const result = results[i++];
+        if (result instanceof Error) throw result;
+        return result ?? "done";
+      },
+      { onError: (key, err) => errors.push(`${key}: ${err.message}`) },
+    );
+    const start = Date.now();
+    queue.add("k");
+    await advance(10_000);
+    expect(calls).toEqual(at);
+    expect(errors).toEqual(results.filter((r) => r instanceof Error).map(() => "k: boom"));
+    expect(queue.numRequeues("k")).toBe(requeuesAfter);
+    queue.shutDown();
+    await done;
+  });
+
+  it("survives a handler that throws synchronously, a non-Error, and an onError that throws", async () => {
+    const queue = new WorkQueue();
+    let calls = 0;
+    const done = runWorkers(
+      queue,
+      1,
+      ((key: string) => {
+        calls++;
+        if (calls === 1) throw new Error(`sync ${key}`);
+        if (calls === 2) return Promise.reject("a string");
+        return Promise.resolve("done");
+      }) as (key: string) => Promise<WorkResult>,
+      {
+        onError: () => {
+          throw new Error("broken reporter");
+        },
+      },
+    );
+    queue.add("k");
+    await advance(100);
+    expect(calls).toBe(3);
+    queue.shutDown();
+    await expect(done).resolves.toBeUndefined();
+  });
+
+  it("resolves only when every worker has finished after shut down", async () => {
+    const queue = new WorkQueue();
+    const d = deferred<WorkResult>();
+    const done = track(runWorkers(queue, 3, () => d.promise));
+    queue.add("a");
+    await advance(0);
+    queue.shutDown();
+    await advance(0);
+    expect(done.settled()).toBe(false);
+    d.resolve("done");
+    await advance(0);
+    expect(done.settled()).toBe(true);
+  });
+
+  it.each([0, -1, 1.5, NaN])("rejects a concurrency of %p", async (concurrency) => {
+    await expect(runWorkers(new WorkQueue(), concurrency, async () => "done")).rejects.toThrow(
+      /concurrency must be a positive integer/,
+    );
+  });
+});

@@ -1,0 +1,414 @@
+/**
+ * A rate-limited work queue of string keys with the semantics of client-go's typed
+ * rate-limiting queue (k8s.io/client-go/util/workqueue), which controllers rely on:
+ *
+ * - a key added many times before a worker takes it is processed once (the dirty set);
+ * - a key is never handed to two workers at once: added while processing, it waits and is
+ *   queued again when the worker calls {@link WorkQueue.done};
+ * - `addAfter` holds a key back; of several pending delays for one key the earliest wins;
+ * - `addRateLimited` delays by the larger of a per-key exponential backoff and an overall
+ *   token bucket, and `forget` ends a key's backoff;
+ * - after `shutDown`, adds are ignored, the keys already queued are still handed out, and
+ *   `get` resolves to undefined once the queue is empty.
+ */
+import { asError } from "../errors.ts";
+
+/** Decides how long a key waits before it is retried; client-go's `TypedRateLimiter`. */
+export interface RateLimiter {
+  /** Records one more failure of `key` and returns how long it should wait, in milliseconds. */
+  when(key: string): number;
+  /** Ends the tracking of `key`: its next failure starts from the base delay again. */
+  forget(key: string): void;
+  /** How many failures of `key` are being tracked. */
+  numRequeues(key: string): number;
+}
+
+/** Options for {@link ItemExponentialFailureRateLimiter}. */
+export interface ExponentialBackoffOptions {
+  /** Delay after the first failure; each further failure doubles it. @default 5 */
+  baseDelayMs?: number;
+  /** Longest delay. @default 1000000 (1000 s, as client-go) */
+  maxDelayMs?: number;
+}
+
+/** Per-key exponential backoff: `baseDelayMs * 2^failures`, capped at `maxDelayMs`. */
+export class ItemExponentialFailureRateLimiter implements RateLimiter {
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+  private readonly failures = new Map<string, number>();
+
+  constructor(options: ExponentialBackoffOptions = {}) {
+    this.baseDelayMs = options.baseDelayMs ?? 5;
+    this.maxDelayMs = options.maxDelayMs ?? 1_000_000;
+  }
+
+  when(key: string): number {
+    const exponent = this.failures.get(key) ?? 0;
+    this.failures.set(key, exponent + 1);
+    // 2^exponent overflows to Infinity long before it matters; the cap applies either way.
+    return Math.min(this.baseDelayMs * 2 ** exponent, this.maxDelayMs);
+  }
+
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+}
+
+/** Options for {@link BucketRateLimiter}. */
+export interface TokenBucketOptions {
+  /** Tokens added per second. @default 10 */
+  qps?: number;
+  /** Size of the bucket, which starts full. @default 100 */
+  burst?: number;
+}
+
+/**
+ * An overall token bucket shared by every key (golang.org/x/time/rate's reservations, as
+ * client-go's `BucketRateLimiter` uses them): each call takes a token, possibly one not yet
+ * refilled, and waits until it would be.
+ */
+export class BucketRateLimiter implements RateLimiter {
+  private readonly qps: number;
+  private readonly burst: number;
+  private tokens: number;
+  private last: number;
+
+  constructor(options: TokenBucketOptions = {}) {
+    this.qps = options.qps ?? 10;
+    this.burst = options.burst ?? 100;
+    if (!(this.qps > 0) || !(this.burst >= 1))
+      throw new RangeError("the token bucket needs qps > 0 and burst >= 1");
+    this.tokens = this.burst;
+    this.last = performance.now();
+  }
+
+  when(): number {
+    const now = performance.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
+    this.last = now;
+    this.tokens -= 1;
+    return this.tokens >= 0 ? 0 : (-this.tokens / this.qps) * 1000;
+  }
+
+  forget(): void {}
+
+  numRequeues(): number {
+    return 0;
+  }
+}
+
+/** The largest delay of several limiters; `forget` and `numRequeues` apply to them all. */
+export class MaxOfRateLimiter implements RateLimiter {
+  private readonly limiters: readonly RateLimiter[];
+
+  constructor(...limiters: RateLimiter[]) {
+    this.limiters = limiters;
+  }
+
+  when(key: string): number {
+    // Every limiter must record the failure, so no short-circuit.
+    return this.limiters.reduce((longest, limiter) => Math.max(longest, limiter.when(key)), 0);
+  }
+
+  forget(key: string): void {
+    for (const limiter of this.limiters) limiter.forget(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.limiters.reduce((most, limiter) => Math.max(most, limiter.numRequeues(key)), 0);
+  }
+}
+
+/** client-go's `DefaultTypedControllerRateLimiter`: per-key exponential backoff, and an overall bucket. */
+export function defaultControllerRateLimiter(
+  options: ExponentialBackoffOptions & TokenBucketOptions = {},
+): RateLimiter {
+  return new MaxOfRateLimiter(new ItemExponentialFailureRateLimiter(options), new BucketRateLimiter(options));
+}
+
+/**
+ * Receives the measurements of client-go's workqueue metrics, to feed a metric registry. Label
+ * the metrics by queue name only, never by key. Must not throw (what it throws is dropped).
+ */
+export interface WorkQueueObserver {
+  /** A key became pending (adds that merge into a pending key do not count). */
+  onAdd?(): void;
+  /** The number of pending keys changed (the `depth` gauge). */
+  onDepth?(depth: number): void;
+  /** A worker took a key that had waited this long since it became pending (queue latency). */
+  onGet?(latencySeconds: number): void;
+  /** A worker finished a key it had held this long (work duration). */
+  onDone?(workSeconds: number): void;
+  /** A key was scheduled for a later retry with `addAfter` or `addRateLimited` (retries). */
+  onRetry?(): void;
+}
+
+/** Options for {@link WorkQueue}. */
+export interface WorkQueueOptions {
+  /** Delays of `addRateLimited`. @default defaultControllerRateLimiter() */
+  rateLimiter?: RateLimiter;
+  /** Metric hooks. @default none */
+  observer?: WorkQueueObserver;
+}
+
+/** Seconds of work in progress, read when metrics are scraped. */
+export interface UnfinishedWork {
+  /** Sum over the keys being processed of how long each has been held. */
+  unfinishedWorkSeconds: number;
+  /** How long the key held longest has been held, or 0. */
+  longestRunningProcessorSeconds: number;
+}
+
+interface Delayed {
+  readyAt: number;
+  order: number;
+}
+
+/** A deduplicating, delaying, rate-limited queue of keys; see the module comment for its promises. */
+export class WorkQueue {
+  private readonly rateLimiter: RateLimiter;
+  private readonly observer: WorkQueueObserver | undefined;
+  /** Keys ready for a worker, in order; each is also in `dirty`. */
+  private queue: string[] = [];
+  /** Keys that need processing: queued, or added again while being processed. */
+  private readonly dirty = new Set<string>();
+  /** Keys held by a worker, with when each was taken. */
+  private readonly processing = new Map<string, number>();
+  /** When each dirty key became dirty, for queue latency. */
+  private readonly addedAt = new Map<string, number>();
+  private readonly waiters: Array<(key: string | undefined) => void> = [];
+  private readonly delayed = new Map<string, Delayed>();
+  private delayedOrder = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timerAt = Infinity;
+  private shuttingDown = false;
+  private drainWaiters: Array<() => void> = [];
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
+    this.observer = options.observer;
+  }
+
+  /** Marks `key` as needing processing; ignored after shut down. */
+  add(key: string): void {
+    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.dirty.add(key);
+    this.addedAt.set(key, performance.now());
+    this.notify((o) => o.onAdd?.());
+    this.notify((o) => o.onDepth?.(this.dirty.size));
+    // A key being processed is queued again by done(), never handed to a second worker.
+    if (this.processing.has(key)) return;
+    this.queue.push(key);
+    this.dispatch();
+  }
+
+  /**
+   * The next key to process, waiting for one if none is queued; undefined once the queue is
+   * shut down and empty. Every key it returns must be passed to {@link done}.
+   */
+  get(): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      this.waiters.push(resolve);
+      this.dispatch();
+    });
+  }
+
+  /** Ends the processing of `key`; if it was added meanwhile, queues it again. */
+  done(key: string): void {
+    const started = this.processing.get(key);
+    if (started === undefined) return;
+    this.processing.delete(key);
+    this.notify((o) => o.onDone?.((performance.now() - started) / 1000));
+    if (this.dirty.has(key)) {
+      this.queue.push(key);
+      this.dispatch();
+    }
+    if (this.processing.size === 0) {
+      for (const resolve of this.drainWaiters.splice(0)) resolve();
+    }
+  }
+
+  /** Adds `key` after `delayMs`; of several pending delays for one key the earliest wins. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.shuttingDown) return;
+    this.notify((o) => o.onRetry?.());
+    if (!(delayMs > 0)) {
+      this.add(key);
+      return;
+    }
+    const readyAt = performance.now() + delayMs;
+    const pending = this.delayed.get(key);
+    if (pending && pending.readyAt <= readyAt) return;
+    this.delayed.set(key, { readyAt, order: pending?.order ?? this.delayedOrder++ });
+    this.schedule();
+  }
+
+  /** Adds `key` after the rate limiter's delay for it. */
+  addRateLimited(key: string): void {
+    this.addAfter(key, this.rateLimiter.when(key));
+  }
+
+  /** Ends the rate limiter's backoff for `key` (call it when the key was processed successfully). */
+  forget(key: string): void {
+    this.rateLimiter.forget(key);
+  }
+
+  /** How many times `key` has been rate-limited since it was last forgotten. */
+  numRequeues(key: string): number {
+    return this.rateLimiter.numRequeues(key);
+  }
+
+  /** How many keys wait for a worker now (not counting delayed keys or keys being processed). */
+  get len(): number {
+    return this.queue.length;
+  }
+
+  /** Whether {@link shutDown} or {@link shutDownWithDrain} was called. */
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
+
+  /** The unfinished-work and longest-running-processor gauges, computed now. */
+  unfinishedWork(): UnfinishedWork {
+    const now = performance.now();
+    let total = 0;
+    let longest = 0;
+    for (const started of this.processing.values()) {
+      const held = (now - started) / 1000;
+      total += held;
+      longest = Math.max(longest, held);
+    }
+    return { unfinishedWorkSeconds: total, longestRunningProcessorSeconds: longest };
+  }
+
+  /**
+   * Stops accepting keys and drops the delayed ones; keys already queued are still handed out,
+   * then `get` resolves to undefined.
+   */
+  shutDown(): void {
+    if (this.shuttingDown) return;
+    this.shuttingDown = true;
+    this.delayed.clear();
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    this.dispatch();
+  }
+
+  /** {@link shutDown}, then resolves once no key is being processed. */
+  shutDownWithDrain(): Promise<void> {
+    this.shutDown();
+    if (this.processing.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Hands queued keys to waiting workers; after shut down, tells idle workers to exit. */
+  private dispatch(): void {
+    while (this.waiters.length > 0 && this.queue.length > 0) {
+      const resolve = this.waiters.shift()!;
+      const key = this.queue.shift()!;
+      const now = performance.now();
+      this.processing.set(key, now);
+      this.dirty.delete(key);
+      const addedAt = this.addedAt.get(key) ?? now;
+      this.addedAt.delete(key);
+      this.notify((o) => o.onGet?.((now - addedAt) / 1000));
+      this.notify((o) => o.onDepth?.(this.dirty.size));
+      resolve(key);
+    }
+    if (this.shuttingDown && this.queue.length === 0) {
+      for (const resolve of this.waiters.splice(0)) resolve(undefined);
+    }
+  }
+
+  /** One timer, for the earliest delayed key. */
+  private schedule(): void {
+    let earliest = Infinity;
+    for (const { readyAt } of this.delayed.values()) earliest = Math.min(earliest, readyAt);
+    if (earliest === this.timerAt) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = earliest;
+    if (earliest === Infinity) return;
+    this.timer = setTimeout(() => this.fire(), Math.max(0, Math.ceil(earliest - performance.now())));
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = performance.now();
+    const ready = [...this.delayed.entries()]
+      .filter(([, d]) => d.readyAt <= now)
+      .sort(([, a], [, b]) => a.readyAt - b.readyAt || a.order - b.order);
+    for (const [key] of ready) {
+      this.delayed.delete(key);
+      this.add(key);
+    }
+    this.schedule();
+  }
+
+  private notify(call: (observer: WorkQueueObserver) => void): void {
+    if (!this.observer) return;
+    try {
+      call(this.observer);
+    } catch {
+      // A metrics hook must never break the queue.
+    }
+  }
+}
+
+/** What a handler of {@link runWorkers} asks for a key it processed. */
+export type WorkResult = "done" | "requeue" | { requeueAfterMs: number };
+
+/** Options for {@link runWorkers}. */
+export interface RunWorkersOptions {
+  /** Told of every error a handler throws (the key is then retried with backoff). @default none */
+  onError?: (key: string, err: Error) => void;
+}
+
+/**
+ * Runs `concurrency` workers that take keys from `queue` and call `handler`, following
+ * controller-runtime: "done" forgets the key's backoff, "requeue" and a thrown error add it
+ * rate-limited, `{ requeueAfterMs }` forgets and adds it after that delay. Never rejects; resolves
+ * once the queue is shut down and every worker has exited.
+ */
+export async function runWorkers(
+  queue: WorkQueue,
+  concurrency: number,
+  handler: (key: string) => Promise<WorkResult>,
+  options: RunWorkersOptions = {},
+): Promise<void> {
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new RangeError(`concurrency must be a positive integer, not ${concurrency}`);
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        const result = await handler(key);
+        if (result === "done") {
+          queue.forget(key);
+        } else if (result === "requeue") {
+          queue.addRateLimited(key);
+        } else {
+          queue.forget(key);
+          queue.addAfter(key, Number.isFinite(result.requeueAfterMs) ? result.requeueAfterMs : 0);
+        }
+      } catch (err) {
+        try {
+          options.onError?.(key, asError(err));
+        } catch {
+          // The error hook is for reporting; what it throws cannot stop the worker.
+        }
+        queue.addRateLimited(key);
+      } finally {
+        queue.done(key);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
