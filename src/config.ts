@@ -1,0 +1,304 @@
+/**
+ * The controller's configuration: every option with its default, parsed once from flags and
+ * environment variables (flags win) into a frozen object. Nothing else reads process.env.
+ */
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+
+/** The parsed configuration. */
+export interface Config {
+  readonly kubeconfig: string | undefined;
+  readonly metricsBindAddress: string;
+  readonly healthProbeBindAddress: string;
+  readonly leaderElect: boolean;
+  readonly leaderElectionNamespace: string;
+  readonly leaderElectionId: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly identity: string;
+  readonly concurrency: number;
+  readonly maxValueBytes: number;
+  readonly allowSecrets: boolean;
+  readonly denyKinds: readonly string[];
+  readonly watchdogMs: number;
+  readonly informerLingerMs: number;
+  readonly logLevel: "debug" | "info" | "warn" | "error";
+  readonly shutdownTimeoutMs: number;
+  readonly referableSelector: string | undefined;
+}
+
+type Kind = "string" | "bool" | "int" | "duration" | "list" | "level";
+
+interface OptionSpec {
+  key: keyof Config;
+  flag: string;
+  env: string;
+  kind: Kind;
+  default: string;
+  help: string;
+}
+
+const OPTIONS: OptionSpec[] = [
+  {
+    key: "kubeconfig",
+    flag: "kubeconfig",
+    env: "KUBECONFIG",
+    kind: "string",
+    default: "",
+    help: "kubeconfig file; in-cluster config when empty and running in a pod, else ~/.kube/config",
+  },
+  {
+    key: "metricsBindAddress",
+    flag: "metrics-bind-address",
+    env: "REFERABLE_METRICS_BIND_ADDRESS",
+    kind: "string",
+    default: ":8080",
+    help: "address of the Prometheus /metrics endpoint; 0 turns it off",
+  },
+  {
+    key: "healthProbeBindAddress",
+    flag: "health-probe-bind-address",
+    env: "REFERABLE_HEALTH_PROBE_BIND_ADDRESS",
+    kind: "string",
+    default: ":8081",
+    help: "address of /healthz and /readyz; 0 turns it off",
+  },
+  {
+    key: "leaderElect",
+    flag: "leader-elect",
+    env: "REFERABLE_LEADER_ELECT",
+    kind: "bool",
+    default: "true",
+    help: "elect a leader on a Lease so only one replica writes",
+  },
+  {
+    key: "leaderElectionNamespace",
+    flag: "leader-election-namespace",
+    env: "POD_NAMESPACE",
+    kind: "string",
+    default: "referable-system",
+    help: "namespace of the leader-election Lease",
+  },
+  {
+    key: "leaderElectionId",
+    flag: "leader-election-id",
+    env: "REFERABLE_LEADER_ELECTION_ID",
+    kind: "string",
+    default: "referable-controller",
+    help: "name of the leader-election Lease",
+  },
+  {
+    key: "leaseDurationMs",
+    flag: "leader-election-lease-duration",
+    env: "REFERABLE_LEASE_DURATION",
+    kind: "duration",
+    default: "15s",
+    help: "how long a standby waits before taking over a lease that is not renewed",
+  },
+  {
+    key: "renewDeadlineMs",
+    flag: "leader-election-renew-deadline",
+    env: "REFERABLE_RENEW_DEADLINE",
+    kind: "duration",
+    default: "10s",
+    help: "how long the leader keeps trying to renew before it steps down",
+  },
+  {
+    key: "retryPeriodMs",
+    flag: "leader-election-retry-period",
+    env: "REFERABLE_RETRY_PERIOD",
+    kind: "duration",
+    default: "2s",
+    help: "how often leader election acts",
+  },
+  {
+    key: "identity",
+    flag: "identity",
+    env: "POD_NAME",
+    kind: "string",
+    default: "",
+    help: "this replica's identity in the Lease; hostname plus a random suffix when empty",
+  },
+  {
+    key: "concurrency",
+    flag: "concurrency",
+    env: "REFERABLE_CONCURRENCY",
+    kind: "int",
+    default: "8",
+    help: "Referables reconciled at once",
+  },
+  {
+    key: "maxValueBytes",
+    flag: "max-value-bytes",
+    env: "REFERABLE_MAX_VALUE_BYTES",
+    kind: "int",
+    default: "32768",
+    help: "largest value (bytes of JSON) projected; larger gives ValueTooLarge",
+  },
+  {
+    key: "allowSecrets",
+    flag: "allow-secrets",
+    env: "REFERABLE_ALLOW_SECRETS",
+    kind: "bool",
+    default: "false",
+    help: "allow Secret sources (RBAC must allow them too)",
+  },
+  {
+    key: "denyKinds",
+    flag: "deny-kinds",
+    env: "REFERABLE_DENY_KINDS",
+    kind: "list",
+    default: "",
+    help: "comma-separated kinds never read, as Kind.group (e.g. Secret, Token.auth.example.com)",
+  },
+  {
+    key: "watchdogMs",
+    flag: "watch-watchdog",
+    env: "REFERABLE_WATCH_WATCHDOG",
+    kind: "duration",
+    default: "90s",
+    help: "a watch silent this long is reopened",
+  },
+  {
+    key: "informerLingerMs",
+    flag: "informer-linger",
+    env: "REFERABLE_INFORMER_LINGER",
+    kind: "duration",
+    default: "10s",
+    help: "how long a source informer nobody uses is kept",
+  },
+  {
+    key: "logLevel",
+    flag: "log-level",
+    env: "REFERABLE_LOG_LEVEL",
+    kind: "level",
+    default: "info",
+    help: "debug, info, warn or error",
+  },
+  {
+    key: "referableSelector",
+    flag: "referable-selector",
+    env: "REFERABLE_SELECTOR",
+    kind: "string",
+    default: "",
+    help: "only reconcile Referables matching this label selector (e.g. shard=a); every Referable when empty",
+  },
+  {
+    key: "shutdownTimeoutMs",
+    flag: "shutdown-timeout",
+    env: "REFERABLE_SHUTDOWN_TIMEOUT",
+    kind: "duration",
+    default: "20s",
+    help: "longest graceful shutdown after SIGTERM",
+  },
+];
+
+/** A configuration error: the message says which option and what is wrong. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** The `--help` text: every option, its environment variable and its default. */
+export function helpText(): string {
+  const lines = [
+    "Usage: referable-controller [options]",
+    "",
+    "Options (flags win over environment variables):",
+  ];
+  for (const o of OPTIONS) {
+    lines.push(`  --${o.flag}${o.kind === "bool" ? "[=true|false]" : "=VALUE"}`);
+    lines.push(`      ${o.help} (env ${o.env}; default ${o.default === "" ? '""' : o.default})`);
+  }
+  lines.push("  --help", "      print this help and exit");
+  return lines.join("\n");
+}
+
+/** Parses a Go-style duration ("1m30s", "500ms", "2s") into milliseconds. */
+export function parseDuration(text: string): number {
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  let rest = text.trim();
+  if (!rest) throw new ConfigError("empty duration");
+  while (rest) {
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)/.exec(rest);
+    if (!m) throw new ConfigError(`${JSON.stringify(text)} is not a duration like 500ms, 15s or 1m30s`);
+    total += Number(m[1]) * unit[m[2]!]!;
+    rest = rest.slice(m[0].length);
+  }
+  return total;
+}
+
+/** Parses argv and env into a frozen Config, or throws ConfigError. Returns "help" for --help. */
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): Config | "help" {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--help" || arg === "-h") return "help";
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    const spec = m && OPTIONS.find((o) => o.flag === m[1]);
+    if (!m || !spec) throw new ConfigError(`unknown option ${JSON.stringify(arg)}: see --help`);
+    let value = m[2];
+    if (value === undefined) {
+      if (spec.kind === "bool") value = "true";
+      else if (i + 1 < argv.length) value = argv[++i]!;
+      else throw new ConfigError(`--${spec.flag} needs a value`);
+    }
+    flags.set(spec.flag, value);
+  }
+  const out: Record<string, unknown> = {};
+  for (const o of OPTIONS) {
+    const raw = flags.get(o.flag) ?? env[o.env] ?? o.default;
+    try {
+      out[o.key] = convert(o.kind, raw);
+    } catch (err) {
+      throw new ConfigError(`--${o.flag} (env ${o.env}): ${(err as Error).message}`);
+    }
+  }
+  if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
+  const config = out as unknown as Config;
+  if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
+  if (
+    config.leaderElect &&
+    !(config.leaseDurationMs > config.renewDeadlineMs && config.renewDeadlineMs > config.retryPeriodMs)
+  ) {
+    throw new ConfigError("leader election needs lease duration > renew deadline > retry period");
+  }
+  return Object.freeze(out) as unknown as Config;
+}
+
+function convert(kind: Kind, raw: string): unknown {
+  switch (kind) {
+    case "string":
+      return raw === "" ? undefined : raw;
+    case "bool":
+      if (raw === "true" || raw === "1") return true;
+      if (raw === "false" || raw === "0") return false;
+      throw new ConfigError(`${JSON.stringify(raw)} is not true or false`);
+    case "int": {
+      const n = Number(raw);
+      if (!Number.isInteger(n) || n < 0)
+        throw new ConfigError(`${JSON.stringify(raw)} is not a whole number`);
+      return n;
+    }
+    case "duration":
+      return parseDuration(raw);
+    case "list":
+      return Object.freeze(
+        raw
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean),
+      );
+    case "level":
+      if (!["debug", "info", "warn", "error"].includes(raw))
+        throw new ConfigError(`${JSON.stringify(raw)} is not debug, info, warn or error`);
+      return raw;
+  }
+}

@@ -1,0 +1,323 @@
+/**
+ * The Referable controller: Referable informer → work queue → reconcile → status.
+ *
+ * Level-based: events only enqueue names; reconcile reads the Referable from the cache and the
+ * current result of its resolver subscription, computes the status from them, and writes it
+ * through the status subresource only when it differs from what is stored. Every replica keeps
+ * its caches and subscriptions warm; only the leader writes.
+ */
+import { asError, isReferenceError, ReferenceError } from "../errors.ts";
+import { Informer } from "../informers/informer.ts";
+import { isApiError, type KubeClient } from "../kube/client.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import type { ControllerMetrics } from "../metrics.ts";
+import type { Resolver, Subscription } from "../resolver/resolver.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import type { EventRecorder } from "./events.ts";
+import {
+  REFERABLE_API_VERSION,
+  REFERABLE_RESOURCE,
+  requestFor,
+  type Referable,
+  type ReferableStatus,
+} from "./referable.ts";
+import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
+import { runWorkers, WorkQueue, type WorkResult } from "./workqueue.ts";
+
+/** Options for {@link ReferableController}. */
+export interface ReferableControllerOptions {
+  client: Pick<KubeClient, "request" | "watch">;
+  resolver: Pick<Resolver, "watch">;
+  metrics?: ControllerMetrics;
+  events?: EventRecorder;
+  logger?: Logger;
+  /** Reconciles at once. @default 8 */
+  concurrency?: number;
+  /** A Referable watch silent this long is reopened. @default 90000 */
+  watchdogMs?: number;
+  /**
+   * Only Referables with these labels (label selector string form): runs several controllers,
+   * or shards, side by side. @default every Referable
+   */
+  labelSelector?: string;
+  /** Clock for condition timestamps. @default () => new Date() */
+  now?: () => Date;
+}
+
+/** What the controller keeps for one Referable. */
+interface Tracked {
+  uid: string | undefined;
+  /** The spec the subscription was made for. */
+  specKey: string;
+  subscription: Subscription | undefined;
+  /** The result when the spec cannot even be turned into a request. */
+  fixed: ResolutionResult | undefined;
+  /** When the first not-yet-written push arrived, for the propagation histogram. */
+  pushedAt: number | undefined;
+  /** Our last write, until the informer has caught up with it. */
+  written: { baseResourceVersion: string | undefined; status: ReferableStatus } | undefined;
+}
+
+const PENDING: ResolutionResult = { ok: false, error: new ReferenceError("Pending", "resolving the source") };
+
+/** The Referable controller; see the module comment. */
+export class ReferableController {
+  private readonly options: ReferableControllerOptions;
+  private readonly logger: Logger;
+  private readonly informer: Informer;
+  private readonly queue: WorkQueue;
+  private readonly tracked = new Map<string, Tracked>();
+  private leader = false;
+  private workers: Promise<void> | undefined;
+
+  constructor(options: ReferableControllerOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+    const metrics = options.metrics;
+    const labels = { name: "referable", controller: "referable" };
+    this.queue = new WorkQueue({
+      observer: metrics && {
+        onAdd: () => metrics.workqueueAdds.labels(labels).inc(),
+        onDepth: (depth) => metrics.workqueueDepth.labels(labels).set(depth),
+        onGet: (s) => metrics.workqueueQueueDuration.labels(labels).observe(s),
+        onDone: (s) => metrics.workqueueWorkDuration.labels(labels).observe(s),
+        onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
+      },
+    });
+    const informerOptions: ConstructorParameters<typeof Informer>[0] = {
+      client: options.client,
+      resource: REFERABLE_RESOURCE,
+      logger: this.logger,
+    };
+    if (options.watchdogMs !== undefined) informerOptions.watchdogMs = options.watchdogMs;
+    if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;
+    this.informer = new Informer(informerOptions);
+    this.informer.addListener({
+      onEvent: (event) => this.queue.add(event.object.metadata?.name ?? ""),
+      onState: (state) => {
+        if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
+      },
+    });
+  }
+
+  /** Starts watching Referables and reconciling them. */
+  start(): void {
+    if (this.workers) return;
+    const concurrency = this.options.concurrency ?? 8;
+    this.options.metrics?.maxConcurrentReconciles.labels("referable").set(concurrency);
+    this.informer.start();
+    this.workers = runWorkers(this.queue, concurrency, (name) => this.timedReconcile(name), {
+      onError: (name, err) =>
+        this.logger.warn({ referable: name, err: err.message }, "reconcile failed; retrying with backoff"),
+    });
+  }
+
+  /** Whether the Referable cache has completed its first list. */
+  get synced(): boolean {
+    return this.informer.state.phase === "Synced";
+  }
+
+  /** Resolves once the Referable cache has completed its first list (or failed). */
+  whenSynced(): Promise<void> {
+    return this.informer.whenSettled();
+  }
+
+  /** Makes this replica write (true) or only keep its caches warm (false). */
+  setLeader(leader: boolean): void {
+    if (this.leader === leader) return;
+    this.leader = leader;
+    this.options.metrics?.leaderStatus.labels("referable-controller").set(leader ? 1 : 0);
+    // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
+    if (leader) for (const obj of this.informer.list()) this.queue.add(obj.metadata?.name ?? "");
+  }
+
+  /** Referables by their Ready reason, for the gauge. */
+  countByReason(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const obj of this.informer.list()) {
+      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
+      counts.set(reason, (counts.get(reason) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /** Stops taking work, lets running reconciles finish, and closes every subscription. */
+  async stop(): Promise<void> {
+    this.leader = false;
+    await this.queue.shutDownWithDrain();
+    await this.workers;
+    await this.informer.stop();
+    for (const t of this.tracked.values()) t.subscription?.close();
+    this.tracked.clear();
+  }
+
+  private async timedReconcile(name: string): Promise<WorkResult> {
+    const metrics = this.options.metrics;
+    const started = performance.now();
+    metrics?.activeWorkers.labels("referable").inc();
+    try {
+      const result = await this.reconcile(name);
+      this.logger.debug(
+        {
+          referable: name,
+          result: typeof result === "string" ? result : "requeue_after",
+          ms: Math.round(performance.now() - started),
+        },
+        "reconciled",
+      );
+      metrics?.reconcileTotal
+        .labels(
+          "referable",
+          result === "done" ? "success" : result === "requeue" ? "requeue" : "requeue_after",
+        )
+        .inc();
+      return result;
+    } catch (err) {
+      metrics?.reconcileTotal.labels("referable", "error").inc();
+      metrics?.reconcileErrors.labels("referable").inc();
+      throw err;
+    } finally {
+      metrics?.activeWorkers.labels("referable").dec();
+      metrics?.reconcileTime.labels("referable").observe((performance.now() - started) / 1000);
+    }
+  }
+
+  private async reconcile(name: string): Promise<WorkResult> {
+    const obj = this.informer.get(undefined, name) as unknown as Referable | undefined;
+    if (!obj) {
+      this.forget(name);
+      return "done";
+    }
+    const tracked = this.track(obj);
+    const result = tracked.fixed ?? tracked.subscription?.current ?? PENDING;
+    // If the cache has not seen our last write yet, compare against what we wrote.
+    const written = tracked.written;
+    const base: Referable =
+      written && written.baseResourceVersion === obj.metadata.resourceVersion
+        ? { ...obj, status: written.status }
+        : obj;
+    if (written && written.baseResourceVersion !== obj.metadata.resourceVersion) tracked.written = undefined;
+
+    const desired = desiredStatus(base, result, this.options.now?.() ?? new Date());
+    if (!desired || statusEquals(base.status, desired)) {
+      tracked.pushedAt = undefined;
+      return "done";
+    }
+    if (!this.leader) return "done";
+    return this.writeStatus(obj, base.status, desired, tracked);
+  }
+
+  private async writeStatus(
+    obj: Referable,
+    current: ReferableStatus | undefined,
+    desired: ReferableStatus,
+    tracked: Tracked,
+  ): Promise<WorkResult> {
+    const name = obj.metadata.name;
+    const metrics = this.options.metrics;
+    try {
+      const body = statusPatch(obj.metadata.uid, desired);
+      const updated = await this.options.client.request<Referable>(
+        "PATCH",
+        `/apis/${REFERABLE_API_VERSION}/referables/${name}/status`,
+        {
+          body,
+          contentType: "application/json-patch+json",
+        },
+      );
+      tracked.written = {
+        baseResourceVersion: obj.metadata.resourceVersion,
+        status: updated.status ?? desired,
+      };
+    } catch (err) {
+      if (isApiError(err, 404)) return "done"; // deleted meanwhile: nothing to write
+      if (isApiError(err, 422)) {
+        // The uid precondition failed (the object was re-created: its own events follow), or the
+        // API server's schema refused the status. Retrying the same write cannot help; a new
+        // result will bring a new write.
+        metrics?.statusWrites.labels("error").inc();
+        this.logger.error(
+          { referable: name, err: (err as Error).message.slice(0, 300) },
+          "the API server refused the status",
+        );
+        return "done";
+      }
+      if (isApiError(err, 409)) {
+        metrics?.statusWrites.labels("conflict").inc();
+        return "requeue";
+      }
+      metrics?.statusWrites.labels("error").inc();
+      throw err;
+    }
+    metrics?.statusWrites.labels("success").inc();
+    if (tracked.pushedAt !== undefined)
+      metrics?.propagation.observe((performance.now() - tracked.pushedAt) / 1000);
+    tracked.pushedAt = undefined;
+
+    const before = readyCondition(current);
+    const after = readyCondition(desired)!;
+    this.logger.info(
+      { referable: name, ready: after.status, reason: after.reason, generation: desired.observedGeneration },
+      "status written",
+    );
+    // Pending is where every new Referable starts: not worth an Event.
+    if (before?.reason !== after.reason && after.reason !== "Pending") {
+      this.options.events?.transition(obj, after.reason, after.message);
+    }
+    return "done";
+  }
+
+  /** The subscription state for `obj`, made or remade when its spec (or uid) changed. */
+  private track(obj: Referable): Tracked {
+    const name = obj.metadata.name;
+    const specKey = stableStringify(obj.spec ?? null);
+    const existing = this.tracked.get(name);
+    if (existing && existing.specKey === specKey && existing.uid === obj.metadata.uid) return existing;
+    existing?.subscription?.close();
+    const tracked: Tracked = {
+      uid: obj.metadata.uid,
+      specKey,
+      subscription: undefined,
+      fixed: undefined,
+      pushedAt: undefined,
+      written: existing?.uid === obj.metadata.uid ? existing?.written : undefined,
+    };
+    this.tracked.set(name, tracked);
+    try {
+      const request = requestFor(obj.spec);
+      const source = obj.spec?.source;
+      if (
+        source?.apiVersion === REFERABLE_API_VERSION &&
+        source.kind === "Referable" &&
+        source.name === name
+      ) {
+        throw new ReferenceError(
+          "InvalidSpec",
+          "a Referable cannot read itself: point spec.source at another object",
+        );
+      }
+      tracked.subscription = this.options.resolver.watch(
+        request,
+        () => {
+          tracked.pushedAt ??= performance.now();
+          this.queue.add(name);
+        },
+        { fieldPrefix: "spec.source" },
+      );
+    } catch (err) {
+      tracked.fixed = {
+        ok: false,
+        error: isReferenceError(err) ? err : new ReferenceError("InvalidSpec", asError(err).message),
+      };
+    }
+    return tracked;
+  }
+
+  private forget(name: string): void {
+    const tracked = this.tracked.get(name);
+    if (!tracked) return;
+    tracked.subscription?.close();
+    this.tracked.delete(name);
+    if (tracked.uid) this.options.events?.forget(tracked.uid);
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * Kubernetes Events for Ready transitions of Referables: `Normal` when a Referable becomes
+ * Available, `Warning` with the reason otherwise. Rate-limited per object and overall, so a
+ * flapping source cannot flood the API server; best effort (a failed Event never fails a
+ * reconcile). Messages are condition messages, which never hold a value.
+ */
+import { asError } from "../errors.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { REFERABLE_API_VERSION, type Referable } from "./referable.ts";
+
+/** Options for {@link EventRecorder}. */
+export interface EventRecorderOptions {
+  client: Pick<KubeClient, "request">;
+  /** Who reports: the controller's name and this replica's identity. */
+  component?: string;
+  instance?: string;
+  /** Namespace Events of cluster-scoped objects go to, as client-go does. @default "default" */
+  namespace?: string;
+  /** Events one object may emit per `perObjectWindowMs`. @default 5 */
+  perObjectBurst?: number;
+  /** @default 60000 */
+  perObjectWindowMs?: number;
+  /** Events per second over all objects (token bucket, burst = 5 × rate). @default 10 */
+  qps?: number;
+  logger?: Logger;
+  onEmit?: (type: "Normal" | "Warning" | "Dropped") => void;
+}
+
+/** Emits rate-limited Events; see the module comment. */
+export class EventRecorder {
+  private readonly options: EventRecorderOptions;
+  private readonly logger: Logger;
+  private readonly perObject = new Map<string, number[]>();
+  private tokens: number;
+  private lastRefill = Date.now();
+
+  constructor(options: EventRecorderOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+    this.tokens = (options.qps ?? 10) * 5;
+  }
+
+  /** Records a Ready transition of `obj` to `reason`; never throws. */
+  transition(obj: Referable, reason: string, message: string): void {
+    const type = reason === "Available" ? "Normal" : "Warning";
+    if (!this.allow(obj.metadata.uid ?? obj.metadata.name)) {
+      this.options.onEmit?.("Dropped");
+      return;
+    }
+    this.options.onEmit?.(type);
+    const now = new Date().toISOString();
+    const namespace = this.options.namespace ?? "default";
+    const component = this.options.component ?? "referable-controller";
+    const body = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { generateName: `${obj.metadata.name}.`, namespace },
+      involvedObject: {
+        apiVersion: REFERABLE_API_VERSION,
+        kind: "Referable",
+        name: obj.metadata.name,
+        uid: obj.metadata.uid,
+        resourceVersion: obj.metadata.resourceVersion,
+      },
+      reason,
+      message: message || (type === "Normal" ? "the value is available" : reason),
+      type,
+      source: { component },
+      reportingComponent: component,
+      reportingInstance: this.options.instance ?? component,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    this.options.client
+      .request("POST", `/api/v1/namespaces/${namespace}/events`, { body })
+      .catch((err: unknown) => {
+        this.logger.warn(
+          { referable: obj.metadata.name, reason, err: asError(err).message },
+          "could not record an Event",
+        );
+      });
+  }
+
+  private allow(key: string): boolean {
+    const now = Date.now();
+    const qps = this.options.qps ?? 10;
+    this.tokens = Math.min(qps * 5, this.tokens + ((now - this.lastRefill) / 1000) * qps);
+    this.lastRefill = now;
+    const windowMs = this.options.perObjectWindowMs ?? 60_000;
+    const recent = (this.perObject.get(key) ?? []).filter((t) => now - t < windowMs);
+    if (recent.length >= (this.options.perObjectBurst ?? 5) || this.tokens < 1) {
+      this.perObject.set(key, recent);
+      return false;
+    }
+    this.tokens -= 1;
+    recent.push(now);
+    this.perObject.set(key, recent);
+    if (this.perObject.size > 10_000) this.prune(now, windowMs);
+    return true;
+  }
+
+  private prune(now: number, windowMs: number): void {
+    for (const [key, times] of this.perObject)
+      if (times.every((t) => now - t >= windowMs)) this.perObject.delete(key);
+  }
+
+  /** Forgets an object (it was deleted). */
+  forget(uidOrName: string): void {
+    this.perObject.delete(uidOrName);
+  }
+}

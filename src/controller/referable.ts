@@ -1,0 +1,125 @@
+/**
+ * The Referable resource (`referable.dev/v1alpha1`, cluster-scoped) as the controller reads
+ * it, and the translation of its spec into a resolver request.
+ */
+import { ReferenceError } from "../errors.ts";
+import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
+import type { ResourceInfo } from "../kube/discovery.ts";
+import type { AnyReference } from "../resolver/request.ts";
+import type { RequiredCondition, SourceRef } from "../resolver/types.ts";
+
+export const REFERABLE_GROUP = "referable.dev";
+export const REFERABLE_VERSION = "v1alpha1";
+export const REFERABLE_API_VERSION = `${REFERABLE_GROUP}/${REFERABLE_VERSION}`;
+
+/** How the Referable kind is served: fixed by our own CRD, so no discovery is needed. */
+export const REFERABLE_RESOURCE: ResourceInfo = {
+  group: REFERABLE_GROUP,
+  version: REFERABLE_VERSION,
+  resource: "referables",
+  kind: "Referable",
+  namespaced: false,
+  verbs: ["get", "list", "watch", "patch", "update"],
+};
+
+/** `spec` of a Referable (see crds/). */
+export interface ReferableSpec {
+  source?: {
+    apiVersion?: string;
+    kind?: string;
+    namespace?: string;
+    name?: string;
+    selector?: { matchLabels?: Record<string, string>; matchExpressions?: LabelSelectorRequirement[] };
+    fieldPath?: string;
+    requireConditions?: RequiredCondition[];
+  };
+  selection?: {
+    mode?: "Single" | "Multiple";
+    sortByFieldPath?: string;
+    minMatch?: number;
+    maxMatch?: number;
+  };
+  policy?: { resolution?: "Required" | "Optional" };
+  default?: unknown;
+}
+
+/** A metav1.Condition. */
+export interface Condition {
+  type: string;
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+}
+
+/** `status` of a Referable. */
+export interface ReferableStatus {
+  value?: unknown;
+  values?: unknown[];
+  sources?: SourceRef[];
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+/** A Referable as read from the API server. */
+export interface Referable {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    uid?: string;
+    generation?: number;
+    resourceVersion?: string;
+    [key: string]: unknown;
+  };
+  spec?: ReferableSpec;
+  status?: ReferableStatus;
+}
+
+/**
+ * The resolver request for a Referable's spec. Throws `InvalidSpec` for what the CRD's
+ * validation would refuse but an older CRD version (or a server without CEL) might let by.
+ */
+export function requestFor(spec: ReferableSpec | undefined): AnyReference {
+  const source = spec?.source;
+  if (!source) throw new ReferenceError("InvalidSpec", "spec.source is required");
+  const base = {
+    apiVersion: source.apiVersion as string,
+    kind: source.kind as string,
+    namespace: source.namespace,
+    fieldPath: source.fieldPath as string,
+    requireConditions: source.requireConditions,
+    default: spec?.default,
+    policy: spec?.policy?.resolution ? { resolution: spec.policy.resolution } : undefined,
+  };
+  const hasName = source.name !== undefined && source.name !== "";
+  if (hasName && source.selector !== undefined) {
+    throw new ReferenceError(
+      "InvalidSpec",
+      "set exactly one of spec.source.name and spec.source.selector, not both",
+    );
+  }
+  if (hasName) {
+    if (spec?.selection !== undefined) {
+      throw new ReferenceError(
+        "InvalidSpec",
+        "spec.selection applies only with spec.source.selector: remove it or use a selector",
+      );
+    }
+    return { ...base, name: source.name as string };
+  }
+  if (source.selector === undefined) {
+    throw new ReferenceError("InvalidSpec", "set one of spec.source.name and spec.source.selector");
+  }
+  const selection = spec?.selection ?? {};
+  return {
+    ...base,
+    matchLabels: source.selector.matchLabels,
+    matchExpressions: source.selector.matchExpressions,
+    mode: selection.mode,
+    minMatch: selection.minMatch,
+    maxMatch: selection.maxMatch,
+    sortByFieldPath: selection.sortByFieldPath,
+  };
+}

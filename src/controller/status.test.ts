@@ -1,0 +1,155 @@
+import { ReferenceError } from "../errors.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import type { Referable } from "./referable.ts";
+import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
+
+const T0 = new Date("2026-01-01T00:00:00.000Z");
+const T1 = new Date("2026-01-01T00:05:00.000Z");
+const src = (rv: string, uid = "u1") => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: "a",
+  name: "db",
+  uid,
+  resourceVersion: rv,
+});
+const ok = (value: unknown, rv = "10", uid = "u1"): ResolutionResult => ({
+  ok: true,
+  reason: "Available",
+  value,
+  source: src(rv, uid),
+});
+const err = (reason: ConstructorParameters<typeof ReferenceError>[0], message = "why"): ResolutionResult => ({
+  ok: false,
+  error: new ReferenceError(reason, message),
+});
+
+function obj(status?: Referable["status"], generation = 1): Referable {
+  return { metadata: { name: "r", generation }, spec: {}, ...(status ? { status } : {}) };
+}
+
+describe("desiredStatus", () => {
+  it("writes value, sources, observedGeneration and a Ready=True Available condition", () => {
+    const s = desiredStatus(obj(), ok("arn:1"), T0)!;
+    expect(s).toEqual({
+      observedGeneration: 1,
+      value: "arn:1",
+      sources: [src("10")],
+      conditions: [
+        {
+          type: "Ready",
+          status: "True",
+          reason: "Available",
+          message: "",
+          observedGeneration: 1,
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+        },
+      ],
+    });
+  });
+
+  it.each([
+    {
+      reason: "an equal result later changes nothing, so nothing is written (restart writes nothing)",
+      later: ok("arn:1", "10"),
+      equal: true,
+    },
+    {
+      reason: "a source update that leaves the value alone keeps the resourceVersion the value was read at",
+      later: ok("arn:1", "11"),
+      equal: true,
+    },
+    { reason: "a new value moves the resourceVersion", later: ok("arn:2", "12"), equal: false },
+    {
+      reason: "a re-created source (new uid) with the same value is a change of sources",
+      later: ok("arn:1", "13", "u2"),
+      equal: false,
+    },
+  ])("$reason", ({ later, equal }) => {
+    const first = desiredStatus(obj(), ok("arn:1", "10"), T0)!;
+    const second = desiredStatus(obj(first), later, T1)!;
+    expect(statusEquals(first, second)).toBe(equal);
+    expect(readyCondition(second)!.lastTransitionTime).toBe("2026-01-01T00:00:00Z");
+  });
+
+  it("moves lastTransitionTime only when the condition's status changes", () => {
+    const first = desiredStatus(obj(), err("SourceNotFound"), T0)!;
+    const second = desiredStatus(obj(first), err("FieldNotFound"), T1)!;
+    expect(readyCondition(second)).toMatchObject({
+      status: "False",
+      reason: "FieldNotFound",
+      lastTransitionTime: "2026-01-01T00:00:00Z",
+    });
+    const third = desiredStatus(obj(second), ok(1), T1)!;
+    expect(readyCondition(third)).toMatchObject({
+      status: "True",
+      lastTransitionTime: "2026-01-01T00:05:00Z",
+    });
+  });
+
+  it.each([
+    {
+      reason: "SourceNotFound" as const,
+      keeps: false,
+      why: "the source is gone: a consumer must not read its old value",
+    },
+    { reason: "FieldNotFound" as const, keeps: false, why: "the field is gone" },
+    { reason: "SourceNotReady" as const, keeps: false, why: "requireConditions gate the value" },
+    {
+      reason: "Forbidden" as const,
+      keeps: true,
+      why: "not being allowed to look is not a fact about the source",
+    },
+  ])("on $reason the value is kept=$keeps ($why)", ({ reason, keeps }) => {
+    const first = desiredStatus(obj(), ok("arn:1"), T0)!;
+    const next = desiredStatus(obj(first), err(reason), T1)!;
+    expect(next.value).toEqual(keeps ? "arn:1" : undefined);
+    expect(readyCondition(next)).toMatchObject({ status: "False", reason });
+  });
+
+  it("writes nothing for Pending when a status for this generation exists, so a restart never flaps", () => {
+    const first = desiredStatus(obj(), ok("arn:1"), T0)!;
+    expect(desiredStatus(obj(first), err("Pending"), T1)).toBeUndefined();
+  });
+
+  it("writes Ready=Unknown Pending for a new object, and for a new generation drops the old value", () => {
+    expect(readyCondition(desiredStatus(obj(), err("Pending"), T0))).toMatchObject({
+      status: "Unknown",
+      reason: "Pending",
+    });
+    const first = desiredStatus(obj(), ok("arn:1"), T0)!;
+    const edited = desiredStatus(obj(first, 2), err("Pending"), T1)!;
+    expect(edited.value).toBeUndefined();
+    expect(edited.observedGeneration).toBe(2);
+  });
+
+  it("writes values and sources in Multiple mode, and nothing but the condition for Optional", () => {
+    const many = desiredStatus(
+      obj(),
+      { ok: true, reason: "Available", values: [1, 2], sources: [src("1"), src("2", "u2")] },
+      T0,
+    )!;
+    expect(many.values).toEqual([1, 2]);
+    expect(many.sources).toHaveLength(2);
+    const optional = desiredStatus(obj(many), { ok: true, reason: "Optional" }, T1)!;
+    expect(optional).toEqual({
+      observedGeneration: 1,
+      conditions: [expect.objectContaining({ reason: "Optional", status: "True" })],
+    });
+  });
+});
+
+describe("statusPatch", () => {
+  it("replaces the whole status behind a uid precondition, so keys a value object lost do not linger", () => {
+    expect(statusPatch("u1", { value: { a: 1 } })).toEqual([
+      { op: "test", path: "/metadata/uid", value: "u1" },
+      { op: "add", path: "/status", value: { value: { a: 1 } } },
+    ]);
+  });
+});
+
+describe("stableStringify", () => {
+  it("ignores key order", () => {
+    expect(stableStringify({ b: 1, a: { d: 1, c: 2 } })).toBe(stableStringify({ a: { c: 2, d: 1 }, b: 1 }));
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * A Referable's status as a function of its object and the current resolution result.
+ *
+ * Idempotent by construction: an equal condition keeps its `lastTransitionTime`, sources keep
+ * the resourceVersion the value was read at while the value stays the same, and the caller
+ * writes only when {@link statusEquals} says the result differs from what is stored.
+ */
+import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
+import type { Condition, Referable, ReferableStatus } from "./referable.ts";
+
+/** The condition type the controller owns. */
+export const READY = "Ready";
+
+/** Reasons under which the controller cannot see the source right now, so a value already read is kept. */
+const UNOBSERVED = new Set(["Pending", "Forbidden"]);
+
+/** JSON text with object keys sorted, so equal values give equal text. */
+export function stableStringify(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
+    const sorted: Record<string, unknown> = {};
+    for (const k of Object.keys(v as object).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+    return sorted;
+  });
+}
+
+/** Whether two statuses are the same, field order aside. */
+export function statusEquals(a: ReferableStatus | undefined, b: ReferableStatus | undefined): boolean {
+  return stableStringify(a ?? {}) === stableStringify(b ?? {});
+}
+
+/** The Ready condition of a status, if any. */
+export function readyCondition(status: ReferableStatus | undefined): Condition | undefined {
+  return status?.conditions?.find((c) => c.type === READY);
+}
+
+/**
+ * The status `obj` should have given `result`; `undefined` when nothing should be written
+ * (the result is Pending and the object already has a status for its generation: a restart
+ * must not flap a Ready condition to Unknown).
+ */
+export function desiredStatus(
+  obj: Referable,
+  result: ResolutionResult,
+  now: Date,
+): ReferableStatus | undefined {
+  const previous = obj.status ?? {};
+  const generation = obj.metadata.generation ?? 0;
+  const prevReady = readyCondition(previous);
+  const sameGeneration = previous.observedGeneration === generation;
+  if (!result.ok && result.error.reason === "Pending" && prevReady && sameGeneration) return undefined;
+
+  const [status, reason, message] = conditionOf(result);
+  const condition: Condition = {
+    type: READY,
+    status,
+    reason,
+    message,
+    observedGeneration: generation,
+    lastTransitionTime:
+      prevReady && prevReady.status === status ? prevReady.lastTransitionTime : rfc3339(now),
+  };
+  const next: ReferableStatus = {
+    observedGeneration: generation,
+    conditions: [condition, ...(previous.conditions ?? []).filter((c) => c.type !== READY)],
+  };
+
+  if (result.ok) {
+    if ("values" in result) {
+      next.values = result.values;
+      next.sources = keepReadVersions(previous, result.sources, result.values, true);
+    } else {
+      if (result.value !== undefined && result.value !== null) next.value = result.value;
+      const sources = result.source ? [result.source] : [];
+      next.sources = keepReadVersions(previous, sources, result.value, false);
+    }
+  } else if (UNOBSERVED.has(result.error.reason) && sameGeneration) {
+    // Not seeing the source is not a fact about it: keep what was read, flagged not Ready.
+    if (previous.value !== undefined) next.value = previous.value;
+    if (previous.values !== undefined) next.values = previous.values;
+    if (previous.sources !== undefined) next.sources = previous.sources;
+  }
+  if (next.sources?.length === 0) delete next.sources;
+  return next;
+}
+
+/**
+ * Sources of the new result, but with the resourceVersions already stored when the value and
+ * the set of sources are unchanged: the version records when the value was read, so an update
+ * of the source that leaves the value alone moves nothing.
+ */
+function keepReadVersions(
+  previous: ReferableStatus,
+  sources: SourceRef[],
+  value: unknown,
+  many: boolean,
+): SourceRef[] {
+  const prevValue = many ? previous.values : previous.value;
+  const prevSources = previous.sources ?? [];
+  const sameValue = stableStringify(prevValue ?? null) === stableStringify(value ?? null);
+  const sameSet =
+    prevSources.length === sources.length &&
+    prevSources.every((s, i) => s.uid === sources[i]!.uid && s.name === sources[i]!.name);
+  return sameValue && sameSet ? prevSources : sources;
+}
+
+function conditionOf(result: ResolutionResult): [Condition["status"], string, string] {
+  if (!result.ok) {
+    return [
+      result.error.reason === "Pending" ? "Unknown" : "False",
+      result.error.reason,
+      result.error.message,
+    ];
+  }
+  switch (result.reason) {
+    case "Available":
+      return ["True", "Available", ""];
+    case "Defaulted":
+      return ["True", "Defaulted", "the source or its field is missing: the value is spec.default"];
+    case "Optional":
+      return [
+        "True",
+        "Optional",
+        "the source or its field is missing and spec.policy.resolution is Optional: no value",
+      ];
+  }
+}
+
+/** metav1.Time: RFC 3339 in UTC, whole seconds. */
+function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+/**
+ * A JSON patch (RFC 6902) that replaces the whole status of the object with `uid`. Not a merge
+ * patch: merging would keep keys that an object-valued `value` has lost. The `test` of the uid
+ * is a precondition, so a status is never written onto a re-created object of the same name.
+ */
+export function statusPatch(uid: string | undefined, next: ReferableStatus): unknown[] {
+  const ops: unknown[] = [];
+  if (uid) ops.push({ op: "test", path: "/metadata/uid", value: uid });
+  ops.push({ op: "add", path: "/status", value: next });
+  return ops;
+}

@@ -1,0 +1,180 @@
+/**
+ * The controller process: parse the configuration once, build the parts, elect a leader,
+ * serve metrics and probes, and shut down gracefully on SIGTERM (stop writing, release the
+ * lease, close informers).
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { pathToFileURL } from "node:url";
+import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
+import { ReferableController } from "./controller/controller.ts";
+import { EventRecorder } from "./controller/events.ts";
+import { LeaderElector } from "./controller/leader-election.ts";
+import { asError } from "./errors.ts";
+import { KubeClient } from "./kube/client.ts";
+import type { ResourceInfo } from "./kube/discovery.ts";
+import { ControllerMetrics } from "./metrics.ts";
+import { createResolver } from "./resolver/resolver.ts";
+import { closeServer, startMetricsServer, startProbeServer } from "./server.ts";
+
+/** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
+export function sourcePolicy(
+  config: Pick<Config, "allowSecrets" | "denyKinds">,
+): (resource: ResourceInfo) => string | undefined {
+  const denied = new Set(config.denyKinds.map((k) => k.toLowerCase()));
+  return (resource) => {
+    if (resource.group === "" && resource.resource === "secrets" && !config.allowSecrets) {
+      return "the controller does not read Secrets unless started with --allow-secrets (and RBAC allows it)";
+    }
+    const kindGroup = (resource.group ? `${resource.kind}.${resource.group}` : resource.kind).toLowerCase();
+    if (denied.has(kindGroup))
+      return `the controller's configuration denies ${kindGroup} sources (--deny-kinds)`;
+    return undefined;
+  };
+}
+
+/** Runs the controller until SIGTERM/SIGINT; resolves with the exit code. */
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let config: Config;
+  try {
+    const parsed = parseConfig(argv, env);
+    if (parsed === "help") {
+      process.stdout.write(`${helpText()}\n`);
+      return 0;
+    }
+    config = parsed;
+  } catch (err) {
+    process.stderr.write(`${err instanceof ConfigError ? err.message : asError(err).message}\n`);
+    return 2;
+  }
+
+  const logger = pino({
+    level: config.logLevel,
+    base: { component: "referable-controller", identity: config.identity },
+  });
+  process.on("unhandledRejection", (reason) =>
+    logger.error({ err: asError(reason).message }, "unhandled rejection (a bug: please report it)"),
+  );
+
+  const kubeConfig = new KubeConfig();
+  if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig.split(":")[0]!);
+  else kubeConfig.loadFromDefault();
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (!server) {
+    logger.error({}, "no cluster in the kubeconfig: pass --kubeconfig or run in a pod");
+    return 2;
+  }
+  const host = new URL(server).host;
+  const metrics = new ControllerMetrics({ leaseName: config.leaderElectionId });
+  const client = new KubeClient({
+    kubeConfig,
+    observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
+  });
+  const resolver = createResolver({
+    client,
+    logger: logger.child({ part: "resolver" }),
+    maxValueBytes: config.maxValueBytes,
+    informerLingerMs: config.informerLingerMs,
+    watchdogMs: config.watchdogMs,
+    sourcePolicy: sourcePolicy(config),
+    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
+  });
+  const events = new EventRecorder({
+    client,
+    instance: config.identity,
+    logger,
+    onEmit: (type) => metrics.events.labels(type).inc(),
+  });
+  const controller = new ReferableController({
+    client,
+    resolver,
+    metrics,
+    events,
+    logger: logger.child({ part: "controller" }),
+    concurrency: config.concurrency,
+    watchdogMs: config.watchdogMs,
+    labelSelector: config.referableSelector,
+  });
+
+  let shuttingDown = false;
+  const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
+    metrics.setReferableCounts(controller.countByReason());
+    metrics.sourceInformers.set(resolver.informerCount);
+  });
+  const probeServer = await startProbeServer(
+    config.healthProbeBindAddress,
+    () => controller.synced && !shuttingDown,
+    () => true,
+  );
+  controller.start();
+
+  let exitWith: (code: number) => void = () => undefined;
+  const exited = new Promise<number>((resolve) => (exitWith = resolve));
+  let elector: LeaderElector | undefined;
+
+  const shutdown = async (why: string, code: number) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    logger.info({ why }, "shutting down");
+    const timer = setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, "graceful shutdown timed out");
+      exitWith(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    try {
+      controller.setLeader(false); // stop writing first
+      await elector?.stop(); // then release the lease, so a standby takes over at once
+      await controller.stop();
+      await resolver.stop();
+      await Promise.all([closeServer(metricsServer), closeServer(probeServer)]);
+      await client.close();
+      logger.info({}, "stopped");
+      exitWith(code);
+    } catch (err) {
+      logger.error({ err: asError(err).message }, "error during shutdown");
+      exitWith(1);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM", 0));
+  process.once("SIGINT", () => void shutdown("SIGINT", 0));
+
+  if (config.leaderElect) {
+    elector = new LeaderElector({
+      client,
+      namespace: config.leaderElectionNamespace,
+      name: config.leaderElectionId,
+      identity: config.identity,
+      leaseDurationMs: config.leaseDurationMs,
+      renewDeadlineMs: config.renewDeadlineMs,
+      retryPeriodMs: config.retryPeriodMs,
+      logger: logger.child({ part: "leader-election" }),
+      onStartedLeading: () => controller.setLeader(true),
+      onStoppedLeading: () => {
+        controller.setLeader(false);
+        // As controller-runtime does: a replica that lost its lease exits and is restarted as
+        // a fresh candidate, rather than risk acting on a state it no longer owns.
+        if (!shuttingDown) {
+          logger.error({}, "lost the leader lease: exiting");
+          void shutdown("lost leadership", 1);
+        }
+      },
+    });
+    void elector.run();
+  } else {
+    controller.setLeader(true);
+  }
+  logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
+  return exited;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main(process.argv.slice(2), process.env).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`fatal: ${asError(err).message}\n`);
+      process.exit(1);
+    },
+  );
+}

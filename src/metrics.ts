@@ -1,0 +1,201 @@
+/**
+ * The controller's Prometheus metrics, on a registry injected per instance (prom-client's
+ * default registry is global). Names follow controller-runtime and client-go so existing
+ * dashboards and alerts work. Label values are bounded: never an object name or a value.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Reasons } from "./errors.ts";
+
+const CONTROLLER = "referable";
+
+/** Condition status by reason, for the series that exist at zero from the start. */
+const READY_OF_REASON: Record<string, "True" | "False" | "Unknown"> = Object.fromEntries(
+  Object.values(Reasons).map((reason) => [
+    reason,
+    reason === "Available" || reason === "Defaulted" || reason === "Optional"
+      ? "True"
+      : reason === "Pending"
+        ? "Unknown"
+        : "False",
+  ]),
+);
+
+/** Every metric the controller exports. */
+export class ControllerMetrics {
+  readonly registry: Registry;
+  readonly reconcileTotal: Counter<"controller" | "result">;
+  readonly reconcileErrors: Counter<"controller">;
+  readonly reconcileTime: Histogram<"controller">;
+  readonly activeWorkers: Gauge<"controller">;
+  readonly maxConcurrentReconciles: Gauge<"controller">;
+  readonly workqueueDepth: Gauge<"name" | "controller">;
+  readonly workqueueAdds: Counter<"name" | "controller">;
+  readonly workqueueRetries: Counter<"name" | "controller">;
+  readonly workqueueQueueDuration: Histogram<"name" | "controller">;
+  readonly workqueueWorkDuration: Histogram<"name" | "controller">;
+  readonly leaderStatus: Gauge<"name">;
+  readonly restRequests: Counter<"code" | "method" | "host">;
+  readonly restLatency: Histogram<"verb">;
+  readonly referables: Gauge<"ready" | "reason">;
+  readonly sourceInformers: Gauge;
+  readonly informerSignals: Counter<"signal">;
+  readonly propagation: Histogram;
+  readonly statusWrites: Counter<"result">;
+  readonly events: Counter<"type">;
+
+  constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
+    const registry = (this.registry = options.registry ?? new Registry());
+    const registers = [registry];
+    const queueLabels = { name: CONTROLLER, controller: CONTROLLER };
+    const exp = (start: number, factor: number, count: number) =>
+      Array.from({ length: count }, (_, i) => start * factor ** i);
+
+    this.reconcileTotal = new Counter({
+      name: "controller_runtime_reconcile_total",
+      help: "Total number of reconciliations per controller",
+      labelNames: ["controller", "result"],
+      registers,
+    });
+    for (const result of ["success", "error", "requeue", "requeue_after"])
+      this.reconcileTotal.labels(CONTROLLER, result).inc(0);
+    this.reconcileErrors = new Counter({
+      name: "controller_runtime_reconcile_errors_total",
+      help: "Total number of reconciliation errors per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.reconcileErrors.labels(CONTROLLER).inc(0);
+    this.reconcileTime = new Histogram({
+      name: "controller_runtime_reconcile_time_seconds",
+      help: "Length of time per reconciliation per controller",
+      labelNames: ["controller"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.reconcileTime.labels(CONTROLLER);
+    this.activeWorkers = new Gauge({
+      name: "controller_runtime_active_workers",
+      help: "Number of currently used workers per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.activeWorkers.labels(CONTROLLER).set(0);
+    this.maxConcurrentReconciles = new Gauge({
+      name: "controller_runtime_max_concurrent_reconciles",
+      help: "Maximum number of concurrent reconciles per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.workqueueDepth = new Gauge({
+      name: "workqueue_depth",
+      help: "Current depth of workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.workqueueDepth.labels(queueLabels).set(0);
+    this.workqueueAdds = new Counter({
+      name: "workqueue_adds_total",
+      help: "Total number of adds handled by workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.workqueueAdds.labels(queueLabels).inc(0);
+    this.workqueueRetries = new Counter({
+      name: "workqueue_retries_total",
+      help: "Total number of retries handled by workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.workqueueRetries.labels(queueLabels).inc(0);
+    this.workqueueQueueDuration = new Histogram({
+      name: "workqueue_queue_duration_seconds",
+      help: "How long in seconds an item stays in workqueue before being requested",
+      labelNames: ["name", "controller"],
+      buckets: exp(1e-8, 10, 11),
+      registers,
+    });
+    this.workqueueQueueDuration.labels(queueLabels);
+    this.workqueueWorkDuration = new Histogram({
+      name: "workqueue_work_duration_seconds",
+      help: "How long in seconds processing an item from workqueue takes",
+      labelNames: ["name", "controller"],
+      buckets: exp(1e-8, 10, 11),
+      registers,
+    });
+    this.workqueueWorkDuration.labels(queueLabels);
+    this.leaderStatus = new Gauge({
+      name: "leader_election_master_status",
+      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+      labelNames: ["name"],
+      registers,
+    });
+    this.leaderStatus.labels(options.leaseName ?? "referable-controller").set(0);
+    this.restRequests = new Counter({
+      name: "rest_client_requests_total",
+      help: "Number of HTTP requests, partitioned by status code, method, and host",
+      labelNames: ["code", "method", "host"],
+      registers,
+    });
+    this.restLatency = new Histogram({
+      name: "rest_client_request_duration_seconds",
+      help: "Request latency in seconds, broken down by verb",
+      labelNames: ["verb"],
+      buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+      registers,
+    });
+    this.referables = new Gauge({
+      name: "referable_referables",
+      help: "Referables by the status and reason of their Ready condition",
+      labelNames: ["ready", "reason"],
+      registers,
+    });
+    for (const [reason, ready] of Object.entries(READY_OF_REASON))
+      this.referables.labels(ready, reason).set(0);
+    this.sourceInformers = new Gauge({
+      name: "referable_source_informers",
+      help: "Source informers open (one per source resource and scope)",
+      registers,
+    });
+    this.informerSignals = new Counter({
+      name: "referable_informer_restarts_total",
+      help: "Informer relists and restarts, by cause (relist, expired, watchdog, error)",
+      labelNames: ["signal"],
+      registers,
+    });
+    for (const signal of ["relist", "expired", "watchdog", "error"])
+      this.informerSignals.labels(signal).inc(0);
+    this.propagation = new Histogram({
+      name: "referable_propagation_seconds",
+      help: "Time from a source change observed by the controller to the Referable's status written",
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.statusWrites = new Counter({
+      name: "referable_status_writes_total",
+      help: "Status writes of Referables, by result (success, conflict, error)",
+      labelNames: ["result"],
+      registers,
+    });
+    for (const result of ["success", "conflict", "error"]) this.statusWrites.labels(result).inc(0);
+    this.events = new Counter({
+      name: "referable_events_total",
+      help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
+      labelNames: ["type"],
+      registers,
+    });
+    for (const type of ["Normal", "Warning", "Dropped"]) this.events.labels(type).inc(0);
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  }
+
+  /** Replaces the Referables-by-reason gauge with fresh counts (unknown reasons count under their own). */
+  setReferableCounts(counts: Map<string, number>): void {
+    for (const [reason, ready] of Object.entries(READY_OF_REASON))
+      this.referables.labels(ready, reason).set(counts.get(reason) ?? 0);
+  }
+
+  /** Observes one API request, client-go style. */
+  observeRequest(host: string, method: string, verb: string, code: number, seconds: number): void {
+    this.restRequests.labels(code === 0 ? "<error>" : String(code), method, host).inc();
+    this.restLatency.labels(verb).observe(seconds);
+  }
+}

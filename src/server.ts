@@ -1,0 +1,75 @@
+/**
+ * The process's HTTP endpoints: `/metrics` on the metrics address, `/healthz` and `/readyz` on
+ * the probe address (controller-runtime's defaults :8080 and :8081). Nothing else is served.
+ */
+import { createServer, type Server } from "node:http";
+import type { Registry } from "prom-client";
+
+/** Parses ":8080", "127.0.0.1:8080" or "[::1]:8080"; undefined for "0" (off). */
+export function parseBindAddress(address: string): { host: string | undefined; port: number } | undefined {
+  if (address === "0") return undefined;
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
+  if (!m) throw new Error(`bind address ${JSON.stringify(address)} is not of the form [host]:port`);
+  return { host: m[1] ?? (m[2] || undefined), port: Number(m[3]) };
+}
+
+async function listen(server: Server, address: string): Promise<Server | undefined> {
+  const bind = parseBindAddress(address);
+  if (!bind) return undefined;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(bind.port, bind.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+/** The port a started server listens on (useful with port 0). */
+export function portOf(server: Server | undefined): number | undefined {
+  const address = server?.address();
+  return typeof address === "object" && address ? address.port : undefined;
+}
+
+/** Serves /metrics from `registry`, calling `beforeScrape` first to refresh gauges. */
+export async function startMetricsServer(
+  address: string,
+  registry: Registry,
+  beforeScrape: () => void,
+): Promise<Server | undefined> {
+  const server = createServer((req, res) => {
+    if (req.method !== "GET" || req.url?.split("?")[0] !== "/metrics") {
+      res.writeHead(404).end();
+      return;
+    }
+    beforeScrape();
+    registry.metrics().then(
+      (text) => res.writeHead(200, { "Content-Type": registry.contentType }).end(text),
+      (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
+    );
+  });
+  return listen(server, address);
+}
+
+/** Serves /healthz (the process answers) and /readyz (`ready()` says so). */
+export async function startProbeServer(
+  address: string,
+  ready: () => boolean,
+  healthy: () => boolean,
+): Promise<Server | undefined> {
+  const server = createServer((req, res) => {
+    const path = req.url?.split("?")[0];
+    if (path === "/healthz") res.writeHead(healthy() ? 200 : 500).end(healthy() ? "ok" : "unhealthy");
+    else if (path === "/readyz") res.writeHead(ready() ? 200 : 503).end(ready() ? "ok" : "caches not synced");
+    else res.writeHead(404).end();
+  });
+  return listen(server, address);
+}
+
+/** Closes a server, dropping idle keep-alive connections. */
+export async function closeServer(server: Server | undefined): Promise<void> {
+  if (!server) return;
+  server.closeIdleConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}

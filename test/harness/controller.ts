@@ -1,0 +1,113 @@
+/**
+ * Runs the Referable controller in the test process, wired as src/main.ts wires it, but scoped
+ * to Referables carrying this instance's own label so test files running side by side never
+ * reconcile each other's objects.
+ */
+import { ReferableController } from "../../src/controller/controller.ts";
+import { EventRecorder } from "../../src/controller/events.ts";
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { sourcePolicy } from "../../src/main.ts";
+import { ControllerMetrics } from "../../src/metrics.ts";
+import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { adminClient, uniqueName, waitFor } from "./kube.ts";
+
+export const SHARD_LABEL = "test.referable.dev/shard";
+
+export interface TestController {
+  controller: ReferableController;
+  resolver: Resolver;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  /** The label value of this instance: put `{ [SHARD_LABEL]: shard }` on the Referables it should own. */
+  shard: string;
+  stop(): Promise<void>;
+}
+
+export async function startTestController(
+  options: { allowSecrets?: boolean; maxValueBytes?: number } = {},
+): Promise<TestController> {
+  const client = adminClient();
+  const shard = uniqueName("shard");
+  const metrics = new ControllerMetrics({ defaultMetrics: false });
+  const resolver = createResolver({
+    client,
+    informerLingerMs: 0,
+    kindRetryMs: [200, 2000],
+    maxValueBytes: options.maxValueBytes ?? 32 * 1024,
+    sourcePolicy: sourcePolicy({ allowSecrets: options.allowSecrets ?? false, denyKinds: [] }),
+    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
+  });
+  const events = new EventRecorder({ client, instance: shard });
+  const controller = new ReferableController({
+    client,
+    resolver,
+    metrics,
+    events,
+    labelSelector: `${SHARD_LABEL}=${shard}`,
+  });
+  controller.start();
+  controller.setLeader(true);
+  await controller.whenSynced();
+  return {
+    controller,
+    resolver,
+    metrics,
+    client,
+    shard,
+    stop: async () => {
+      await controller.stop();
+      await resolver.stop();
+    },
+  };
+}
+
+/** The Ready condition and value of a Referable, as read from the API server. */
+export interface ReferableView {
+  ready: string | undefined;
+  reason: string | undefined;
+  message: string | undefined;
+  status: Record<string, unknown> & {
+    value?: unknown;
+    values?: unknown[];
+    sources?: Array<Record<string, string>>;
+  };
+  object: KubeObject;
+}
+
+export async function getReferable(client: KubeClient, name: string): Promise<ReferableView> {
+  const object = await client.request<KubeObject>("GET", `/apis/referable.dev/v1alpha1/referables/${name}`);
+  const status = (object.status ?? {}) as ReferableView["status"];
+  const conditions = (status.conditions ?? []) as Array<{
+    type: string;
+    status: string;
+    reason: string;
+    message: string;
+  }>;
+  const ready = conditions.find((c) => c.type === "Ready");
+  return { ready: ready?.status, reason: ready?.reason, message: ready?.message, status, object };
+}
+
+/** Waits until the Referable's Ready reason is `reason` (and `extra` holds), and returns it. */
+export async function waitForReason(
+  client: KubeClient,
+  name: string,
+  reason: string,
+  extra: (view: ReferableView) => boolean = () => true,
+  timeoutMs = 10_000,
+): Promise<ReferableView> {
+  let last: ReferableView | undefined;
+  try {
+    return await waitFor(
+      `Referable ${name} to reach ${reason}`,
+      async () => {
+        last = await getReferable(client, name);
+        return last.reason === reason && extra(last) ? last : undefined;
+      },
+      { timeoutMs, intervalMs: 25 },
+    );
+  } catch (err) {
+    throw new Error(
+      `${(err as Error).message}; last seen: ${last?.reason} ${JSON.stringify(last?.status).slice(0, 400)}`,
+    );
+  }
+}
