@@ -54,5 +54,12 @@ export type { LabelSelector, LabelSelectorRequirement } from "./informers/label-
 export { compileFieldPath, evaluateFieldPath } from "./fieldpath/index.ts";
 export type { CompiledPath, EvalResult } from "./fieldpath/index.ts";
 export { KubeClient, ApiError, isApiError } from "./kube/client.ts";
-export type { KubeObject, KubeClientOptions } from "./kube/client.ts";
+export type {
+  KubeObject,
+  KubeClientOptions,
+  RequestObservation,
+  WatchEvent,
+  WatchStream,
+} from "./kube/client.ts";
+export type { ResourceInfo } from "./kube/discovery.ts";
 export type { Logger } from "./log.ts";

@@ -43,6 +43,8 @@ export interface ResolveReferencesResult<T> {
   changed: boolean;
   /** The targets that were resolved (not skipped), with the reason of each. */
   resolved: Array<{ target: string; reason: ResolvedValue["reason"] }>;
+  /** The targets left alone because `IfNotPresent` found a value already there. */
+  skipped: string[];
 }
 
 /**
@@ -58,11 +60,16 @@ export async function resolveReferences<T extends object>(
 ): Promise<ResolveReferencesResult<T>> {
   const copy = structuredClone(obj) as T;
   const resolved: ResolveReferencesResult<T>["resolved"] = [];
+  const skipped: string[] = [];
   let changed = false;
   for (const field of fields) {
     const outcome =
       "refs" in field ? await resolveList(reader, copy, field) : await resolveSingle(reader, copy, field);
     if (!outcome) continue;
+    if (outcome === "present") {
+      skipped.push(field.target);
+      continue;
+    }
     resolved.push({ target: field.target, reason: outcome.reason });
     if (outcome.value === undefined) continue;
     if (JSON.stringify(getPath(copy, field.target)) !== JSON.stringify(outcome.value)) {
@@ -70,10 +77,11 @@ export async function resolveReferences<T extends object>(
       changed = true;
     }
   }
-  return { object: copy, changed, resolved };
+  return { object: copy, changed, resolved, skipped };
 }
 
-type Outcome = { reason: ResolvedValue["reason"]; value: unknown } | undefined;
+/** What one field came to: a value, "present" (skipped by IfNotPresent), or nothing to resolve. */
+type Outcome = { reason: ResolvedValue["reason"]; value: unknown } | "present" | undefined;
 
 async function resolveSingle(reader: ReferenceReader, obj: object, field: ReferenceField): Promise<Outcome> {
   const refPath = field.ref ?? `${field.target}Ref`;
@@ -83,7 +91,7 @@ async function resolveSingle(reader: ReferenceReader, obj: object, field: Refere
   const policy = (ref ?? selector)?.policy;
   if (!ref && !selector) return undefined;
   if ((policy?.resolve ?? "IfNotPresent") === "IfNotPresent" && isPresent(getPath(obj, field.target)))
-    return undefined;
+    return "present";
   return prefixed(ref ? refPath : selectorPath, async () => {
     if (ref) {
       const r = await reader.resolve(ref);
@@ -105,7 +113,7 @@ async function resolveList(
   if ((!refs || refs.length === 0) && !selector) return undefined;
   const policy = refs?.[0]?.policy ?? selector?.policy;
   if ((policy?.resolve ?? "IfNotPresent") === "IfNotPresent" && isPresent(getPath(obj, field.target)))
-    return undefined;
+    return "present";
   const outcome = await prefixed(refs?.length ? field.refs : selectorPath, async () => {
     if (refs?.length) {
       if (!Array.isArray(refs)) throw new ReferenceError("InvalidSpec", "must be a list of references");

@@ -51,7 +51,10 @@ export interface ResolverOptions {
    * Refuses some sources: returns a message for a resource the resolver must not read, which
    * then resolves to `Forbidden` with that message. @default every resource is allowed
    */
-  sourcePolicy?: (resource: ResourceInfo) => string | undefined;
+  sourcePolicy?: (
+    resource: ResourceInfo,
+    source: { namespace?: string; name?: string },
+  ) => string | undefined;
   /**
    * Watch CustomResourceDefinitions while some reference waits for a kind that is not served,
    * so it resolves as soon as its CRD is established (a backoff retry covers the rest).
@@ -230,7 +233,9 @@ export class Resolver {
   /**
    * Pushes the result of `ref` (a reference or a selector) to `callback` now and on every change
    * of the value or of its error, until the subscription is closed. Never throws for a bad
-   * reference: that is pushed as an `InvalidSpec` result.
+   * reference: that is pushed as an `InvalidSpec` result. The first push may run before
+   * `watch` returns (an invalid reference, or a kind whose informer is already synced), so a
+   * callback must not rely on the returned subscription being assigned yet.
    */
   watch(ref: AnyReference, callback: WatchCallback, options: WatchOptions = {}): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
@@ -402,7 +407,10 @@ export class Resolver {
         { retryable: false },
       );
     }
-    const refusal = this.options.sourcePolicy?.(resource);
+    const source: { namespace?: string; name?: string } = {};
+    if (req.namespace !== undefined) source.namespace = req.namespace;
+    if (req.name !== undefined) source.name = req.name;
+    const refusal = this.options.sourcePolicy?.(resource, source);
     if (refusal) return new ReferenceError("Forbidden", refusal);
     return undefined;
   }
