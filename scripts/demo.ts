@@ -1,0 +1,292 @@
+/**
+ * `npm run demo`: the main job on a machine with no cluster. Starts the local control plane
+ * (the test harness's etcd + kube-apiserver), installs the CRD, runs the controller against it
+ * as a separate process, applies examples/referables/, prints the table `kubectl get rf` would,
+ * then changes sources and shows the values follow. Runs until Ctrl-C; `--exit` ends it after
+ * the demonstration (for scripts and CI).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { loadAll } from "js-yaml";
+import { KubeClient, type KubeObject } from "../src/kube/client.ts";
+import { Discovery } from "../src/kube/discovery.ts";
+import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
+
+const exitAfter = process.argv.includes("--exit");
+const say = (line = "") => process.stdout.write(`${line}\n`);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+/** Polls `probe` until it returns something, or throws after `timeoutMs`. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Server-side applies every document of a file, finding each kind's resource through discovery. */
+async function applyFile(client: KubeClient, discovery: Discovery, file: string): Promise<void> {
+  const docs = loadAll(await readFile(file, "utf8")) as KubeObject[];
+  for (const doc of docs) {
+    if (!doc) continue;
+    const info = await discovery.lookup(doc.apiVersion!, doc.kind!);
+    const base = info.group ? `/apis/${info.group}/${info.version}` : `/api/${info.version}`;
+    const ns = info.namespaced ? `/namespaces/${doc.metadata!.namespace ?? "default"}` : "";
+    await client.request("PATCH", `${base}${ns}/${info.resource}/${doc.metadata!.name}`, {
+      query: { fieldManager: "referable-demo", force: true },
+      body: doc,
+      contentType: "application/apply-patch+yaml",
+    });
+    if (doc.kind === "CustomResourceDefinition") {
+      discovery.invalidate();
+      await until(`CRD ${doc.metadata!.name} to be established`, async () => {
+        const crd = await client.request<{
+          status?: { conditions?: Array<{ type: string; status: string }> };
+        }>("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${doc.metadata!.name}`);
+        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")
+          ? true
+          : undefined;
+      });
+    }
+  }
+}
+
+interface Row {
+  name: string;
+  ready: string;
+  reason: string;
+  value: string;
+  source: string;
+  age: string;
+}
+
+async function referables(client: KubeClient): Promise<KubeObject[]> {
+  const list = await client.request<{ items: KubeObject[] }>(
+    "GET",
+    "/apis/referable.dev/v1alpha1/referables",
+  );
+  return list.items.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
+}
+
+function row(obj: KubeObject): Row {
+  const status = (obj.status ?? {}) as {
+    value?: unknown;
+    values?: unknown[];
+    conditions?: Array<Record<string, string>>;
+  };
+  const ready = status.conditions?.find((c) => c.type === "Ready");
+  const spec = obj.spec as { source: { name?: string; selector?: unknown } };
+  const shown = status.value !== undefined ? status.value : status.values;
+  const ageS = Math.round((Date.now() - Date.parse(String(obj.metadata!.creationTimestamp))) / 1000);
+  return {
+    name: obj.metadata!.name!,
+    ready: ready?.status ?? "",
+    reason: ready?.reason ?? "",
+    value: shown === undefined ? "" : typeof shown === "string" ? shown : JSON.stringify(shown),
+    source: spec.source.name ?? JSON.stringify(spec.source.selector),
+    age: `${ageS}s`,
+  };
+}
+
+/** The table `kubectl get rf` prints (same columns as the CRD's printer columns). */
+function table(objects: KubeObject[]): string {
+  const header: Row = {
+    name: "NAME",
+    ready: "READY",
+    reason: "REASON",
+    value: "VALUE",
+    source: "SOURCE",
+    age: "AGE",
+  };
+  const rows = [header, ...objects.map(row)];
+  const keys = Object.keys(header) as Array<keyof Row>;
+  const widths = keys.map((k) => Math.max(...rows.map((r) => r[k].length)));
+  return rows
+    .map((r) =>
+      keys
+        .map((k, i) => r[k].padEnd(widths[i]!))
+        .join("   ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+/** Times how long a Referable's status.value takes to satisfy `done` after `act`, watching it. */
+async function follow(
+  client: KubeClient,
+  name: string,
+  act: () => Promise<void>,
+  done: (obj: KubeObject) => boolean,
+): Promise<number> {
+  const current = await client.request<KubeObject>("GET", `/apis/referable.dev/v1alpha1/referables/${name}`);
+  let resolveSeen: (ms: number) => void = () => undefined;
+  const seen = new Promise<number>((r) => (resolveSeen = r));
+  let started = 0;
+  const stream = client.watch(
+    "/apis/referable.dev/v1alpha1/referables",
+    { resourceVersion: current.metadata!.resourceVersion, fieldSelector: `metadata.name=${name}` },
+    (event) => {
+      if (started && done(event.object)) resolveSeen(performance.now() - started);
+    },
+  );
+  try {
+    started = performance.now();
+    await act();
+    const timeout = new Promise<number>((_, reject) =>
+      setTimeout(() => reject(new Error(`${name} did not follow within 30 s`)), 30_000).unref(),
+    );
+    return await Promise.race([seen, timeout]);
+  } finally {
+    stream.close();
+  }
+}
+
+async function main(): Promise<void> {
+  let plane: ControlPlane | undefined;
+  let controller: ChildProcess | undefined;
+  let client: KubeClient | undefined;
+  const cleanup = async () => {
+    if (controller && controller.exitCode === null) {
+      const exited = new Promise((r) => controller!.once("exit", r));
+      controller.kill("SIGTERM");
+      await exited;
+    }
+    await client?.close();
+    await plane?.stop();
+  };
+  process.once("SIGINT", () => void cleanup().then(() => process.exit(0)));
+  process.once("SIGTERM", () => void cleanup().then(() => process.exit(0)));
+
+  try {
+    say("== starting a local control plane (etcd + kube-apiserver) and installing crds/");
+    plane = await startControlPlane();
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(plane.kubeconfigPath);
+    client = new KubeClient({ kubeConfig });
+    const discovery = new Discovery({ client });
+
+    const [metricsPort, probePort] = [await freePort(), await freePort()];
+    const logFile = join(tmpdir(), `referable-demo-controller-${process.pid}.log`);
+    const log = createWriteStream(logFile);
+    say(`== starting the controller (logs: ${logFile}, metrics: http://127.0.0.1:${metricsPort}/metrics)`);
+    controller = spawn(
+      process.execPath,
+      [
+        join(repoRoot, "src", "main.ts"),
+        `--kubeconfig=${plane.kubeconfigPath}`,
+        "--leader-elect=false",
+        `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+        `--health-probe-bind-address=127.0.0.1:${probePort}`,
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    controller.stdout!.pipe(log);
+    controller.stderr!.pipe(log);
+    controller.once("exit", (code) => {
+      if (code !== 0 && code !== null) say(`!! the controller exited with code ${code}; see ${logFile}`);
+    });
+    await until("the controller to be ready", async () => {
+      const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
+      return res.status === 200 ? true : undefined;
+    });
+
+    const dir = join(repoRoot, "examples", "referables");
+    const files = (await readdir(dir)).filter((f) => f.endsWith(".yaml")).sort();
+    say(`== applying examples/referables/ (${files.join(", ")})`);
+    for (const file of files) await applyFile(client, discovery, join(dir, file));
+
+    await until("every Referable to have a Ready condition", async () => {
+      const all = await referables(client!);
+      return all.every((o) => row(o).reason && row(o).reason !== "Pending") ? true : undefined;
+    });
+    say("\n$ kubectl get rf");
+    say(table(await referables(client)));
+
+    say("\n== the bucket reports Ready=True: artifacts-bucket-arn takes its value");
+    const bucketMs = await follow(
+      client,
+      "artifacts-bucket-arn",
+      async () => {
+        await client!.request(
+          "PATCH",
+          "/apis/storage.demo.referable.dev/v1/namespaces/demo/buckets/artifacts/status",
+          {
+            body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } },
+            contentType: "application/merge-patch+json",
+          },
+        );
+      },
+      (o) => row(o).reason === "Available",
+    );
+    say(`   artifacts-bucket-arn became Available ${bucketMs.toFixed(0)} ms after the status change`);
+
+    say("== changing ConfigMap demo/database data.host to db-2.demo.svc.cluster.local");
+    const hostMs = await follow(
+      client,
+      "database-host",
+      async () => {
+        await client!.request("PATCH", "/api/v1/namespaces/demo/configmaps/database", {
+          body: { data: { host: "db-2.demo.svc.cluster.local" } },
+          contentType: "application/merge-patch+json",
+        });
+      },
+      (o) => (o.status as { value?: unknown } | undefined)?.value === "db-2.demo.svc.cluster.local",
+    );
+    say(`   database-host followed in ${hostMs.toFixed(0)} ms (pushed by watches, no polling)`);
+
+    say("== removing cache-b from the selector (label app=cache → app=retired)");
+    const cacheMs = await follow(
+      client,
+      "cache-endpoints",
+      async () => {
+        await client!.request("PATCH", "/api/v1/namespaces/demo/configmaps/cache-b", {
+          body: { metadata: { labels: { app: "retired" } } },
+          contentType: "application/merge-patch+json",
+        });
+      },
+      (o) => ((o.status as { values?: unknown[] } | undefined)?.values ?? []).length === 2,
+    );
+    say(`   cache-endpoints dropped it in ${cacheMs.toFixed(0)} ms`);
+
+    say("\n$ kubectl get rf");
+    say(table(await referables(client)));
+
+    if (exitAfter) {
+      say("\n== done (--exit): stopping the controller and the control plane");
+      await cleanup();
+      return;
+    }
+    const kubectl = plane.binDir ? join(plane.binDir, "kubectl") : "kubectl";
+    say(
+      `\nThe controller keeps running. Try:\n  export KUBECONFIG=${plane.kubeconfigPath}\n  ${kubectl} get rf -w`,
+    );
+    say("Press Ctrl-C to stop everything.");
+    await new Promise(() => undefined);
+  } catch (err) {
+    say(`!! demo failed: ${(err as Error).message}`);
+    await cleanup();
+    process.exitCode = 1;
+  }
+}
+
+await main();
