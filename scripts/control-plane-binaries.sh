@@ -31,11 +31,17 @@ if [[ -n "${TEST_ASSET_KUBE_APISERVER:-}" && -n "${TEST_ASSET_ETCD:-}" ]]; then
   exit 0
 fi
 
+# Each version is read into a variable before it is matched: `cmd | grep -q` under pipefail
+# fails at random when grep exits first and cmd dies of SIGPIPE while printing its other lines.
 have_pinned() {
   [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" && -x "$OUT/kubectl" ]] || return 1
-  "$OUT/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION" || return 1
-  "$OUT/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION#v}" || return 1
-  "$OUT/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION" || return 1
+  local v
+  v=$("$OUT/kube-apiserver" --version 2>/dev/null) || return 1
+  [[ "$v" == "Kubernetes $K8S_VERSION" ]] || return 1
+  v=$("$OUT/etcd" --version 2>/dev/null) || return 1
+  [[ "$v" == *"etcd Version: ${ETCD_VERSION#v}"* ]] || return 1
+  v=$("$OUT/kubectl" version --client 2>/dev/null) || return 1
+  [[ "$v" == *"Client Version: $K8S_VERSION"* ]] || return 1
 }
 
 if have_pinned; then
@@ -67,6 +73,13 @@ log "using $(go version)"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/control-plane/build-$K8S_VERSION"
 mkdir -p "$WORK" "$OUT"
+# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
+exec 9>"$WORK.lock"
+if ! flock -n 9; then
+  log "another build is running; waiting for it"
+  flock 9
+  if have_pinned; then echo "$OUT"; exit 0; fi
+fi
 cd "$WORK"
 
 log "reading the go.mod of k8s.io/kubernetes@$K8S_VERSION from the module proxy"
