@@ -100,6 +100,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
     metrics.setReferableCounts(controller.countByReason());
     metrics.sourceInformers.set(resolver.informerCount);
+    metrics.watchesOpen.set(client.activeWatches);
   });
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,

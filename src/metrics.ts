@@ -38,6 +38,7 @@ export class ControllerMetrics {
   readonly restLatency: Histogram<"verb">;
   readonly referables: Gauge<"ready" | "reason">;
   readonly sourceInformers: Gauge;
+  readonly watchesOpen: Gauge;
   readonly informerSignals: Counter<"signal">;
   readonly propagation: Histogram;
   readonly statusWrites: Counter<"result">;
@@ -154,6 +155,11 @@ export class ControllerMetrics {
     this.sourceInformers = new Gauge({
       name: "referable_source_informers",
       help: "Source informers open (one per source resource and scope)",
+      registers,
+    });
+    this.watchesOpen = new Gauge({
+      name: "referable_watches_open",
+      help: "Watch streams the controller holds open (its own on Referables, plus one per source informer)",
       registers,
     });
     this.informerSignals = new Counter({

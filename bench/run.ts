@@ -1,0 +1,837 @@
+/**
+ * `npm run bench`: propagation latency, scale and memory of the controller, measured against the
+ * API server's own floor on this machine. Starts the real control plane, runs the controller as
+ * a separate process, prints a table and writes bench/results.json.
+ *
+ *   npm run bench                      # sizes 100, 1000, 10000; rates 50 and 200 updates/s
+ *   npm run bench -- --quick           # CI smoke: size 100, rate 50, short phases
+ *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
+ *
+ * Numbers go in the table, never in assertions.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdir, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { cpus, totalmem } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/client.ts";
+import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
+import { installTestCrd } from "../test/harness/kube.ts";
+
+// ---------- options ----------
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+const quick = process.argv.includes("--quick");
+const sizes = (arg("sizes") ?? (quick ? "100" : "100,1000,10000")).split(",").map(Number);
+const rates = (arg("rates") ?? (quick ? "50" : "50,200")).split(",").map(Number);
+const phaseSeconds = Number(arg("seconds") ?? (quick ? 3 : 10));
+const fanOut = Number(arg("fan-out") ?? (quick ? 100 : 1000));
+const selectorObjects = Number(arg("selector-objects") ?? (quick ? 1000 : 10000));
+const selectorRefs = Number(arg("selector-refs") ?? (quick ? 100 : 1000));
+const out = arg("out") ?? join(repoRoot, "bench", "results.json");
+const profile = process.argv.includes("--profile");
+
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+const RUN = `r${Date.now().toString(36)}`;
+const NS = "bench";
+const RF = "/apis/referable.dev/v1alpha1/referables";
+const WIDGET_GROUP = "bench.referable.dev";
+
+// ---------- small tools ----------
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+/** Runs `task` over `items` with at most `limit` in flight. */
+async function pool<T>(items: T[], limit: number, task: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await task(items[next++]!);
+    }),
+  );
+}
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+interface Stats {
+  n: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+function stats(samples: number[]): Stats {
+  const s = [...samples].sort((a, b) => a - b);
+  return {
+    n: s.length,
+    p50: percentile(s, 50),
+    p95: percentile(s, 95),
+    p99: percentile(s, 99),
+    max: s[s.length - 1] ?? NaN,
+  };
+}
+
+const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "-");
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+
+// ---------- the controller process ----------
+
+interface Controller {
+  proc: ChildProcess;
+  metricsPort: number;
+  startedAt: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Compiles src/ once, so the controller runs as in production (`node dist/main.js`), not
+ * through Node's type stripping, which costs memory and start-up time of its own.
+ */
+let compiled: Promise<string> | undefined;
+function compiledMain(): Promise<string> {
+  compiled ??= (async () => {
+    const dir = join(repoRoot, "bench", ".dist");
+    const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(
+        process.execPath,
+        [tsc, "-p", join(repoRoot, "tsconfig.build.json"), "--outDir", dir],
+        { stdio: "inherit" },
+      );
+      child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`tsc exited with ${code}`))));
+    });
+    return join(dir, "main.js");
+  })();
+  return compiled;
+}
+
+async function startController(kubeconfig: string, selector: string): Promise<Controller> {
+  const [metricsPort, probePort] = [await freePort(), await freePort()];
+  const args = [
+    ...(profile ? ["--cpu-prof", `--cpu-prof-dir=${join(repoRoot, "bench", "profiles")}`] : []),
+    await compiledMain(),
+    `--kubeconfig=${kubeconfig}`,
+    "--leader-elect=false",
+    `--referable-selector=${selector}`,
+    "--log-level=warn",
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+  ];
+  const startedAt = performance.now();
+  const proc = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "inherit"] });
+  await until(
+    "the controller's /readyz",
+    async () =>
+      (await fetch(`http://127.0.0.1:${probePort}/readyz`).catch(() => undefined))?.status === 200
+        ? true
+        : undefined,
+    60_000,
+  );
+  return {
+    proc,
+    metricsPort,
+    startedAt,
+    stop: async () => {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+async function scrape(c: Controller): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${c.metricsPort}/metrics`)).text();
+  const values = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const i = line.lastIndexOf(" ");
+    values.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return values;
+}
+
+function sumOf(
+  metrics: Map<string, number>,
+  prefix: string,
+  filter: (key: string) => boolean = () => true,
+): number {
+  let total = 0;
+  for (const [key, value] of metrics) if (key.startsWith(prefix) && filter(key)) total += value;
+  return total;
+}
+
+/** Requests by verb from rest_client_request_duration_seconds_count{verb}. */
+function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, value] of metrics) {
+    const m = /^rest_client_request_duration_seconds_count\{verb="([a-z]+)"\}$/.exec(key);
+    if (m) out[m[1]!] = value;
+  }
+  return out;
+}
+
+// ---------- watching Referables ----------
+
+/** One watch on this run's Referables, remembering each one's latest status. */
+class ReferableWatch {
+  readonly latest = new Map<
+    string,
+    { value: unknown; values: unknown; reason: string | undefined; rv: string }
+  >();
+  private stream: WatchStream | undefined;
+  private listeners = new Set<(name: string) => void>();
+  private readonly client: KubeClient;
+  private readonly selector: string;
+  constructor(client: KubeClient, selector: string) {
+    this.client = client;
+    this.selector = selector;
+  }
+
+  async start(): Promise<void> {
+    const list = await this.client.request<{ metadata: { resourceVersion: string }; items: KubeObject[] }>(
+      "GET",
+      RF,
+      {
+        query: { labelSelector: this.selector },
+        timeoutMs: 120_000,
+      },
+    );
+    for (const item of list.items) this.record(item);
+    this.stream = this.client.watch(
+      RF,
+      {
+        resourceVersion: list.metadata.resourceVersion,
+        labelSelector: this.selector,
+        allowWatchBookmarks: true,
+      },
+      (e) => {
+        if (e.type === "ADDED" || e.type === "MODIFIED") this.record(e.object);
+        if (e.type === "DELETED") this.latest.delete(e.object.metadata!.name!);
+      },
+    );
+  }
+
+  private record(obj: KubeObject): void {
+    const status = (obj.status ?? {}) as {
+      value?: unknown;
+      values?: unknown;
+      conditions?: Array<{ type: string; reason: string }>;
+    };
+    const name = obj.metadata!.name!;
+    this.latest.set(name, {
+      value: status.value,
+      values: status.values,
+      reason: status.conditions?.find((c) => c.type === "Ready")?.reason,
+      rv: obj.metadata!.resourceVersion!,
+    });
+    for (const l of this.listeners) l(name);
+  }
+
+  onChange(listener: (name: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  readyCount(): number {
+    let n = 0;
+    for (const s of this.latest.values()) if (s.reason && s.reason !== "Pending") n++;
+    return n;
+  }
+
+  close(): void {
+    this.stream?.close();
+  }
+}
+
+// ---------- fixtures ----------
+
+interface Fixture {
+  label: string;
+  names: string[];
+  sources: Array<{ kind: "ConfigMap" | "Widget"; name: string }>;
+}
+
+function sourcePath(kind: "ConfigMap" | "Widget", name = ""): string {
+  const base =
+    kind === "ConfigMap"
+      ? `/api/v1/namespaces/${NS}/configmaps`
+      : `/apis/${WIDGET_GROUP}/v1/namespaces/${NS}/widgets`;
+  return name ? `${base}/${name}` : base;
+}
+
+async function createSource(
+  client: KubeClient,
+  kind: "ConfigMap" | "Widget",
+  name: string,
+  value: string,
+  labels: Record<string, string>,
+) {
+  const body =
+    kind === "ConfigMap"
+      ? { apiVersion: "v1", kind, metadata: { name, labels }, data: { value } }
+      : { apiVersion: `${WIDGET_GROUP}/v1`, kind, metadata: { name, labels }, spec: { value } };
+  await client.request("POST", sourcePath(kind), { body, timeoutMs: 120_000 });
+}
+
+async function setSource(
+  client: KubeClient,
+  kind: "ConfigMap" | "Widget",
+  name: string,
+  value: string,
+): Promise<void> {
+  const body = kind === "ConfigMap" ? { data: { value } } : { spec: { value } };
+  await client.request("PATCH", sourcePath(kind, name), {
+    body,
+    contentType: "application/merge-patch+json",
+    timeoutMs: 120_000,
+  });
+}
+
+async function createReferable(
+  client: KubeClient,
+  name: string,
+  labels: Record<string, string>,
+  source: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+) {
+  await client.request("POST", RF, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels },
+      spec: { source, ...extra },
+    },
+    timeoutMs: 120_000,
+  });
+}
+
+async function deleteFixtures(client: KubeClient, label: string): Promise<void> {
+  const q = { labelSelector: `bench-set=${label}` };
+  await client.request("DELETE", RF, { query: q, timeoutMs: 300_000 });
+  await client.request("DELETE", sourcePath("ConfigMap"), { query: q, timeoutMs: 300_000 });
+  await client.request("DELETE", sourcePath("Widget"), { query: q, timeoutMs: 300_000 });
+}
+
+/** N Referables, each over a source of its own: half ConfigMaps, half Widgets (a CRD kind). */
+async function makeNamedFixture(client: KubeClient, n: number): Promise<Fixture> {
+  const label = `${RUN}-n${n}`;
+  const labels = { "bench-set": label };
+  const sources = Array.from({ length: n }, (_, i) => ({
+    kind: (i % 2 ? "Widget" : "ConfigMap") as "ConfigMap" | "Widget",
+    name: `${label}-s${i}`,
+  }));
+  await pool(sources, 64, (s) => createSource(client, s.kind, s.name, "v0", labels));
+  const names = sources.map((_, i) => `${label}-rf${i}`);
+  await pool(names, 64, async (name) => {
+    const s = sources[names.indexOf(name)]!;
+    await createReferable(client, name, labels, {
+      apiVersion: s.kind === "ConfigMap" ? "v1" : `${WIDGET_GROUP}/v1`,
+      kind: s.kind,
+      namespace: NS,
+      name: s.name,
+      fieldPath: s.kind === "ConfigMap" ? "data.value" : "spec.value",
+    });
+  });
+  return { label, names, sources };
+}
+
+// ---------- measurements ----------
+
+interface Floor {
+  watchDelivery: Stats;
+  statusPatch: Stats;
+  p50: number;
+  p99: number;
+}
+
+/** The floor: write ack → a plain watch sees it, plus one status patch round trip. */
+async function measureFloor(client: KubeClient, samples: number): Promise<Floor> {
+  const labels = { "bench-set": `${RUN}-floor` };
+  await createSource(client, "ConfigMap", `${RUN}-floor`, "v0", labels);
+  await createReferable(client, `${RUN}-floor`, labels, {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    namespace: NS,
+    name: `${RUN}-floor`,
+    fieldPath: "data.value",
+  });
+  const list = await client.request<{ metadata: { resourceVersion: string } }>(
+    "GET",
+    sourcePath("ConfigMap"),
+    { query: { limit: 1 } },
+  );
+  const seen = new Map<string, number>();
+  let waiter: ((v: string) => void) | undefined;
+  const stream = client.watch(
+    sourcePath("ConfigMap"),
+    { resourceVersion: list.metadata.resourceVersion, fieldSelector: `metadata.name=${RUN}-floor` },
+    (e) => {
+      const v = (e.object.data as { value?: string } | undefined)?.value;
+      if (v) {
+        seen.set(v, performance.now());
+        waiter?.(v);
+      }
+    },
+  );
+  const delivery: number[] = [];
+  const patch: number[] = [];
+  try {
+    for (let i = 1; i <= samples; i++) {
+      const value = `f${i}`;
+      const arrived = new Promise<void>((resolve) => {
+        waiter = (v) => v === value && resolve();
+      });
+      await setSource(client, "ConfigMap", `${RUN}-floor`, value);
+      const acked = performance.now();
+      await arrived;
+      delivery.push(Math.max(0, seen.get(value)! - acked));
+      const t0 = performance.now();
+      await client.request("PATCH", `${RF}/${RUN}-floor/status`, {
+        body: [{ op: "add", path: "/status", value: { value, observedGeneration: 1 } }],
+        contentType: "application/json-patch+json",
+      });
+      patch.push(performance.now() - t0);
+    }
+  } finally {
+    stream.close();
+  }
+  const w = stats(delivery);
+  const p = stats(patch);
+  return { watchDelivery: w, statusPatch: p, p50: w.p50 + p.p50, p99: w.p99 + p.p99 };
+}
+
+interface Propagation {
+  rate: number;
+  updates: number;
+  seen: number;
+  latency: Stats;
+  statusWrites: number;
+  requests: Record<string, number>;
+}
+
+/** Updates random sources at `rate`/s for `seconds`; latency is write ack → Referable watch sees the value. */
+async function measurePropagation(
+  client: KubeClient,
+  c: Controller,
+  fx: Fixture,
+  watch: ReferableWatch,
+  rate: number,
+  seconds: number,
+): Promise<Propagation> {
+  const pending = new Map<string, { value: string; ackedAt: number }>();
+  const latencies: number[] = [];
+  const off = watch.onChange((name) => {
+    const p = pending.get(name);
+    if (p && watch.latest.get(name)?.value === p.value) {
+      latencies.push(performance.now() - p.ackedAt);
+      pending.delete(name);
+    }
+  });
+  const before = await scrape(c);
+  const total = Math.round(rate * seconds);
+  const interval = 1000 / rate;
+  const start = performance.now();
+  const writes: Promise<void>[] = [];
+  let seq = 0;
+  for (let i = 0; i < total; i++) {
+    const due = start + i * interval;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    // A source not already in flight, so each measured update is unambiguous.
+    let idx = Math.floor(Math.random() * fx.names.length);
+    for (let tries = 0; pending.has(fx.names[idx]!) && tries < 20; tries++)
+      idx = Math.floor(Math.random() * fx.names.length);
+    const name = fx.names[idx]!;
+    if (pending.has(name)) continue;
+    const value = `u${++seq}-${RUN}`;
+    const s = fx.sources[idx]!;
+    const entry = { value, ackedAt: Number.POSITIVE_INFINITY };
+    pending.set(name, entry);
+    writes.push(
+      setSource(client, s.kind, s.name, value).then(() => {
+        entry.ackedAt = performance.now();
+        // the status may already have arrived (before the ack was read)
+        if (watch.latest.get(name)?.value === value) {
+          latencies.push(0);
+          pending.delete(name);
+        }
+      }),
+    );
+  }
+  await Promise.all(writes);
+  await until("the last updates to propagate", () => (pending.size === 0 ? true : undefined), 30_000).catch(
+    () => log(`${pending.size} updates never propagated`),
+  );
+  off();
+  const after = await scrape(c);
+  const req = requestsByVerb(after);
+  const reqBefore = requestsByVerb(before);
+  const requests: Record<string, number> = {};
+  for (const verb of Object.keys(req)) requests[verb] = (req[verb] ?? 0) - (reqBefore[verb] ?? 0);
+  const writesOf = (m: Map<string, number>) => sumOf(m, 'referable_status_writes_total{result="success"}');
+  return {
+    rate,
+    updates: seq,
+    seen: latencies.length,
+    latency: stats(latencies),
+    statusWrites: writesOf(after) - writesOf(before),
+    requests,
+  };
+}
+
+interface Cost {
+  rssMiB: number;
+  heapMiB: number;
+  watches: number;
+  informers: number;
+}
+
+async function cost(c: Controller): Promise<Cost> {
+  // Let a GC settle the heap before reading it.
+  await new Promise((r) => setTimeout(r, 1000));
+  const m = await scrape(c);
+  return {
+    rssMiB: Number(mib(m.get("process_resident_memory_bytes") ?? NaN)),
+    heapMiB: Number(mib(m.get("nodejs_heap_size_used_bytes") ?? NaN)),
+    watches: m.get("referable_watches_open") ?? NaN,
+    informers: m.get("referable_source_informers") ?? NaN,
+  };
+}
+
+// ---------- scenarios ----------
+
+interface SizeResult {
+  n: number;
+  setupSeconds: number;
+  coldStartSeconds: number;
+  cost: Cost;
+  bytesPerReferable: number;
+  propagation: Propagation[];
+  restart: { coldStartSeconds: number; statusWrites: number; reconciles: number };
+}
+
+async function runSize(
+  client: KubeClient,
+  plane: ControlPlane,
+  n: number,
+  baselineHeapMiB: number,
+): Promise<SizeResult> {
+  log(`size ${n}: creating ${n} sources and ${n} Referables`);
+  const t0 = performance.now();
+  const fx = await makeNamedFixture(client, n);
+  const setupSeconds = (performance.now() - t0) / 1000;
+  const selector = `bench-set=${fx.label}`;
+  const watch = new ReferableWatch(client, selector);
+  await watch.start();
+
+  log(`size ${n}: cold start`);
+  let c = await startController(plane.kubeconfigPath, selector);
+  await until(`all ${n} Referables Ready`, () => (watch.readyCount() >= n ? true : undefined), 600_000);
+  const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
+  const settled = await cost(c);
+
+  const propagation: Propagation[] = [];
+  for (const rate of rates) {
+    log(`size ${n}: ${rate} updates/s for ${phaseSeconds} s`);
+    propagation.push(await measurePropagation(client, c, fx, watch, rate, phaseSeconds));
+  }
+
+  log(`size ${n}: restart with nothing changed`);
+  const rvs = new Map([...watch.latest].map(([k, v]) => [k, v.rv]));
+  await c.stop();
+  c = await startController(plane.kubeconfigPath, selector);
+  const reconciled = await until(
+    "every Referable reconciled after the restart",
+    async () => {
+      const m = await scrape(c);
+      const done = m.get('controller_runtime_reconcile_total{controller="referable",result="success"}') ?? 0;
+      return done >= n ? m : undefined;
+    },
+    600_000,
+  );
+  const restartSeconds = (performance.now() - c.startedAt) / 1000;
+  const restartWrites = sumOf(reconciled, 'referable_status_writes_total{result="success"}');
+  let changed = 0;
+  for (const [k, v] of watch.latest) if (rvs.get(k) !== v.rv) changed++;
+  if (changed) log(`size ${n}: ${changed} Referables changed resourceVersion across the restart`);
+  await c.stop();
+  watch.close();
+  await deleteFixtures(client, fx.label);
+  return {
+    n,
+    setupSeconds,
+    coldStartSeconds,
+    cost: settled,
+    bytesPerReferable: Math.round(((settled.heapMiB - baselineHeapMiB) * 1024 * 1024) / n),
+    propagation,
+    restart: {
+      coldStartSeconds: restartSeconds,
+      statusWrites: restartWrites,
+      reconciles:
+        reconciled.get('controller_runtime_reconcile_total{controller="referable",result="success"}') ?? 0,
+    },
+  };
+}
+
+async function runFanOut(
+  client: KubeClient,
+  plane: ControlPlane,
+  n: number,
+): Promise<{ n: number; samples: Stats }> {
+  log(`fan-out: one source read by ${n} Referables`);
+  const label = `${RUN}-fan`;
+  const labels = { "bench-set": label };
+  await createSource(client, "ConfigMap", label, "v0", labels);
+  const names = Array.from({ length: n }, (_, i) => `${label}-rf${i}`);
+  await pool(names, 64, (name) =>
+    createReferable(client, name, labels, {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: NS,
+      name: label,
+      fieldPath: "data.value",
+    }),
+  );
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until("fan-out Referables Ready", () => (watch.readyCount() >= n ? true : undefined), 300_000);
+  const samples: number[] = [];
+  for (let round = 1; round <= (quick ? 3 : 5); round++) {
+    const value = `fan-${round}`;
+    let remaining = new Set(names);
+    const done = new Promise<void>((resolve) => {
+      const off = watch.onChange((name) => {
+        if (watch.latest.get(name)?.value === value) remaining.delete(name);
+        if (remaining.size === 0) {
+          off();
+          resolve();
+        }
+      });
+    });
+    await setSource(client, "ConfigMap", label, value);
+    const acked = performance.now();
+    await done;
+    samples.push(performance.now() - acked);
+    remaining = new Set();
+  }
+  await c.stop();
+  watch.close();
+  await deleteFixtures(client, label);
+  return { n, samples: stats(samples) };
+}
+
+async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
+  log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
+  const label = `${RUN}-sel`;
+  const groups = Math.max(1, Math.floor(objects / 10));
+  const items = Array.from({ length: objects }, (_, i) => i);
+  await pool(items, 64, (i) =>
+    createSource(client, "ConfigMap", `${label}-o${i}`, `v${i}`, {
+      "bench-set": label,
+      id: `i${i}`,
+      group: `g${i % groups}`,
+    }),
+  );
+  const names = Array.from({ length: refs }, (_, i) => `${label}-rf${i}`);
+  await pool(names, 64, async (name) => {
+    const i = names.indexOf(name);
+    const single = i % 2 === 0;
+    await createReferable(
+      client,
+      name,
+      { "bench-set": label },
+      {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: NS,
+        selector: { matchLabels: single ? { id: `i${i}` } : { group: `g${i % groups}` } },
+        fieldPath: "data.value",
+      },
+      single ? {} : { selection: { mode: "Multiple" } },
+    );
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until("selector Referables Ready", () => (watch.readyCount() >= refs ? true : undefined), 600_000);
+  const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
+  // Propagation: change the object each Single selector reads, one at a time.
+  const latencies: number[] = [];
+  for (let k = 0; k < (quick ? 10 : 50); k++) {
+    const i = (k * 2) % refs;
+    const value = `sel-${k}`;
+    const name = names[i]!;
+    const seen = new Promise<void>((resolve) => {
+      const off = watch.onChange((n) => {
+        if (n === name && watch.latest.get(n)?.value === value) {
+          off();
+          resolve();
+        }
+      });
+    });
+    await setSource(client, "ConfigMap", `${label}-o${i}`, value);
+    const acked = performance.now();
+    await seen;
+    latencies.push(performance.now() - acked);
+  }
+  const settled = await cost(c);
+  await c.stop();
+  watch.close();
+  await deleteFixtures(client, label);
+  return { objects, refs, coldStartSeconds, latency: stats(latencies), cost: settled };
+}
+
+// ---------- main ----------
+
+async function main(): Promise<void> {
+  const plane = await startControlPlane({ log });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(plane.kubeconfigPath);
+  const client = new KubeClient({ kubeConfig, requestTimeoutMs: 120_000 });
+  try {
+    await client.request("POST", "/api/v1/namespaces", {
+      body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
+    });
+    await installTestCrd(client, WIDGET_GROUP, "Widget");
+    log("measuring the floor");
+    const floor = await measureFloor(client, quick ? 30 : 200);
+
+    // The controller's heap with no Referables: the base for bytes per Referable.
+    const idle = await startController(plane.kubeconfigPath, `bench-set=${RUN}-none`);
+    const baseline = await cost(idle);
+    await idle.stop();
+
+    const results: SizeResult[] = [];
+    for (const n of sizes) results.push(await runSize(client, plane, n, baseline.heapMiB));
+    const fan = await runFanOut(client, plane, fanOut);
+    const selectors = await runSelectors(client, plane, selectorObjects, selectorRefs);
+
+    const report = {
+      command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
+      date: new Date().toISOString(),
+      machine: {
+        cores: cpus().length,
+        cpu: cpus()[0]?.model,
+        memoryGiB: Number((totalmem() / 1024 ** 3).toFixed(1)),
+      },
+      node: process.version,
+      kubernetes: plane.version,
+      settings: {
+        sizes,
+        rates,
+        phaseSeconds,
+        fanOut,
+        selectorObjects,
+        selectorRefs,
+        etcd: "--unsafe-no-fsync (test data)",
+      },
+      floor,
+      baseline,
+      sizes: results,
+      fanOut: fan,
+      selectors,
+    };
+    await mkdir(join(repoRoot, "bench"), { recursive: true });
+    await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
+    printTable(report);
+    log(`wrote ${out}`);
+  } finally {
+    await client.close();
+    await plane.stop();
+  }
+}
+
+function printTable(r: {
+  command: string;
+  machine: { cores: number; memoryGiB: number; cpu?: string | undefined };
+  node: string;
+  kubernetes: string;
+  floor: Floor;
+  baseline: Cost;
+  sizes: SizeResult[];
+  fanOut: { n: number; samples: Stats };
+  selectors: { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost };
+}): void {
+  const p = (s: string) => process.stdout.write(`${s}\n`);
+  p(`\n${r.command}`);
+  p(
+    `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB (${r.machine.cpu}); node ${r.node}; kube-apiserver ${r.kubernetes}`,
+  );
+  p(
+    `floor (write ack → plain watch, + one status patch): p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms` +
+      ` [watch p50 ${ms(r.floor.watchDelivery.p50)} p99 ${ms(r.floor.watchDelivery.p99)}; patch p50 ${ms(r.floor.statusPatch.p50)} p99 ${ms(r.floor.statusPatch.p99)}]`,
+  );
+  p("");
+  p(
+    "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | status writes | requests in phase |",
+  );
+  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const s of r.sizes) {
+    for (const prop of s.propagation) {
+      const req = Object.entries(prop.requests)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ");
+      p(
+        `| ${s.n} | ${prop.rate} | ${prop.seen}/${prop.updates} | ${ms(prop.latency.p50)} | ${ms(prop.latency.p95)} | ${ms(prop.latency.p99)} | ${ms(prop.latency.max)} | ${(prop.latency.p99 / r.floor.p99).toFixed(2)} | ${prop.statusWrites} | ${req} |`,
+      );
+    }
+  }
+  p("");
+  p(
+    "| Referables | cold start s | restart s | writes after restart | RSS MiB | heap MiB | bytes/Referable | watches | source informers |",
+  );
+  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  p(
+    `| 0 (idle) | - | - | - | ${r.baseline.rssMiB} | ${r.baseline.heapMiB} | - | ${r.baseline.watches} | ${r.baseline.informers} |`,
+  );
+  for (const s of r.sizes) {
+    p(
+      `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
+    );
+  }
+  p("");
+  p(
+    `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds)`,
+  );
+  p(
+    `selectors: ${r.selectors.refs} Referables (half Single, half Multiple) over ${r.selectors.objects} objects: cold start ${r.selectors.coldStartSeconds.toFixed(1)} s, propagation p50 ${ms(r.selectors.latency.p50)} ms p99 ${ms(r.selectors.latency.p99)} ms, RSS ${r.selectors.cost.rssMiB} MiB, heap ${r.selectors.cost.heapMiB} MiB`,
+  );
+}
+
+await main();
