@@ -4,6 +4,8 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { JITTER_FACTOR } from "./controller/leader-election.ts";
+import { parseBindAddress } from "./server.ts";
 
 /** The parsed configuration. */
 export interface Config {
@@ -28,7 +30,7 @@ export interface Config {
   readonly referableSelector: string | undefined;
 }
 
-type Kind = "string" | "bool" | "int" | "duration" | "list" | "level";
+type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" | "level";
 
 interface OptionSpec {
   key: keyof Config;
@@ -52,7 +54,7 @@ const OPTIONS: OptionSpec[] = [
     key: "metricsBindAddress",
     flag: "metrics-bind-address",
     env: "REFERABLE_METRICS_BIND_ADDRESS",
-    kind: "string",
+    kind: "address",
     default: ":8080",
     help: "address of the Prometheus /metrics endpoint; 0 turns it off",
   },
@@ -60,7 +62,7 @@ const OPTIONS: OptionSpec[] = [
     key: "healthProbeBindAddress",
     flag: "health-probe-bind-address",
     env: "REFERABLE_HEALTH_PROBE_BIND_ADDRESS",
-    kind: "string",
+    kind: "address",
     default: ":8081",
     help: "address of /healthz and /readyz; 0 turns it off",
   },
@@ -217,12 +219,14 @@ export function helpText(): string {
   return lines.join("\n");
 }
 
-/** Parses a Go-style duration ("1m30s", "500ms", "2s") into milliseconds. */
+/** Parses a Go-style duration ("1m30s", "500ms", "2s", "0") into milliseconds. */
 export function parseDuration(text: string): number {
   const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   let total = 0;
   let rest = text.trim();
   if (!rest) throw new ConfigError("empty duration");
+  // Go's time.ParseDuration takes a bare "0" (and only 0) without a unit.
+  if (rest === "0") return 0;
   while (rest) {
     const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)/.exec(rest);
     if (!m) throw new ConfigError(`${JSON.stringify(text)} is not a duration like 500ms, 15s or 1m30s`);
@@ -254,9 +258,12 @@ export function parseConfig(
   }
   const out: Record<string, unknown> = {};
   for (const o of OPTIONS) {
-    const raw = flags.get(o.flag) ?? env[o.env] ?? o.default;
+    // An empty environment variable counts as unset (a downward-API field can be empty); an
+    // empty flag is taken as given, and refused where the option needs a value.
+    const fromEnv = env[o.env] === "" ? undefined : env[o.env];
+    const raw = flags.get(o.flag) ?? fromEnv ?? o.default;
     try {
-      out[o.key] = convert(o.kind, raw);
+      out[o.key] = convert(o, raw);
     } catch (err) {
       throw new ConfigError(`--${o.flag} (env ${o.env}): ${(err as Error).message}`);
     }
@@ -264,29 +271,42 @@ export function parseConfig(
   if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
   const config = out as unknown as Config;
   if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
-  if (
-    config.leaderElect &&
-    !(config.leaseDurationMs > config.renewDeadlineMs && config.renewDeadlineMs > config.retryPeriodMs)
-  ) {
-    throw new ConfigError("leader election needs lease duration > renew deadline > retry period");
-  }
+  if (config.leaderElect) validateLeaderElection(config);
   return Object.freeze(out) as unknown as Config;
 }
 
-function convert(kind: Kind, raw: string): unknown {
-  switch (kind) {
+/** The constraints LeaderElector (like client-go) enforces, checked here so they exit 2 naming the flags. */
+function validateLeaderElection(config: Config): void {
+  const { leaseDurationMs: lease, renewDeadlineMs: renew, retryPeriodMs: retry } = config;
+  if (!(retry > 0)) throw new ConfigError("--leader-election-retry-period must be greater than 0");
+  if (!(lease > renew))
+    throw new ConfigError(
+      `--leader-election-lease-duration (${lease} ms) must be greater than --leader-election-renew-deadline (${renew} ms)`,
+    );
+  if (!(renew > JITTER_FACTOR * retry))
+    throw new ConfigError(
+      `--leader-election-renew-deadline (${renew} ms) must be greater than ${JITTER_FACTOR} times --leader-election-retry-period (${retry} ms)`,
+    );
+}
+
+function convert(spec: OptionSpec, raw: string): unknown {
+  switch (spec.kind) {
     case "string":
-      return raw === "" ? undefined : raw;
+      if (raw !== "") return raw;
+      // Options with a default need a value: the Config type promises a string for them.
+      if (spec.default !== "") throw new ConfigError("must not be empty");
+      return undefined;
+    case "address":
+      parseBindAddress(raw);
+      return raw;
     case "bool":
       if (raw === "true" || raw === "1") return true;
       if (raw === "false" || raw === "0") return false;
       throw new ConfigError(`${JSON.stringify(raw)} is not true or false`);
-    case "int": {
-      const n = Number(raw);
-      if (!Number.isInteger(n) || n < 0)
-        throw new ConfigError(`${JSON.stringify(raw)} is not a whole number`);
-      return n;
-    }
+    case "int":
+      // Not Number(raw) alone: it takes "" as 0, and "1e3" or "0x10" as numbers.
+      if (!/^\d+$/.test(raw)) throw new ConfigError(`${JSON.stringify(raw)} is not a whole number`);
+      return Number(raw);
     case "duration":
       return parseDuration(raw);
     case "list":

@@ -94,6 +94,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     concurrency: config.concurrency,
     watchdogMs: config.watchdogMs,
     labelSelector: config.referableSelector,
+    leaseName: config.leaderElectionId,
   });
 
   let shuttingDown = false;

@@ -5,12 +5,15 @@
 import { createServer, type Server } from "node:http";
 import type { Registry } from "prom-client";
 
-/** Parses ":8080", "127.0.0.1:8080" or "[::1]:8080"; undefined for "0" (off). */
+/** Parses ":8080", "127.0.0.1:8080" or "[::1]:8080"; undefined for "0" (off). Throws on anything else. */
 export function parseBindAddress(address: string): { host: string | undefined; port: number } | undefined {
   if (address === "0") return undefined;
-  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
-  if (!m) throw new Error(`bind address ${JSON.stringify(address)} is not of the form [host]:port`);
-  return { host: m[1] ?? (m[2] || undefined), port: Number(m[3]) };
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
+  const port = Number(m?.[3]);
+  // Checked here, not left to listen(): a port over 65535 would otherwise fail only at startup.
+  if (!m || port > 65535)
+    throw new Error(`bind address ${JSON.stringify(address)} is not of the form [host]:port`);
+  return { host: m[1] ?? (m[2] || undefined), port };
 }
 
 async function listen(server: Server, address: string): Promise<Server | undefined> {

@@ -40,6 +40,8 @@ export interface ReferableControllerOptions {
    * or shards, side by side. @default every Referable
    */
   labelSelector?: string;
+  /** Name of the leader-election Lease, the label of leader_election_master_status. @default "referable-controller" */
+  leaseName?: string;
   /** Clock for condition timestamps. @default () => new Date() */
   now?: () => Date;
 }
@@ -126,7 +128,9 @@ export class ReferableController {
   setLeader(leader: boolean): void {
     if (this.leader === leader) return;
     this.leader = leader;
-    this.options.metrics?.leaderStatus.labels("referable-controller").set(leader ? 1 : 0);
+    this.options.metrics?.leaderStatus
+      .labels(this.options.leaseName ?? "referable-controller")
+      .set(leader ? 1 : 0);
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     if (leader) for (const obj of this.informer.list()) this.queue.add(obj.metadata?.name ?? "");
   }

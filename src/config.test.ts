@@ -1,0 +1,373 @@
+import { hostname } from "node:os";
+import { ConfigError, helpText, parseConfig, parseDuration, type Config } from "./config.ts";
+
+type Env = Record<string, string | undefined>;
+
+/** parseConfig for a case that must succeed. */
+function parse(argv: string[], env: Env = {}): Config {
+  const config = parseConfig(argv, env);
+  if (config === "help") throw new Error("unexpected help");
+  return config;
+}
+
+describe("parseConfig", () => {
+  it("defaults every option when given nothing", () => {
+    const config = parse([]);
+    const { identity, ...rest } = config;
+    expect(rest).toEqual({
+      kubeconfig: undefined,
+      metricsBindAddress: ":8080",
+      healthProbeBindAddress: ":8081",
+      leaderElect: true,
+      leaderElectionNamespace: "referable-system",
+      leaderElectionId: "referable-controller",
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      concurrency: 8,
+      maxValueBytes: 32_768,
+      allowSecrets: false,
+      denyKinds: [],
+      watchdogMs: 90_000,
+      informerLingerMs: 10_000,
+      logLevel: "info",
+      shutdownTimeoutMs: 20_000,
+      referableSelector: undefined,
+    });
+    expect(identity).toMatch(
+      new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}_[0-9a-f]{8}$`),
+    );
+  });
+
+  it("gives each replica its own default identity", () => {
+    expect(parse([]).identity).not.toBe(parse([]).identity);
+  });
+
+  const cases: Array<{ reason: string; argv: string[]; env?: Env; want: Partial<Config> }> = [
+    {
+      reason: "a flag wins over its environment variable",
+      argv: ["--concurrency", "3"],
+      env: { REFERABLE_CONCURRENCY: "5" },
+      want: { concurrency: 3 },
+    },
+    {
+      reason: "the environment variable is used when the flag is absent",
+      argv: [],
+      env: { REFERABLE_CONCURRENCY: "5", POD_NAMESPACE: "ops", POD_NAME: "referable-0" },
+      want: { concurrency: 5, leaderElectionNamespace: "ops", identity: "referable-0" },
+    },
+    {
+      reason: "an empty environment variable counts as unset",
+      argv: [],
+      env: { POD_NAMESPACE: "", REFERABLE_LEADER_ELECT: "", REFERABLE_CONCURRENCY: "" },
+      want: { leaderElectionNamespace: "referable-system", leaderElect: true, concurrency: 8 },
+    },
+    {
+      reason: "--flag=value and --flag value are the same",
+      argv: ["--leader-election-id=a", "--log-level", "debug"],
+      want: { leaderElectionId: "a", logLevel: "debug" },
+    },
+    {
+      reason: "the last of a repeated flag wins",
+      argv: ["--concurrency=2", "--concurrency=4"],
+      want: { concurrency: 4 },
+    },
+    {
+      reason: "a bare bool flag means true",
+      argv: ["--allow-secrets"],
+      want: { allowSecrets: true },
+    },
+    {
+      reason: "bool flags take true/false and 1/0",
+      argv: ["--leader-elect=false", "--allow-secrets=1"],
+      want: { leaderElect: false, allowSecrets: true },
+    },
+    {
+      reason: "bool flags take 0 as false",
+      argv: ["--leader-elect=0"],
+      want: { leaderElect: false },
+    },
+    {
+      reason: "bool environment variables take the same forms",
+      argv: [],
+      env: { REFERABLE_LEADER_ELECT: "false", REFERABLE_ALLOW_SECRETS: "true" },
+      want: { leaderElect: false, allowSecrets: true },
+    },
+    {
+      reason: "durations are Go durations, in milliseconds",
+      argv: [
+        "--leader-election-lease-duration=1m30s",
+        "--leader-election-renew-deadline=1m",
+        "--leader-election-retry-period=500ms",
+        "--watch-watchdog=1h",
+        "--informer-linger=0",
+        "--shutdown-timeout=1.5s",
+      ],
+      want: {
+        leaseDurationMs: 90_000,
+        renewDeadlineMs: 60_000,
+        retryPeriodMs: 500,
+        watchdogMs: 3_600_000,
+        informerLingerMs: 0,
+        shutdownTimeoutMs: 1_500,
+      },
+    },
+    {
+      reason: "lists split on commas, trimmed, empty items dropped",
+      argv: ["--deny-kinds", " Secret, Token.auth.example.com,,"],
+      want: { denyKinds: ["Secret", "Token.auth.example.com"] },
+    },
+    {
+      reason: "lists come from the environment too",
+      argv: [],
+      env: { REFERABLE_DENY_KINDS: "Secret" },
+      want: { denyKinds: ["Secret"] },
+    },
+    {
+      reason: "an empty list flag clears the list",
+      argv: ["--deny-kinds="],
+      env: { REFERABLE_DENY_KINDS: "Secret" },
+      want: { denyKinds: [] },
+    },
+    {
+      reason: "optional strings: KUBECONFIG and a selector",
+      argv: ["--referable-selector", "shard=a"],
+      env: { KUBECONFIG: "/tmp/kc" },
+      want: { kubeconfig: "/tmp/kc", referableSelector: "shard=a" },
+    },
+    {
+      reason: "an empty optional string flag is unset, even over the environment",
+      argv: ["--referable-selector="],
+      env: { REFERABLE_SELECTOR: "shard=b" },
+      want: { referableSelector: undefined },
+    },
+    {
+      reason: "bind addresses: host and port, bracketed IPv6, or 0 for off",
+      argv: ["--metrics-bind-address=[::1]:9090", "--health-probe-bind-address", "0"],
+      want: { metricsBindAddress: "[::1]:9090", healthProbeBindAddress: "0" },
+    },
+    {
+      reason: "leader-election timing is not checked when leader election is off",
+      argv: ["--leader-elect=false", "--leader-election-renew-deadline=1m"],
+      want: { leaderElect: false, renewDeadlineMs: 60_000 },
+    },
+    {
+      reason: "the smallest valid leader-election timing",
+      argv: [
+        "--leader-election-lease-duration=3s",
+        "--leader-election-renew-deadline=2s",
+        "--leader-election-retry-period=1s",
+      ],
+      want: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 1_000 },
+    },
+  ];
+  it.each(cases)("$reason", ({ argv, env, want }) => {
+    expect(parse(argv, env)).toMatchObject(want);
+  });
+
+  const errors: Array<{ reason: string; argv: string[]; env?: Env; want: string }> = [
+    { reason: "an unknown flag is named", argv: ["--bogus=1"], want: 'unknown option "--bogus=1"' },
+    { reason: "a positional argument is refused", argv: ["extra"], want: 'unknown option "extra"' },
+    { reason: "a single-dash long flag is refused", argv: ["-concurrency=2"], want: "unknown option" },
+    {
+      reason: "a flag that needs a value, last on the line",
+      argv: ["--concurrency"],
+      want: "--concurrency needs a value",
+    },
+    {
+      reason: "a bad duration names the flag, its variable and the value",
+      argv: ["--leader-election-lease-duration", "10x"],
+      want: '--leader-election-lease-duration (env REFERABLE_LEASE_DURATION): "10x" is not a duration',
+    },
+    {
+      reason: "a bad duration from the environment names the flag too",
+      argv: [],
+      env: { REFERABLE_WATCH_WATCHDOG: "soon" },
+      want: '--watch-watchdog (env REFERABLE_WATCH_WATCHDOG): "soon" is not a duration',
+    },
+    {
+      reason: "a duration without a unit",
+      argv: ["--shutdown-timeout=30"],
+      want: '--shutdown-timeout (env REFERABLE_SHUTDOWN_TIMEOUT): "30" is not a duration',
+    },
+    {
+      reason: "a bool that is not true/false/1/0",
+      argv: ["--leader-elect=yes"],
+      want: '--leader-elect (env REFERABLE_LEADER_ELECT): "yes" is not true or false',
+    },
+    {
+      reason: "an empty bool flag",
+      argv: ["--allow-secrets="],
+      want: '--allow-secrets (env REFERABLE_ALLOW_SECRETS): "" is not true or false',
+    },
+    {
+      reason: "an int that is not a number",
+      argv: ["--concurrency=abc"],
+      want: '--concurrency (env REFERABLE_CONCURRENCY): "abc" is not a whole number',
+    },
+    {
+      reason: "an empty int flag is not 0",
+      argv: ["--max-value-bytes="],
+      want: '--max-value-bytes (env REFERABLE_MAX_VALUE_BYTES): "" is not a whole number',
+    },
+    {
+      reason: "an int in exponent notation",
+      argv: ["--max-value-bytes=1e3"],
+      want: '--max-value-bytes (env REFERABLE_MAX_VALUE_BYTES): "1e3" is not a whole number',
+    },
+    {
+      reason: "a negative int",
+      argv: ["--concurrency=-1"],
+      want: '--concurrency (env REFERABLE_CONCURRENCY): "-1" is not a whole number',
+    },
+    { reason: "zero workers", argv: ["--concurrency=0"], want: "--concurrency must be at least 1" },
+    {
+      reason: "an unknown log level",
+      argv: ["--log-level=trace"],
+      want: '--log-level (env REFERABLE_LOG_LEVEL): "trace" is not debug, info, warn or error',
+    },
+    {
+      reason: "a bind address without a colon",
+      argv: ["--metrics-bind-address=8080"],
+      want: '--metrics-bind-address (env REFERABLE_METRICS_BIND_ADDRESS): bind address "8080" is not of the form [host]:port',
+    },
+    {
+      reason: "a bind address with a port out of range",
+      argv: ["--health-probe-bind-address=:65536"],
+      want: '--health-probe-bind-address (env REFERABLE_HEALTH_PROBE_BIND_ADDRESS): bind address ":65536"',
+    },
+    {
+      reason: "an empty value for an option that needs one",
+      argv: ["--leader-election-namespace="],
+      want: "--leader-election-namespace (env POD_NAMESPACE): must not be empty",
+    },
+    {
+      reason: "an empty bind address is not 'off' (0 is)",
+      argv: ["--metrics-bind-address="],
+      want: '--metrics-bind-address (env REFERABLE_METRICS_BIND_ADDRESS): bind address ""',
+    },
+    {
+      reason: "the lease must outlast the renew deadline",
+      argv: ["--leader-election-lease-duration=10s"],
+      want: "--leader-election-lease-duration (10000 ms) must be greater than --leader-election-renew-deadline (10000 ms)",
+    },
+    {
+      reason: "the renew deadline must exceed the jittered retry period (as client-go requires)",
+      argv: ["--leader-election-renew-deadline=2s", "--leader-election-retry-period=1800ms"],
+      want: "--leader-election-renew-deadline (2000 ms) must be greater than 1.2 times --leader-election-retry-period (1800 ms)",
+    },
+    {
+      reason: "a zero retry period",
+      argv: ["--leader-election-retry-period=0s"],
+      want: "--leader-election-retry-period must be greater than 0",
+    },
+    {
+      reason: "leader-election timing from the environment is checked too",
+      argv: [],
+      env: { REFERABLE_RENEW_DEADLINE: "20s" },
+      want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
+    },
+  ];
+  it.each(errors)("refuses: $reason", ({ argv, env, want }) => {
+    let got: unknown;
+    try {
+      parseConfig(argv, env ?? {});
+    } catch (err) {
+      got = err;
+    }
+    expect(got).toBeInstanceOf(ConfigError);
+    expect((got as Error).message).toContain(want);
+  });
+
+  const helps: Array<{ reason: string; argv: string[] }> = [
+    { reason: "--help alone", argv: ["--help"] },
+    { reason: "-h", argv: ["-h"] },
+    { reason: "--help after valid flags", argv: ["--concurrency=2", "--help"] },
+    { reason: "--help before a flag that would be refused", argv: ["--help", "--bogus"] },
+  ];
+  it.each(helps)("returns help, whatever the environment holds: $reason", ({ argv }) => {
+    expect(parseConfig(argv, { REFERABLE_CONCURRENCY: "many" })).toBe("help");
+  });
+
+  it("returns a frozen object, lists included", () => {
+    const config = parse(["--deny-kinds=Secret"]);
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.denyKinds)).toBe(true);
+    expect(() => {
+      (config as unknown as Record<string, unknown>).concurrency = 1;
+    }).toThrow(TypeError);
+    expect(() => (config.denyKinds as string[]).push("ConfigMap")).toThrow(TypeError);
+  });
+});
+
+describe("helpText", () => {
+  const text = helpText();
+  const flags = [...text.matchAll(/^ {2}--([a-z-]+)/gm)].map((m) => m[1]!);
+
+  it("lists every option once, plus --help", () => {
+    expect(flags).toHaveLength(Object.keys(parse([])).length + 1);
+    expect(new Set(flags).size).toBe(flags.length);
+    expect(flags).toContain("help");
+  });
+
+  it("lists only options parseConfig knows", () => {
+    for (const flag of flags.filter((f) => f !== "help")) {
+      let got: unknown;
+      try {
+        parseConfig([`--${flag}=`], {});
+      } catch (err) {
+        got = err;
+      }
+      expect(String(got)).not.toContain("unknown option");
+    }
+  });
+
+  const documented: Array<{ reason: string; flag: string; want: string }> = [
+    { reason: "metrics default", flag: "--metrics-bind-address=VALUE", want: "default :8080" },
+    { reason: "probe default", flag: "--health-probe-bind-address=VALUE", want: "default :8081" },
+    { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default true" },
+    { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
+    { reason: "env var named", flag: "--concurrency=VALUE", want: "env REFERABLE_CONCURRENCY; default 8" },
+    { reason: "empty default shown as quotes", flag: "--referable-selector=VALUE", want: 'default ""' },
+  ];
+  it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
+    const lines = text.split("\n");
+    const at = lines.indexOf(`  ${flag}`);
+    expect(at).toBeGreaterThanOrEqual(0);
+    expect(lines[at + 1]).toContain(want);
+  });
+});
+
+describe("parseDuration", () => {
+  const cases: Array<{ reason: string; text: string; want: number }> = [
+    { reason: "milliseconds", text: "500ms", want: 500 },
+    { reason: "seconds", text: "2s", want: 2_000 },
+    { reason: "minutes and seconds", text: "1m30s", want: 90_000 },
+    { reason: "hours", text: "1h", want: 3_600_000 },
+    { reason: "every unit at once", text: "1h2m3s4ms", want: 3_723_004 },
+    { reason: "a fraction", text: "1.5s", want: 1_500 },
+    { reason: "a bare zero, as Go allows", text: "0", want: 0 },
+    { reason: "zero with a unit", text: "0s", want: 0 },
+    { reason: "surrounding blanks", text: " 15s ", want: 15_000 },
+  ];
+  it.each(cases)("$reason: $text", ({ text, want }) => {
+    expect(parseDuration(text)).toBe(want);
+  });
+
+  const bad: Array<{ reason: string; text: string }> = [
+    { reason: "empty", text: "" },
+    { reason: "blank", text: "  " },
+    { reason: "a number without a unit", text: "10" },
+    { reason: "an unknown unit", text: "5d" },
+    { reason: "a wrong unit", text: "10x" },
+    { reason: "negative", text: "-1s" },
+    { reason: "a trailing number without a unit", text: "1m30" },
+    { reason: "a unit without a number", text: "s" },
+    { reason: "a dangling decimal point", text: "1.s" },
+    { reason: "two decimal points", text: "1.5.5s" },
+    { reason: "a blank inside", text: "1 s" },
+  ];
+  it.each(bad)("refuses $reason: $text", ({ text }) => {
+    expect(() => parseDuration(text)).toThrow(ConfigError);
+  });
+});

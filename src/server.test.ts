@@ -1,0 +1,171 @@
+import { request, type Server } from "node:http";
+import { Counter, Registry } from "prom-client";
+import { closeServer, parseBindAddress, portOf, startMetricsServer, startProbeServer } from "./server.ts";
+
+describe("parseBindAddress", () => {
+  const cases: Array<{
+    reason: string;
+    address: string;
+    want: { host: string | undefined; port: number } | undefined;
+  }> = [
+    { reason: "port only: every interface", address: ":8080", want: { host: undefined, port: 8080 } },
+    { reason: "IPv4 host and port", address: "127.0.0.1:9090", want: { host: "127.0.0.1", port: 9090 } },
+    { reason: "bracketed IPv6 host", address: "[::1]:8080", want: { host: "::1", port: 8080 } },
+    { reason: "a host name", address: "localhost:8081", want: { host: "localhost", port: 8081 } },
+    { reason: "0 turns the endpoint off", address: "0", want: undefined },
+    { reason: "port 0: any free port", address: ":0", want: { host: undefined, port: 0 } },
+    { reason: "the highest port", address: "0.0.0.0:65535", want: { host: "0.0.0.0", port: 65535 } },
+  ];
+  it.each(cases)("$reason: $address", ({ address, want }) => {
+    expect(parseBindAddress(address)).toEqual(want);
+  });
+
+  const bad: Array<{ reason: string; address: string }> = [
+    { reason: "empty", address: "" },
+    { reason: "a port without a colon", address: "8080" },
+    { reason: "a colon without a port", address: ":" },
+    { reason: "a host without a port", address: "127.0.0.1" },
+    { reason: "unbracketed IPv6", address: "::1:8080" },
+    { reason: "bracketed IPv6 without a port", address: "[::1]" },
+    { reason: "bracketed IPv6 without the colon", address: "[::1]8080" },
+    { reason: "empty brackets", address: "[]:80" },
+    { reason: "a port out of range", address: ":65536" },
+    { reason: "a port far out of range", address: ":999999" },
+    { reason: "a named port", address: "localhost:http" },
+    { reason: "a negative port", address: ":-1" },
+    { reason: "a scheme", address: "http://127.0.0.1:8080" },
+  ];
+  it.each(bad)("refuses $reason: $address", ({ address }) => {
+    expect(() => parseBindAddress(address)).toThrow(
+      `bind address ${JSON.stringify(address)} is not of the form [host]:port`,
+    );
+  });
+});
+
+/** GETs (or `method`s) a path on a local server without keeping the connection. */
+function get(
+  server: Server | undefined,
+  path: string,
+  method = "GET",
+): Promise<{ status: number; body: string }> {
+  const port = portOf(server);
+  if (port === undefined) throw new Error("server is not listening");
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, method, agent: false }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("startMetricsServer", () => {
+  let server: Server | undefined;
+  let scrapes = 0;
+  beforeAll(async () => {
+    const registry = new Registry();
+    const counter = new Counter({ name: "test_things_total", help: "things", registers: [registry] });
+    server = await startMetricsServer("127.0.0.1:0", registry, () => {
+      scrapes++;
+      counter.inc();
+    });
+  });
+  afterAll(() => closeServer(server));
+
+  it("serves the registry, refreshed just before each scrape", async () => {
+    const first = await get(server, "/metrics");
+    expect(first.status).toBe(200);
+    expect(first.body).toContain("test_things_total 1");
+    const second = await get(server, "/metrics?x=1");
+    expect(second.body).toContain("test_things_total 2");
+    expect(scrapes).toBe(2);
+  });
+
+  const notServed: Array<{ reason: string; path: string; method: string }> = [
+    { reason: "another path", path: "/", method: "GET" },
+    { reason: "a probe path on the metrics port", path: "/healthz", method: "GET" },
+    { reason: "a prefix of the path", path: "/metricsx", method: "GET" },
+    { reason: "another method", path: "/metrics", method: "POST" },
+  ];
+  it.each(notServed)("answers 404 to $reason", async ({ path, method }) => {
+    const before = scrapes;
+    expect((await get(server, path, method)).status).toBe(404);
+    expect(scrapes).toBe(before);
+  });
+});
+
+describe("startProbeServer", () => {
+  let server: Server | undefined;
+  let ready = false;
+  let healthy = true;
+  beforeAll(async () => {
+    server = await startProbeServer(
+      "127.0.0.1:0",
+      () => ready,
+      () => healthy,
+    );
+  });
+  afterAll(() => closeServer(server));
+
+  const cases: Array<{ reason: string; ready: boolean; healthy: boolean; path: string; want: number }> = [
+    { reason: "not ready before the caches sync", ready: false, healthy: true, path: "/readyz", want: 503 },
+    { reason: "ready once synced", ready: true, healthy: true, path: "/readyz", want: 200 },
+    { reason: "query strings are ignored", ready: true, healthy: true, path: "/readyz?verbose", want: 200 },
+    { reason: "healthy while not ready", ready: false, healthy: true, path: "/healthz", want: 200 },
+    { reason: "unhealthy", ready: true, healthy: false, path: "/healthz", want: 500 },
+    { reason: "no other path", ready: true, healthy: true, path: "/metrics", want: 404 },
+  ];
+  it.each(cases)("$path is $want: $reason", async (c) => {
+    ready = c.ready;
+    healthy = c.healthy;
+    expect((await get(server, c.path)).status).toBe(c.want);
+  });
+});
+
+describe("listening", () => {
+  it("starts nothing for address 0", async () => {
+    expect(
+      await startProbeServer(
+        "0",
+        () => true,
+        () => true,
+      ),
+    ).toBeUndefined();
+    expect(await startMetricsServer("0", new Registry(), () => undefined)).toBeUndefined();
+    await closeServer(undefined);
+    expect(portOf(undefined)).toBeUndefined();
+  });
+
+  it("rejects when the port is taken", async () => {
+    const first = await startProbeServer(
+      "127.0.0.1:0",
+      () => true,
+      () => true,
+    );
+    try {
+      await expect(
+        startProbeServer(
+          `127.0.0.1:${portOf(first)}`,
+          () => true,
+          () => true,
+        ),
+      ).rejects.toThrow("EADDRINUSE");
+    } finally {
+      await closeServer(first);
+    }
+  });
+
+  it("closes a server that has served a request", async () => {
+    const server = await startProbeServer(
+      "127.0.0.1:0",
+      () => true,
+      () => true,
+    );
+    expect((await get(server, "/healthz")).status).toBe(200);
+    await closeServer(server);
+    expect(server?.listening).toBe(false);
+  });
+});

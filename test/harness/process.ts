@@ -1,0 +1,332 @@
+/**
+ * Runs the controller as the real process (`node src/main.ts`, Node stripping the types) for
+ * tests of what only a process shows: flags, signals, exit codes, logs on stdout, /metrics and
+ * the probes. Every process started here is tracked, so {@link killAllProcesses} in afterAll
+ * leaves none behind even when a test fails half-way.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { request } from "node:http";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
+
+/** One stdout line, as pino wrote it (`level` is pino's number: 20 debug, 30 info, 40 warn, 50 error). */
+export type LogLine = Record<string, unknown> & { level?: number; msg?: string };
+
+/** How a process ended. */
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A running (or ended) controller process and what it wrote. */
+export interface ControllerProcess {
+  readonly pid: number;
+  /** The ports passed as --metrics-bind-address and --health-probe-bind-address. */
+  readonly metricsPort: number;
+  readonly probePort: number;
+  /** Everything written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** The stdout lines that parsed as JSON objects. */
+  logs(): LogLine[];
+  /** The stdout lines that did not. */
+  unparsed(): string[];
+  /** Resolves with the first log line (already written or to come) that satisfies `predicate`. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** The text of GET /metrics. */
+  metrics(): Promise<string>;
+  /** The status code of GET /readyz. */
+  ready(): Promise<number>;
+  /** The status code of GET /healthz. */
+  healthy(): Promise<number>;
+  /** Resolves when the process has ended and its output is closed. */
+  readonly exited: Promise<Exit>;
+  /** {@link exited}, but rejects when the process is still running after `timeoutMs`. */
+  waitForExit(timeoutMs?: number): Promise<Exit>;
+  /** Sends `signal` and waits for the exit; SIGKILLs and rejects if it takes over `timeoutMs`. */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<Exit>;
+  /** SIGKILL: the process gets no chance to clean up (no lease release). */
+  kill(): Promise<Exit>;
+}
+
+const running = new Set<ChildProcess>();
+
+/** Kills (SIGKILL) every process still running; call in afterAll. */
+export async function killAllProcesses(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          child.once("close", () => resolve());
+          if (!child.kill("SIGKILL") && child.exitCode !== null) resolve();
+        }),
+    ),
+  );
+  running.clear();
+}
+
+/**
+ * A port that was free a moment ago: the controller needs a fixed one (with port 0 a test could
+ * not learn which was chosen). Another process may take it before the controller binds; rare
+ * enough on a test machine, and it fails loudly (EADDRINUSE) rather than silently.
+ */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (typeof address !== "object" || !address) throw new Error("a listening server has no address");
+  return address.port;
+}
+
+/** Options for {@link startControllerProcess}. */
+export interface StartOptions {
+  /**
+   * Environment variables, on top of PATH and HOME only: the test's own environment
+   * (NODE_OPTIONS, a developer's KUBECONFIG or REFERABLE_*) must not leak in. @default {}
+   */
+  env?: Record<string, string>;
+  /** Prepend --kubeconfig with the test cluster's admin kubeconfig. @default true */
+  kubeconfig?: boolean;
+}
+
+/**
+ * Starts `node src/main.ts` with free metrics and probe ports on 127.0.0.1 (and the test
+ * kubeconfig) before `args`, so `args` may override any of them (the last flag wins).
+ */
+export async function startControllerProcess(
+  args: readonly string[],
+  { env = {}, kubeconfig = true }: StartOptions = {},
+): Promise<ControllerProcess> {
+  const metricsPort = await freePort();
+  const probePort = await freePort();
+  const base = [
+    "--metrics-bind-address",
+    `127.0.0.1:${metricsPort}`,
+    "--health-probe-bind-address",
+    `127.0.0.1:${probePort}`,
+  ];
+  if (kubeconfig) {
+    const path = process.env.REFERABLE_TEST_KUBECONFIG;
+    if (!path)
+      throw new Error("REFERABLE_TEST_KUBECONFIG is not set: run through jest's integration project");
+    base.push("--kubeconfig", path);
+  }
+  const childEnv: Record<string, string> = { ...env };
+  for (const name of ["PATH", "HOME"]) {
+    const value = process.env[name];
+    if (value !== undefined && childEnv[name] === undefined) childEnv[name] = value;
+  }
+  const child = spawn(process.execPath, [MAIN, ...base, ...args], {
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(child);
+
+  let stdout = "";
+  let stderr = "";
+  let partial = "";
+  const logs: LogLine[] = [];
+  const unparsed: string[] = [];
+  type Waiter = { predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void };
+  const waiters = new Set<Waiter>();
+
+  const exited = new Promise<Exit>((resolve, reject) => {
+    child.once("error", reject); // e.g. the executable cannot be spawned
+    child.once("close", (code, signal) => {
+      running.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  // Keeps an unawaited rejection (spawn failure) from failing an unrelated test.
+  exited.catch(() => undefined);
+
+  const take = (text: string) => {
+    let line: unknown;
+    try {
+      line = JSON.parse(text);
+    } catch {
+      unparsed.push(text);
+      return;
+    }
+    if (typeof line !== "object" || line === null || Array.isArray(line)) {
+      unparsed.push(text);
+      return;
+    }
+    logs.push(line as LogLine);
+    for (const waiter of [...waiters]) {
+      if (waiter.predicate(line as LogLine)) {
+        waiters.delete(waiter);
+        waiter.resolve(line as LogLine);
+      }
+    }
+  };
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk: string) => {
+    stdout += chunk;
+    const lines = (partial + chunk).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) if (line.trim()) take(line);
+  });
+  child.stdout.on("end", () => {
+    if (partial.trim()) take(partial);
+    partial = "";
+  });
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (chunk: string) => (stderr += chunk));
+
+  const recentOutput = () =>
+    `pid ${child.pid}; last output:\n${stdout.split("\n").slice(-8).join("\n")}\nstderr: ${stderr.slice(-800)}`;
+
+  const waitForLog = (predicate: (line: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> => {
+    const found = logs.find(predicate);
+    if (found) return Promise.resolve(found);
+    return new Promise<LogLine>((resolve, reject) => {
+      const waiter: Waiter = {
+        predicate,
+        resolve: (line) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      };
+      const timer = setTimeout(() => {
+        waiters.delete(waiter);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for a log line; ${recentOutput()}`));
+      }, timeoutMs);
+      waiters.add(waiter);
+      void exited.then((exit) => {
+        if (!waiters.delete(waiter)) return;
+        clearTimeout(timer);
+        reject(
+          new Error(`the process exited (${JSON.stringify(exit)}) before the log line; ${recentOutput()}`),
+        );
+      });
+    });
+  };
+
+  const waitForExit = async (timeoutMs = 30_000, onTimeout: () => void = () => undefined): Promise<Exit> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        onTimeout();
+        reject(new Error(`the process did not exit within ${timeoutMs} ms; ${recentOutput()}`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  const stop = (signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<Exit> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return waitForExit(timeoutMs, () => child.kill("SIGKILL"));
+  };
+
+  if (child.pid === undefined) {
+    await exited; // rejects with the spawn error
+    throw new Error("the controller process did not start");
+  }
+  return {
+    pid: child.pid,
+    metricsPort,
+    probePort,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    logs: () => [...logs],
+    unparsed: () => [...unparsed],
+    waitForLog,
+    metrics: async () => {
+      const res = await httpGet(metricsPort, "/metrics");
+      if (res.status !== 200)
+        throw new Error(`GET /metrics answered ${res.status}: ${res.body.slice(0, 200)}`);
+      return res.body;
+    },
+    ready: async () => (await httpGet(probePort, "/readyz")).status,
+    healthy: async () => (await httpGet(probePort, "/healthz")).status,
+    exited,
+    waitForExit: (timeoutMs) => waitForExit(timeoutMs),
+    stop,
+    kill: () => stop("SIGKILL"),
+  };
+}
+
+/** A GET on 127.0.0.1 without connection reuse, so no socket outlives the request. */
+function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, agent: false, timeout: 5_000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`GET ${path} on port ${port} timed out`)));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** One sample of the Prometheus text format. */
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses the Prometheus text exposition format (comments skipped; label values unescaped). */
+export function parseMetrics(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) continue;
+    const name = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line)?.[0];
+    if (!name) throw new Error(`not a Prometheus sample: ${line}`);
+    let rest = line.slice(name.length);
+    const labels: Record<string, string> = {};
+    if (rest.startsWith("{")) {
+      rest = rest.slice(1);
+      for (;;) {
+        rest = rest.replace(/^[\s,]+/, "");
+        if (rest.startsWith("}")) {
+          rest = rest.slice(1);
+          break;
+        }
+        const m = /^([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/.exec(rest);
+        if (!m) throw new Error(`bad labels in Prometheus sample: ${line}`);
+        labels[m[1]!] = m[2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+        rest = rest.slice(m[0].length);
+      }
+    }
+    const value = rest.trim().split(/\s+/)[0] ?? "";
+    // As Prometheus reads them (Go's ParseFloat): NaN and Inf in any case (prom-client writes "Nan").
+    const special: Record<string, number> = { nan: NaN, inf: Infinity, "+inf": Infinity, "-inf": -Infinity };
+    const number = special[value.toLowerCase()] ?? Number(value);
+    if (value === "" || (Number.isNaN(number) && value.toLowerCase() !== "nan"))
+      throw new Error(`bad value in Prometheus sample: ${line}`);
+    samples.push({ name, labels, value: number });
+  }
+  return samples;
+}
+
+/**
+ * The value of the series `name` whose labels include `labels`; when several match, their sum
+ * (as PromQL's `sum(name{labels})`); undefined when none does.
+ */
+export function metricValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  const matching = parseMetrics(text).filter(
+    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+  );
+  if (matching.length === 0) return undefined;
+  return matching.reduce((sum, s) => sum + s.value, 0);
+}
