@@ -452,13 +452,21 @@ async function measurePropagation(
   rate: number,
   seconds: number,
 ): Promise<Propagation> {
-  const pending = new Map<string, { value: string; ackedAt: number }>();
+  // An update is measured from its write's acknowledgement to the Referable watch showing the
+  // value; the watch can win the race against reading the response, which counts as 0 ms.
+  const pending = new Map<string, { value: string; ackedAt?: number; seenAt?: number }>();
   const latencies: number[] = [];
+  const settle = (name: string) => {
+    const p = pending.get(name);
+    if (p?.ackedAt === undefined || p.seenAt === undefined) return;
+    latencies.push(Math.max(0, p.seenAt - p.ackedAt));
+    pending.delete(name);
+  };
   const off = watch.onChange((name) => {
     const p = pending.get(name);
-    if (p && watch.latest.get(name)?.value === p.value) {
-      latencies.push(performance.now() - p.ackedAt);
-      pending.delete(name);
+    if (p && p.seenAt === undefined && watch.latest.get(name)?.value === p.value) {
+      p.seenAt = performance.now();
+      settle(name);
     }
   });
   const before = await scrape(c);
@@ -479,16 +487,12 @@ async function measurePropagation(
     if (pending.has(name)) continue;
     const value = `u${++seq}-${RUN}`;
     const s = fx.sources[idx]!;
-    const entry = { value, ackedAt: Number.POSITIVE_INFINITY };
+    const entry: { value: string; ackedAt?: number; seenAt?: number } = { value };
     pending.set(name, entry);
     writes.push(
       setSource(client, s.kind, s.name, value).then(() => {
         entry.ackedAt = performance.now();
-        // the status may already have arrived (before the ack was read)
-        if (watch.latest.get(name)?.value === value) {
-          latencies.push(0);
-          pending.delete(name);
-        }
+        settle(name);
       }),
     );
   }

@@ -3,7 +3,6 @@
  * serve metrics and probes, and shut down gracefully on SIGTERM (stop writing, release the
  * lease, close informers).
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
@@ -11,6 +10,7 @@ import { ReferableController } from "./controller/controller.ts";
 import { EventRecorder } from "./controller/events.ts";
 import { LeaderElector } from "./controller/leader-election.ts";
 import { asError } from "./errors.ts";
+import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -56,18 +56,18 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     logger.error({ err: asError(reason).message }, "unhandled rejection (a bug: please report it)"),
   );
 
-  const kubeConfig = new KubeConfig();
-  if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig.split(":")[0]!);
-  else kubeConfig.loadFromDefault();
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (!server) {
-    logger.error({}, "no cluster in the kubeconfig: pass --kubeconfig or run in a pod");
+  let access: ClusterAccess;
+  try {
+    access = await loadClusterAccess({ kubeconfigPath: config.kubeconfig?.split(":")[0], env });
+  } catch (err) {
+    logger.error({ err: asError(err).message }, "no cluster to talk to: pass --kubeconfig, or run in a pod");
     return 2;
   }
+  const server = access.server;
   const host = new URL(server).host;
   const metrics = new ControllerMetrics({ leaseName: config.leaderElectionId });
   const client = new KubeClient({
-    kubeConfig,
+    access,
     observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
   });
   const resolver = createResolver({

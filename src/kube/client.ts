@@ -9,6 +9,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Agent, fetch, type Dispatcher } from "undici";
 import { asError } from "../errors.ts";
+import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
 
 /** A JSON object as the API server returns it. */
 export type KubeObject = Record<string, unknown> & {
@@ -42,8 +43,10 @@ export interface RequestObservation {
 
 /** Options for {@link KubeClient}. */
 export interface KubeClientOptions {
-  /** Where to connect and how to authenticate. */
-  kubeConfig: KubeConfig;
+  /** Where to connect and how to authenticate: a client-node KubeConfig (its current context)... */
+  kubeConfig?: KubeConfig;
+  /** ...or a {@link ClusterAccess}, e.g. from `loadClusterAccess` (no client-node at run time). */
+  access?: ClusterAccess;
   /**
    * Time allowed for a non-watch request, from sending to the end of the body.
    * @default 30000
@@ -51,6 +54,12 @@ export interface KubeClientOptions {
   requestTimeoutMs?: number;
   /** Called once for every request that ends, for metrics. Must not throw. */
   observe?: (observation: RequestObservation) => void;
+  /**
+   * Offer HTTP/2 to the API server. Off by default: over HTTP/1.1 each watch and each request
+   * in flight has a connection of its own, which costs far less memory than HTTP/2 streams.
+   * @default false
+   */
+  http2?: boolean;
   /**
    * How long authentication headers are reused before the kubeconfig is asked again (tokens
    * read from a file rotate; exec plugins are slow).
@@ -123,23 +132,26 @@ interface AuthState {
 /** A raw-JSON Kubernetes API client with one connection pool. */
 export class KubeClient {
   readonly server: string;
-  private readonly kubeConfig: KubeConfig;
+  private readonly access: ClusterAccess;
   private readonly requestTimeoutMs: number;
   private readonly authCacheMs: number;
   private readonly observe: ((o: RequestObservation) => void) | undefined;
+  private readonly http2: boolean;
   private auth: AuthState | undefined;
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
   private openWatches = 0;
 
   constructor(options: KubeClientOptions) {
-    const cluster = options.kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error("the kubeconfig has no current cluster: set a current-context");
-    this.server = cluster.server.replace(/\/+$/, "");
-    this.kubeConfig = options.kubeConfig;
+    const access =
+      options.access ?? (options.kubeConfig ? accessFromKubeConfig(options.kubeConfig) : undefined);
+    if (!access) throw new Error("a KubeClient needs a kubeConfig or an access");
+    this.access = access;
+    this.server = access.server.replace(/\/+$/, "");
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     this.authCacheMs = options.authCacheMs ?? 10_000;
     this.observe = options.observe;
+    this.http2 = options.http2 ?? false;
   }
 
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
@@ -271,27 +283,23 @@ export class KubeClient {
   }
 
   private async loadAuth(): Promise<AuthState> {
-    const headers: Record<string, string> = {};
-    let fresh: Dispatcher | undefined;
-    // KubeConfig.applySecurityAuthentication only needs these two methods of its context.
-    const context = {
-      setHeaderParam: (key: string, value: string) => {
-        headers[key] = value;
-      },
-      setDispatcher: (dispatcher: Dispatcher) => {
-        fresh = dispatcher;
-      },
-    };
-    await this.kubeConfig.applySecurityAuthentication(
-      context as unknown as Parameters<KubeConfig["applySecurityAuthentication"]>[0],
-    );
-    // Keep the first pool: the TLS settings of a kubeconfig do not change under a running
-    // process, and a new pool per refresh would drop every open connection.
-    if (!this.dispatcher)
-      this.dispatcher = fresh ?? (this.server.startsWith("https:") ? new Agent() : undefined);
-    else if (fresh && fresh !== this.dispatcher) void fresh.close().catch(() => undefined);
+    const headers = await this.access.headers();
+    // One pool for the life of the client: a new pool per refresh would drop every connection.
+    this.dispatcher ??= this.access.dispatcher ? await this.access.dispatcher() : await this.ownDispatcher();
     this.auth = { headers, dispatcher: this.dispatcher, expires: Date.now() + this.authCacheMs };
     return this.auth;
+  }
+
+  /**
+   * An undici Agent with the access's TLS settings, over HTTP/1.1 unless `http2` is set: undici
+   * offers HTTP/2 by default and the API server takes it; then every watch is an nghttp2 stream
+   * with buffers of its own, and an aborted stream can still raise an error after the pool is
+   * closed.
+   */
+  private async ownDispatcher(): Promise<Dispatcher | undefined> {
+    if (!this.server.startsWith("https:")) return undefined;
+    const connect = { keepAlive: true, keepAliveInitialDelay: 30_000, ...(await this.access.tls()) };
+    return new Agent({ allowH2: this.http2, connect });
   }
 }
 
