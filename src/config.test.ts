@@ -29,6 +29,8 @@ describe("parseConfig", () => {
       allowSecrets: false,
       denyKinds: [],
       watchdogMs: 90_000,
+      webhookBindAddress: "0",
+      webhookCertDir: "/tmp/k8s-webhook-server/serving-certs",
       informerLingerMs: 10_000,
       logLevel: "info",
       shutdownTimeoutMs: 20_000,

@@ -28,6 +28,8 @@ export interface Config {
   readonly logLevel: "debug" | "info" | "warn" | "error";
   readonly shutdownTimeoutMs: number;
   readonly referableSelector: string | undefined;
+  readonly webhookBindAddress: string;
+  readonly webhookCertDir: string;
 }
 
 type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" | "level";
@@ -177,6 +179,22 @@ const OPTIONS: OptionSpec[] = [
     kind: "level",
     default: "info",
     help: "debug, info, warn or error",
+  },
+  {
+    key: "webhookBindAddress",
+    flag: "webhook-bind-address",
+    env: "REFERABLE_WEBHOOK_BIND_ADDRESS",
+    kind: "address",
+    default: "0",
+    help: "address of the admission webhook (HTTPS: /validate-referable, /healthz), served by every replica; 0 (off) unless a ValidatingWebhookConfiguration points at it, e.g. :9443 (deploy/webhook)",
+  },
+  {
+    key: "webhookCertDir",
+    flag: "webhook-cert-dir",
+    env: "REFERABLE_WEBHOOK_CERT_DIR",
+    kind: "string",
+    default: "/tmp/k8s-webhook-server/serving-certs",
+    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation)",
   },
   {
     key: "referableSelector",

@@ -4,6 +4,7 @@
  * lease, close informers).
  */
 import { pino } from "pino";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { ReferableController } from "./controller/controller.ts";
@@ -12,10 +13,12 @@ import { LeaderElector } from "./controller/leader-election.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
+import { Discovery } from "./kube/discovery.ts";
+import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
 import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { createResolver } from "./resolver/resolver.ts";
-import { closeServer, startMetricsServer, startProbeServer } from "./server.ts";
+import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 
 /** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
 export function sourcePolicy(
@@ -70,8 +73,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     access,
     observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
   });
+  const discovery = new Discovery({ client });
   const resolver = createResolver({
     client,
+    discovery,
     logger: logger.child({ part: "resolver" }),
     maxValueBytes: config.maxValueBytes,
     informerLingerMs: config.informerLingerMs,
@@ -108,6 +113,28 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     () => controller.synced && !shuttingDown,
     () => true,
   );
+  // Every replica serves the webhook, leader or not: admission must not wait for an election.
+  let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
+  if (parseBindAddress(config.webhookBindAddress)) {
+    const webhookLogger = logger.child({ part: "webhook" });
+    try {
+      webhookServer = await startWebhookServer({
+        address: config.webhookBindAddress,
+        certFile: join(config.webhookCertDir, "tls.crt"),
+        keyFile: join(config.webhookCertDir, "tls.key"),
+        handler: createAdmissionHandler({ client, discovery, logger: webhookLogger }),
+        logger: webhookLogger,
+      });
+    } catch (err) {
+      logger.error(
+        { err: asError(err).message, certDir: config.webhookCertDir },
+        "cannot serve the admission webhook",
+      );
+      await Promise.all([closeServer(metricsServer), closeServer(probeServer)]);
+      await client.close();
+      return 1;
+    }
+  }
   controller.start();
 
   let exitWith: (code: number) => void = () => undefined;
@@ -128,7 +155,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       await elector?.stop(); // then release the lease, so a standby takes over at once
       await controller.stop();
       await resolver.stop();
-      await Promise.all([closeServer(metricsServer), closeServer(probeServer)]);
+      await Promise.all([closeServer(metricsServer), closeServer(probeServer), closeServer(webhookServer)]);
       await client.close();
       logger.info({}, "stopped");
       exitWith(code);

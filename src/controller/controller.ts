@@ -16,6 +16,7 @@ import type { ResolutionResult } from "../resolver/types.ts";
 import type { EventRecorder } from "./events.ts";
 import {
   REFERABLE_API_VERSION,
+  REFERABLE_GROUP,
   REFERABLE_RESOURCE,
   requestFor,
   type Referable,
@@ -44,6 +45,14 @@ export interface ReferableControllerOptions {
   leaseName?: string;
   /** Clock for condition timestamps. @default () => new Date() */
   now?: () => Date;
+  /**
+   * Shortest time between two status writes of one Referable. The first change after a quiet
+   * spell is written at once; a source changing faster than this has its changes coalesced,
+   * and the last one is always written. Bounds the writes of a hot source, and of a loop the
+   * controller cannot see (e.g. Referables reading each other across shards).
+   * @default 100
+   */
+  minWriteIntervalMs?: number;
 }
 
 /** What the controller keeps for one Referable. */
@@ -58,9 +67,17 @@ interface Tracked {
   pushedAt: number | undefined;
   /** Our last write, until the informer has caught up with it. */
   written: { baseResourceVersion: string | undefined; status: ReferableStatus } | undefined;
+  /** When a status write last succeeded (performance.now()), for minWriteIntervalMs. */
+  lastWriteAt: number | undefined;
 }
 
 const PENDING: ResolutionResult = { ok: false, error: new ReferenceError("Pending", "resolving the source") };
+
+/** How many Referables a search for a cycle visits at most; longer chains are not followed. */
+const MAX_CYCLE_SEARCH = 64;
+
+const isReferableKind = (apiVersion: string | undefined, kind: string | undefined): boolean =>
+  kind === "Referable" && apiVersion?.split("/")[0] === REFERABLE_GROUP;
 
 /** The Referable controller; see the module comment. */
 export class ReferableController {
@@ -193,7 +210,7 @@ export class ReferableController {
       return "done";
     }
     const tracked = this.track(obj);
-    const result = tracked.fixed ?? tracked.subscription?.current ?? PENDING;
+    const result = tracked.fixed ?? this.unlessCycle(name, tracked.subscription?.current ?? PENDING);
     // If the cache has not seen our last write yet, compare against what we wrote.
     const written = tracked.written;
     const base: Referable =
@@ -208,6 +225,11 @@ export class ReferableController {
       return "done";
     }
     if (!this.leader) return "done";
+    const wait =
+      tracked.lastWriteAt === undefined
+        ? 0
+        : tracked.lastWriteAt + (this.options.minWriteIntervalMs ?? 100) - performance.now();
+    if (wait > 0) return { requeueAfterMs: wait };
     return this.writeStatus(obj, base.status, desired, tracked);
   }
 
@@ -233,6 +255,9 @@ export class ReferableController {
         baseResourceVersion: obj.metadata.resourceVersion,
         status: updated.status ?? desired,
       };
+      // Only a write that succeeded starts the interval: a failed one is retried on the work
+      // queue's growing backoff, which a requeueAfter here would reset.
+      tracked.lastWriteAt = performance.now();
     } catch (err) {
       if (isApiError(err, 404)) return "done"; // deleted meanwhile: nothing to write
       if (isApiError(err, 422)) {
@@ -285,6 +310,8 @@ export class ReferableController {
       fixed: undefined,
       pushedAt: undefined,
       written: existing?.uid === obj.metadata.uid ? existing?.written : undefined,
+      // Kept across spec edits too: a spec rewritten in a loop must not write in one.
+      lastWriteAt: existing?.uid === obj.metadata.uid ? existing?.lastWriteAt : undefined,
     };
     this.tracked.set(name, tracked);
     try {
@@ -300,14 +327,22 @@ export class ReferableController {
           "a Referable cannot read itself: point spec.source at another object",
         );
       }
-      tracked.subscription = this.options.resolver.watch(
-        request,
-        () => {
-          tracked.pushedAt ??= performance.now();
-          this.queue.add(name);
-        },
-        { fieldPrefix: "spec.source" },
-      );
+      // A push made while watch() runs (a synced kind gives its first result at once) is read by
+      // the reconcile running now. Queueing the name for it would run a second reconcile right
+      // after this one, and, if this one's write failed, retry that write without its backoff.
+      let subscribing = true;
+      try {
+        tracked.subscription = this.options.resolver.watch(
+          request,
+          () => {
+            tracked.pushedAt ??= performance.now();
+            if (!subscribing) this.queue.add(name);
+          },
+          { fieldPrefix: "spec.source" },
+        );
+      } finally {
+        subscribing = false;
+      }
     } catch (err) {
       tracked.fixed = {
         ok: false,
@@ -315,6 +350,53 @@ export class ReferableController {
       };
     }
     return tracked;
+  }
+
+  /**
+   * `result`, unless the Referable reads itself, directly (a selector that matches it) or
+   * through other Referables (a cycle): then InvalidSpec. Such a loop never settles when the
+   * field read changes with every write (metadata.resourceVersion, the status itself), so the
+   * controller refuses it rather than write forever. The reads are taken from the spec (a name)
+   * and from the current result's sources (a selector), of the Referables this controller sees.
+   */
+  private unlessCycle(name: string, result: ResolutionResult): ResolutionResult {
+    const path = this.cycleFrom(name);
+    if (!path) return result;
+    const message =
+      path.length === 2
+        ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
+        : `spec.source reads Referables in a cycle (${path.join(" → ")}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
+    return { ok: false, error: new ReferenceError("InvalidSpec", message) };
+  }
+
+  /** A path from `start` back to itself through the Referables each one reads, if one exists. */
+  private cycleFrom(start: string): string[] | undefined {
+    const visited = new Set<string>();
+    const walk = (name: string, path: string[]): string[] | undefined => {
+      for (const next of this.readsReferables(name)) {
+        if (next === start) return [...path, next];
+        if (visited.has(next) || visited.size >= MAX_CYCLE_SEARCH) continue;
+        visited.add(next);
+        const found = walk(next, [...path, next]);
+        if (found) return found;
+      }
+      return undefined;
+    };
+    return walk(start, [start]);
+  }
+
+  /** The names of the Referables that `name` reads now: by its spec's name, and its result's sources. */
+  private readsReferables(name: string): string[] {
+    const out = new Set<string>();
+    const source = (this.informer.get(undefined, name) as unknown as Referable | undefined)?.spec?.source;
+    if (source?.name && isReferableKind(source.apiVersion, source.kind)) out.add(source.name);
+    const tracked = this.tracked.get(name);
+    const result = tracked?.fixed ?? tracked?.subscription?.current;
+    if (result?.ok) {
+      const sources = "sources" in result ? result.sources : result.source ? [result.source] : [];
+      for (const s of sources) if (isReferableKind(s.apiVersion, s.kind)) out.add(s.name);
+    }
+    return [...out];
   }
 
   private forget(name: string): void {

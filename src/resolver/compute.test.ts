@@ -427,6 +427,24 @@ const cases: Case[] = [
     limits: { maxValueBytes: 20 },
     want: { reason: "ValueTooLarge", message: ["40 bytes", "limit of 20"], notInMessage: ["aaaa"] },
   },
+  {
+    reason: "Multiple with more values than a status holds is ValueTooLarge, however small they are",
+    ref: multiple(),
+    objects: ["a", "b", "c", "d"].map((n) => cm(n, { data: { url: n } })),
+    limits: { maxValueBytes: 1024, maxValues: 3 },
+    want: {
+      reason: "ValueTooLarge",
+      message: ["4 objects match", "more than 3 values", "set maxMatch"],
+      notInMessage: ['"a"'],
+    },
+  },
+  {
+    reason: "maxMatch within the most values a status holds keeps the selector usable",
+    ref: multiple({ maxMatch: 3 }),
+    objects: ["a", "b", "c", "d"].map((n) => cm(n, { data: { url: n } })),
+    limits: { maxValueBytes: 1024, maxValues: 3 },
+    want: { reason: "Available", values: ["a", "b", "c"], sources: ["a", "b", "c"] },
+  },
 ];
 
 describe("computeResult", () => {

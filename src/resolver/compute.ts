@@ -20,7 +20,18 @@ export interface SourceView {
 export interface ComputeLimits {
   /** The largest value, as JSON bytes; a larger one gives `ValueTooLarge`. */
   maxValueBytes: number;
+  /**
+   * The most values of a `Multiple` selector; more gives `ValueTooLarge`. Small values can fit
+   * the byte limit by the thousand while their list (and the list of their sources) outgrows
+   * what a status may hold: a Referable's status takes at most 4096 of each, and the API server
+   * would refuse a longer one, leaving a stale status behind.
+   * @default 4096
+   */
+  maxValues?: number;
 }
+
+/** The default of {@link ComputeLimits.maxValues}: the CRD's maxItems of status.values and status.sources. */
+export const MAX_VALUES = 4096;
 
 const fail = (reason: FailureReason, message: string): ResolutionResult => ({
   ok: false,
@@ -62,7 +73,7 @@ function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits):
     }
     return sized(req, resolveOne(req, matched[0]), limits);
   }
-  return sized(req, resolveMany(req, matched), limits);
+  return sized(req, resolveMany(req, matched, limits.maxValues ?? MAX_VALUES), limits);
 }
 
 function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): ResolutionResult {
@@ -91,7 +102,7 @@ function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): Resoluti
   return result;
 }
 
-function resolveMany(req: CompiledRequest, matched: KubeObject[]): ResolutionResult {
+function resolveMany(req: CompiledRequest, matched: KubeObject[], maxValues: number): ResolutionResult {
   if (matched.length === 0) {
     if (req.minMatch === 0) return { ok: true, reason: "Available", values: [], sources: [] };
     return missing(req, "SourceNotFound", `no object matches: no ${req.describe}`);
@@ -110,6 +121,12 @@ function resolveMany(req: CompiledRequest, matched: KubeObject[]): ResolutionRes
     values.push(read.value);
     sources.push(sourceRef(req, obj));
     if (req.maxMatch !== undefined && values.length >= req.maxMatch) break;
+    if (values.length > maxValues) {
+      return fail(
+        "ValueTooLarge",
+        `${matched.length} objects match ${req.describe}, giving more than ${maxValues} values, the most a status holds: narrow the selector or set maxMatch`,
+      );
+    }
   }
   if (values.length < req.minMatch) {
     const why = skipped ? ` (${skipped} of them not ready or without ${req.fieldPathText})` : "";

@@ -13,7 +13,7 @@ import type { Informer, InformerEvent, InformerListener, InformerState } from ".
 import { informerKey, InformerPool, type InformerLease } from "../informers/pool.ts";
 import { objectKey } from "../informers/informer.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { computeResult } from "./compute.ts";
+import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import type {
   GenericReference,
@@ -35,6 +35,8 @@ export interface ResolverOptions {
   logger?: Logger;
   /** Largest value, in bytes of JSON; larger gives `ValueTooLarge`. @default 32768 */
   maxValueBytes?: number;
+  /** Most values of a `Multiple` selector; more gives `ValueTooLarge`. @default 4096 */
+  maxValues?: number;
   /**
    * `Cluster`: one informer per source kind across all namespaces (needs cluster-wide list and
    * watch). `Namespace`: one per kind and namespace (works with namespaced RBAC).
@@ -196,7 +198,7 @@ export class Resolver {
   private readonly pool: InformerPool;
   private readonly logger: Logger;
   private readonly options: ResolverOptions;
-  private readonly maxValueBytes: number;
+  private readonly limits: ComputeLimits;
   private readonly indexes = new Map<string, KindIndex>();
   private readonly subs = new Set<Sub>();
   private readonly dirty = new Set<Sub>();
@@ -213,7 +215,10 @@ export class Resolver {
     this.ownsClient = !options.client;
     this.logger = options.logger ?? silentLogger;
     this.discovery = options.discovery ?? new Discovery({ client: this.client });
-    this.maxValueBytes = options.maxValueBytes ?? 32 * 1024;
+    this.limits = {
+      maxValueBytes: options.maxValueBytes ?? 32 * 1024,
+      maxValues: options.maxValues ?? MAX_VALUES,
+    };
     const informer: NonNullable<ConstructorParameters<typeof InformerPool>[0]["informer"]> = {};
     if (options.watchdogMs !== undefined) informer.watchdogMs = options.watchdogMs;
     if (options.onInformerSignal) informer.onSignal = options.onInformerSignal;
@@ -499,8 +504,8 @@ export class Resolver {
   private recompute(sub: Sub): void {
     const informer = sub.index?.informer;
     const result = informer
-      ? computeResult(sub.request, informer, { maxValueBytes: this.maxValueBytes })
-      : computeResult(sub.request, PENDING_VIEW, { maxValueBytes: this.maxValueBytes });
+      ? computeResult(sub.request, informer, this.limits)
+      : computeResult(sub.request, PENDING_VIEW, this.limits);
     this.deliver(sub, result);
   }
 

@@ -236,8 +236,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 19 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(20);
+    // 21 options and --help, each on two lines, after a 3-line header.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(22);
     expect(p.stderr()).toBe("");
   }, 60_000);
 

@@ -1,0 +1,396 @@
+import { ReferenceError } from "../errors.ts";
+import { ApiError } from "../kube/client.ts";
+import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
+import { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
+import { isInvalidAdmissionReview, type AdmissionReview, type UserInfo } from "./admission-review.ts";
+
+const RESOURCES: Record<string, ResourceInfo> = {
+  "v1/ConfigMap": {
+    group: "",
+    version: "v1",
+    resource: "configmaps",
+    kind: "ConfigMap",
+    namespaced: true,
+    verbs: ["get", "list", "watch"],
+  },
+  "v1/Namespace": {
+    group: "",
+    version: "v1",
+    resource: "namespaces",
+    kind: "Namespace",
+    namespaced: false,
+    verbs: ["get", "list", "watch"],
+  },
+  "example.com/v1/Database": {
+    group: "example.com",
+    version: "v1",
+    resource: "databases",
+    kind: "Database",
+    namespaced: true,
+    verbs: ["get", "list", "watch"],
+  },
+};
+
+/** Discovery as the real one answers: InvalidSpec for a malformed apiVersion, KindNotFound for the rest. */
+const discovery: KindResolver = {
+  lookup: async (apiVersion, kind) => {
+    if (apiVersion === "broken")
+      throw new ReferenceError(
+        "InvalidSpec",
+        `apiVersion "broken" is not of the form "v1" or "group/version"`,
+      );
+    if (apiVersion === "forbidden.example.com/v1")
+      throw new ReferenceError(
+        "Forbidden",
+        "the controller may not read the discovery document of forbidden.example.com/v1",
+      );
+    const info = RESOURCES[`${apiVersion}/${kind}`];
+    if (!info)
+      throw new ReferenceError(
+        "KindNotFound",
+        `no kind ${kind} in ${apiVersion}: the API server does not serve ${apiVersion}`,
+      );
+    return info;
+  },
+  invalidate: () => undefined,
+};
+
+const ALICE: UserInfo = {
+  username: "alice",
+  uid: "u-1",
+  groups: ["dev", "system:authenticated"],
+  extra: { scope: ["a"] },
+};
+
+/** Resource attributes the fake authorizer allows alice, as "verb group/resource namespace name". */
+const ALLOWED = new Set([
+  "get /configmaps team-a db",
+  "list /configmaps team-b ",
+  "get /namespaces  team-a",
+  "get example.com/* team-c ",
+]);
+
+function fakeClient(opts: { fail?: boolean } = {}) {
+  const asked: string[] = [];
+  const bodies: unknown[] = [];
+  return {
+    asked,
+    bodies,
+    request: async <T>(method: string, path: string, options?: { body?: unknown }): Promise<T> => {
+      expect([method, path]).toEqual(["POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews"]);
+      if (opts.fail) throw new ApiError(method, path, 403, "Forbidden", "cannot create subjectaccessreviews");
+      bodies.push(options?.body);
+      const spec = (options?.body as { spec: { resourceAttributes: Record<string, string> } }).spec;
+      const a = spec.resourceAttributes;
+      const key = `${a.verb} ${a.group}/${a.resource} ${a.namespace ?? ""} ${a.name ?? ""}`;
+      asked.push(key);
+      return { status: { allowed: ALLOWED.has(key) } } as T;
+    },
+  };
+}
+
+function review(request: Record<string, unknown>): unknown {
+  return {
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: "req-1",
+      resource: { group: "referable.dev", version: "v1alpha1", resource: "referables" },
+      operation: "CREATE",
+      userInfo: ALICE,
+      ...request,
+    },
+  };
+}
+
+const referable = (source: unknown, extra: Record<string, unknown> = {}) => ({
+  apiVersion: "referable.dev/v1alpha1",
+  kind: "Referable",
+  metadata: { name: "rf" },
+  spec: { source, ...extra },
+});
+
+const cm = (name: string, namespace = "team-a") => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace,
+  name,
+  fieldPath: "data.v",
+});
+
+interface Case {
+  reason: string;
+  request: Record<string, unknown>;
+  allowed: boolean;
+  /** The SubjectAccessReviews asked, as "verb group/resource namespace name". */
+  asked: string[];
+  message?: string;
+  code?: number;
+  warning?: RegExp;
+  clientFails?: boolean;
+}
+
+const cases: Case[] = [
+  {
+    reason: "a user who may get the named object is allowed",
+    request: { object: referable(cm("db")) },
+    allowed: true,
+    asked: ["get /configmaps team-a db"],
+  },
+  {
+    reason: "a user who may not get it is refused, with the permission named",
+    request: { object: referable(cm("other")) },
+    allowed: false,
+    code: 403,
+    asked: ["get /configmaps team-a other"],
+    message: `user "alice" may not get configmaps "other" in namespace "team-a": ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a selector needs list in the namespace",
+    request: {
+      object: referable({ ...cm("x", "team-b"), name: undefined, selector: { matchLabels: { app: "web" } } }),
+    },
+    allowed: true,
+    asked: ["list /configmaps team-b "],
+  },
+  {
+    reason: "get does not stand in for list",
+    request: { object: referable({ ...cm("x"), name: undefined, selector: {} }) },
+    allowed: false,
+    asked: ["list /configmaps team-a "],
+    message: `user "alice" may not list configmaps in namespace "team-a": ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "both name and selector (InvalidSpec for the controller) asks for both",
+    request: { object: referable({ ...cm("db"), selector: {} }) },
+    allowed: false,
+    asked: ["get /configmaps team-a db", "list /configmaps team-a "],
+    message: `user "alice" may not list configmaps in namespace "team-a": ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a cluster-scoped kind is asked cluster-wide, even when a namespace is written",
+    request: {
+      object: referable({
+        apiVersion: "v1",
+        kind: "Namespace",
+        namespace: "team-a",
+        name: "team-a",
+        fieldPath: "metadata.name",
+      }),
+    },
+    allowed: true,
+    asked: ["get /namespaces  team-a"],
+  },
+  {
+    reason: "a namespaced kind without a namespace is asked cluster-wide, the stricter question",
+    request: { object: referable({ ...cm("db"), namespace: undefined }) },
+    allowed: false,
+    asked: ["get /configmaps  db"],
+    message: `user "alice" may not get configmaps "db" cluster-wide: ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a resource of a named group is written resource.group",
+    request: {
+      object: referable({
+        apiVersion: "example.com/v1",
+        kind: "Database",
+        namespace: "team-a",
+        name: "db",
+        fieldPath: "status.x",
+      }),
+    },
+    allowed: false,
+    asked: ["get example.com/databases team-a db"],
+    message: `user "alice" may not get databases.example.com "db" in namespace "team-a": ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a kind not served yet is allowed only with access to every resource of its group",
+    request: {
+      object: referable({
+        apiVersion: "example.com/v1",
+        kind: "Queue",
+        namespace: "team-c",
+        name: "q",
+        fieldPath: "spec.url",
+      }),
+    },
+    allowed: true,
+    asked: ["get example.com/* team-c "],
+    warning: /Queue is not served by example.com\/v1 yet/,
+  },
+  {
+    reason: "a kind not served yet, without that access, is refused with both facts",
+    request: {
+      object: referable({
+        apiVersion: "example.com/v1",
+        kind: "Queue",
+        namespace: "team-a",
+        name: "q",
+        fieldPath: "spec.url",
+      }),
+    },
+    allowed: false,
+    asked: ["get example.com/* team-a "],
+    message: `no kind Queue in example.com/v1: the API server does not serve example.com/v1; until the kind is served, which permission reading it needs cannot be checked, and user "alice" may not get every resource of API group "example.com" in namespace "team-a": create the Referable once the kind is served (${REFUSAL_SUFFIX})`,
+  },
+  {
+    reason: "an apiVersion the controller cannot use reads nothing: allowed with a warning, nothing asked",
+    request: { object: referable({ ...cm("db"), apiVersion: "broken" }) },
+    allowed: true,
+    asked: [],
+    warning: /the controller reads nothing until spec.source is fixed/,
+  },
+  {
+    reason: "a source with neither name nor selector reads nothing",
+    request: {
+      object: referable({ apiVersion: "v1", kind: "ConfigMap", namespace: "team-a", fieldPath: "data.v" }),
+    },
+    allowed: true,
+    asked: [],
+    warning: /neither a name nor a selector/,
+  },
+  {
+    reason: "discovery refused to the webhook fails closed",
+    request: { object: referable({ ...cm("db"), apiVersion: "forbidden.example.com/v1" }) },
+    allowed: false,
+    code: 500,
+    asked: [],
+    message: `could not check whether user "alice" may read spec.source: the controller may not read the discovery document of forbidden.example.com/v1; retry`,
+  },
+  {
+    reason: "a SubjectAccessReview that cannot be made fails closed",
+    request: { object: referable(cm("db")) },
+    clientFails: true,
+    allowed: false,
+    code: 500,
+    asked: [],
+    message: `could not ask the API server whether user "alice" may get configmaps "db" in namespace "team-a": POST /apis/authorization.k8s.io/v1/subjectaccessreviews: 403 Forbidden: cannot create subjectaccessreviews; retry`,
+  },
+  {
+    reason: "an update that changes spec.source is checked",
+    request: { operation: "UPDATE", object: referable(cm("other")), oldObject: referable(cm("db")) },
+    allowed: false,
+    asked: ["get /configmaps team-a other"],
+    message: `user "alice" may not get configmaps "other" in namespace "team-a": ${REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "an update that leaves spec.source alone (key order aside) asks nothing",
+    request: {
+      operation: "UPDATE",
+      object: referable(
+        { fieldPath: "data.v", name: "other", namespace: "team-a", kind: "ConfigMap", apiVersion: "v1" },
+        { default: 1 },
+      ),
+      oldObject: referable(cm("other")),
+    },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason: "a status update is not judged",
+    request: {
+      operation: "UPDATE",
+      subResource: "status",
+      object: referable(cm("other")),
+      oldObject: referable(cm("db")),
+    },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason: "a delete is not judged",
+    request: { operation: "DELETE", oldObject: referable(cm("other")) },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason: "another resource is not ours to judge",
+    request: { resource: { group: "", version: "v1", resource: "configmaps" }, object: { data: {} } },
+    allowed: true,
+    asked: [],
+  },
+];
+
+describe("createAdmissionHandler", () => {
+  it.each(cases)("$reason", async (c) => {
+    const client = fakeClient({ fail: c.clientFails ?? false });
+    const handler = createAdmissionHandler({ client, discovery });
+    const out: AdmissionReview = await handler(review(c.request));
+    expect(out.apiVersion).toBe("admission.k8s.io/v1");
+    expect(out.kind).toBe("AdmissionReview");
+    expect(out.response?.uid).toBe("req-1");
+    expect({ allowed: out.response?.allowed, asked: client.asked }).toEqual({
+      allowed: c.allowed,
+      asked: c.asked,
+    });
+    if (c.message !== undefined) expect(out.response?.status?.message).toBe(c.message);
+    if (!c.allowed) expect(out.response?.status?.code).toBe(c.code ?? 403);
+    if (c.warning) expect(out.response?.warnings?.join("\n")).toMatch(c.warning);
+    else expect(out.response?.warnings).toBeUndefined();
+  });
+
+  it("asks about the requesting user exactly as the API server authenticated them", async () => {
+    const client = fakeClient();
+    await createAdmissionHandler({ client, discovery })(review({ object: referable(cm("db")) }));
+    expect(client.bodies).toEqual([
+      {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          user: "alice",
+          uid: "u-1",
+          groups: ["dev", "system:authenticated"],
+          extra: { scope: ["a"] },
+          resourceAttributes: {
+            verb: "get",
+            group: "",
+            version: "v1",
+            resource: "configmaps",
+            namespace: "team-a",
+            name: "db",
+          },
+        },
+      },
+    ]);
+  });
+
+  it("refuses, within its deadline, when the checks hang", async () => {
+    const hanging: KindResolver = { lookup: () => new Promise(() => undefined), invalidate: () => undefined };
+    const handler = createAdmissionHandler({ client: fakeClient(), discovery: hanging, timeoutMs: 20 });
+    const out = await handler(review({ object: referable(cm("db")) }));
+    expect(out.response?.allowed).toBe(false);
+    expect(out.response?.status?.code).toBe(500);
+    expect(out.response?.status?.message).toMatch(
+      /^could not check whether user "alice" may read spec.source: .*; retry$/,
+    );
+  });
+
+  const malformed: Array<{ reason: string; body: unknown }> = [
+    { reason: "not an object", body: "text" },
+    {
+      reason: "another API version",
+      body: { apiVersion: "admission.k8s.io/v1beta1", kind: "AdmissionReview", request: {} },
+    },
+    { reason: "no request", body: { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview" } },
+    {
+      reason: "no uid",
+      body: { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: { operation: "CREATE" } },
+    },
+    {
+      reason: "no userInfo",
+      body: {
+        apiVersion: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        request: { uid: "1", operation: "CREATE", resource: { resource: "x" } },
+      },
+    },
+  ];
+  it.each(malformed)("throws InvalidAdmissionReview for a body with $reason", async ({ body }) => {
+    const handler = createAdmissionHandler({ client: fakeClient(), discovery });
+    const thrown = await handler(body).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(isInvalidAdmissionReview(thrown)).toBe(true);
+  });
+});

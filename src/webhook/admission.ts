@@ -1,0 +1,248 @@
+/**
+ * The admission check that keeps a Referable from becoming a way around RBAC: whoever creates a
+ * Referable, or changes its `spec.source`, must themselves be allowed to read that source (`get`
+ * on the named object, `list` for a selector, in the source's namespace, cluster-wide for a
+ * cluster-scoped kind). The controller reads with its own, broader permissions; without this
+ * check anyone allowed to create Referables could read through it whatever the controller can.
+ *
+ * The kind is mapped to its resource through discovery (never a guessed plural) and the question
+ * is put to the API server as a SubjectAccessReview for the requesting user, so the cluster's own
+ * authorizers decide. Every path that cannot reach an answer refuses: a security check that
+ * fails open is no check. SECURITY.md explains each decision.
+ */
+import { isReferenceError } from "../errors.ts";
+import { stableStringify } from "../controller/status.ts";
+import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../controller/referable.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
+import {
+  parseAdmissionReview,
+  reviewResponse,
+  type AdmissionRequest,
+  type AdmissionResponse,
+  type AdmissionReview,
+} from "./admission-review.ts";
+
+/** Options for {@link createAdmissionHandler}. */
+export interface AdmissionHandlerOptions {
+  /**
+   * Sends the SubjectAccessReviews and discovery requests with the webhook's own credentials,
+   * which need `create` on `subjectaccessreviews.authorization.k8s.io`.
+   */
+  client: Pick<KubeClient, "request">;
+  /** Maps a source's apiVersion/kind to its resource; share the resolver's. */
+  discovery: KindResolver;
+  /** Structured logger; decisions are logged with user and permission, never a value. @default silent */
+  logger?: Logger;
+  /**
+   * Time one review may take in all (discovery and access reviews); past it the request is
+   * refused. Keep it below the webhook configuration's `timeoutSeconds`, so the user reads this
+   * webhook's message rather than the API server's timeout.
+   * @default 8000
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * Judges one AdmissionReview v1 request and returns the AdmissionReview response. Throws
+ * {@link InvalidAdmissionReview} only for a body that is not an AdmissionReview request; every
+ * other outcome, including a failed check, is a response.
+ */
+export type AdmissionHandler = (review: unknown) => Promise<AdmissionReview>;
+
+/** Why a Referable may read only what its author can read: the end of every refusal message. */
+export const REFUSAL_SUFFIX = "a Referable may only read what its author can read";
+
+/** The parts of spec.source that decide what the controller reads. */
+interface SourceReads {
+  apiVersion: string;
+  kind: string;
+  /** undefined when absent or not a string: checked cluster-wide, the stricter question. */
+  namespace: string | undefined;
+  /** The named object, read with `get`. */
+  name: string | undefined;
+  /** Whether a selector is set, read with `list`. */
+  selector: boolean;
+}
+
+type Decision = Omit<AdmissionResponse, "uid">;
+
+const allow = (warning?: string): Decision =>
+  warning ? { allowed: true, warnings: [warning] } : { allowed: true };
+
+const refuse = (code: number, reason: string, message: string): Decision => ({
+  allowed: false,
+  status: { code, reason, message },
+});
+
+/** Makes the handler; see {@link AdmissionHandler}. */
+export function createAdmissionHandler(options: AdmissionHandlerOptions): AdmissionHandler {
+  const logger = options.logger ?? silentLogger;
+  const timeoutMs = options.timeoutMs ?? 8000;
+
+  async function decide(request: AdmissionRequest): Promise<Decision> {
+    // The webhook configuration sends only these; anything else is not ours to judge, and a
+    // validating webhook that allows adds no access. Status writes go to the status
+    // subresource, which cannot change spec.
+    const { resource } = request;
+    if (resource.group !== REFERABLE_GROUP || resource.resource !== REFERABLE_RESOURCE.resource)
+      return allow();
+    if (request.subResource) return allow();
+    if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
+
+    const source = sourceOf(request.object);
+    // Everything that decides what the controller reads sits in spec.source: an update that
+    // leaves it alone reads nothing new and needs no new check (selection, policy and default
+    // change how the same objects are presented, not which).
+    if (request.operation === "UPDATE" && sameJson(source, sourceOf(request.oldObject))) return allow();
+
+    const reads = sourceReads(source);
+    if (typeof reads === "string") return allow(reads);
+    const user = request.userInfo;
+    const who = JSON.stringify(user.username ?? "");
+    const signal = AbortSignal.timeout(timeoutMs);
+    const referable = referableName(request);
+
+    let resourceInfo: ResourceInfo | undefined;
+    let notServed: string | undefined;
+    try {
+      resourceInfo = await untilAborted(options.discovery.lookup(reads.apiVersion, reads.kind), signal);
+    } catch (err) {
+      if (isReferenceError(err) && err.reason === "InvalidSpec") {
+        // The controller cannot map such a source to anything, so it reads nothing and reports
+        // InvalidSpec; any change of spec.source comes back here.
+        return allow(`${err.message}: the controller reads nothing until spec.source is fixed`);
+      }
+      if (!(isReferenceError(err) && err.reason === "KindNotFound")) {
+        logger.warn({ referable, err: (err as Error).message }, "could not map the source kind");
+        return refuse(
+          500,
+          "InternalError",
+          `could not check whether user ${who} may read spec.source: ${(err as Error).message}; retry`,
+        );
+      }
+      notServed = err.message;
+    }
+
+    // A kind that is not served yet has no resource name to ask about, and guessing its plural
+    // would ask about the wrong thing. Once its CRD comes, the controller reads it without
+    // another admission, so the only safe question now is one whose answer covers whatever the
+    // resource turns out to be: may the user read every resource of that API group there?
+    const { group, version } = resourceInfo ?? parseApiVersion(reads.apiVersion);
+    const resourceName = resourceInfo?.resource ?? "*";
+    const namespace = resourceInfo && !resourceInfo.namespaced ? "" : (reads.namespace ?? "");
+    const needed: Permission[] = [];
+    if (reads.name !== undefined) {
+      const get: Permission = { verb: "get", group, version, resource: resourceName, namespace };
+      if (resourceInfo) get.name = reads.name;
+      needed.push(get);
+    }
+    if (reads.selector) needed.push({ verb: "list", group, version, resource: resourceName, namespace });
+
+    let missing: Permission[];
+    try {
+      const answers = await Promise.all(needed.map((p) => reviewAccess(options.client, user, p, signal)));
+      missing = needed.filter((_, i) => !answers[i]!.allowed);
+    } catch (err) {
+      logger.warn({ referable, err: (err as Error).message }, "a SubjectAccessReview failed");
+      return refuse(
+        500,
+        "InternalError",
+        `could not ask the API server whether user ${who} may ${needed.map(describePermission).join(" and ")}: ${(err as Error).message}; retry`,
+      );
+    }
+
+    const wanted = missing.map(describePermission).join(" and may not ");
+    if (missing.length > 0) {
+      logger.info(
+        { referable, user: user.username, missing: missing.map(describePermission) },
+        "refused a Referable: its author may not read its source",
+      );
+      if (notServed !== undefined) {
+        return refuse(
+          403,
+          "Forbidden",
+          `${notServed}; until the kind is served, which permission reading it needs cannot be checked, and user ${who} may not ${wanted}: create the Referable once the kind is served (${REFUSAL_SUFFIX})`,
+        );
+      }
+      return refuse(403, "Forbidden", `user ${who} may not ${wanted}: ${REFUSAL_SUFFIX}`);
+    }
+    logger.debug({ referable, user: user.username }, "allowed a Referable");
+    if (notServed !== undefined)
+      return allow(
+        `${reads.kind} is not served by ${reads.apiVersion} yet: Ready stays KindNotFound until it is`,
+      );
+    return allow();
+  }
+
+  return async (body) => {
+    const request = parseAdmissionReview(body);
+    const decision = await decide(request);
+    return reviewResponse({ uid: request.uid, ...decision });
+  };
+}
+
+function sourceOf(object: unknown): unknown {
+  const spec = (object as { spec?: unknown } | null | undefined)?.spec;
+  return typeof spec === "object" && spec !== null ? (spec as { source?: unknown }).source : undefined;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return stableStringify(a ?? null) === stableStringify(b ?? null);
+}
+
+/**
+ * What spec.source makes the controller read, or why it reads nothing. Deliberately wider than
+ * the controller's own parsing (both name and selector, an odd namespace): asking more never
+ * lets anything through that the controller would read.
+ */
+function sourceReads(source: unknown): SourceReads | string {
+  if (typeof source !== "object" || source === null || Array.isArray(source))
+    return "spec.source is missing: the controller reads nothing";
+  const s = source as Record<string, unknown>;
+  if (typeof s.apiVersion !== "string" || typeof s.kind !== "string")
+    return "spec.source.apiVersion or spec.source.kind is missing: the controller reads nothing";
+  const name = typeof s.name === "string" && s.name !== "" ? s.name : undefined;
+  const selector = typeof s.selector === "object" && s.selector !== null;
+  if (name === undefined && !selector)
+    return "spec.source has neither a name nor a selector: the controller reads nothing";
+  return {
+    apiVersion: s.apiVersion,
+    kind: s.kind,
+    namespace: typeof s.namespace === "string" && s.namespace !== "" ? s.namespace : undefined,
+    name,
+    selector,
+  };
+}
+
+function referableName(request: AdmissionRequest): string | undefined {
+  const meta = (request.object as { metadata?: { name?: unknown; generateName?: unknown } } | undefined)
+    ?.metadata;
+  const name = meta?.name ?? meta?.generateName;
+  return typeof name === "string" ? name : undefined;
+}
+
+/** `promise`, or a rejection with the signal's reason once it aborts (the promise runs on, ignored). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) {
+      promise.catch(() => undefined);
+      reject(signal.reason as Error);
+      return;
+    }
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err as Error);
+      },
+    );
+  });
+}

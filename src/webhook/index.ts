@@ -1,0 +1,14 @@
+/**
+ * The admission webhook that keeps Referables from reading around RBAC: a Referable may only be
+ * created, or its `spec.source` changed, by a user who may read that source. The handler is
+ * plain (an AdmissionReview in, one out) so it is tested without HTTP; the server adds TLS with
+ * certificate reloading. See SECURITY.md for the threat model and the failure policy.
+ */
+export { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
+export type { AdmissionHandler, AdmissionHandlerOptions } from "./admission.ts";
+export { InvalidAdmissionReview, isInvalidAdmissionReview } from "./admission-review.ts";
+export type { AdmissionRequest, AdmissionResponse, AdmissionReview, UserInfo } from "./admission-review.ts";
+export { describePermission } from "./access-review.ts";
+export type { Permission } from "./access-review.ts";
+export { startWebhookServer, WEBHOOK_PATH } from "./server.ts";
+export type { WebhookServerOptions } from "./server.ts";

@@ -1,0 +1,392 @@
+/**
+ * The admission webhook against the real API server: users (ServiceAccounts with tokens) who may
+ * create Referables but not read a source are refused with the missing permission named, and
+ * allowed once RBAC lets them read it; updates are re-checked only when spec.source changes; the
+ * serving certificate rotates without a restart; and an outage refuses, as documented.
+ */
+import { isApiError, type KubeClient } from "../../src/kube/client.ts";
+import { REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
+import {
+  adminClient,
+  closeTestClients,
+  createNamespace,
+  serviceAccountToken,
+  tokenClient,
+  uniqueName,
+  waitFor,
+} from "../harness/kube.ts";
+import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
+
+const RF = "/apis/referable.dev/v1alpha1/referables";
+const RBAC = "/apis/rbac.authorization.k8s.io/v1";
+
+let admin: KubeClient;
+let ns: string;
+let webhook: TestWebhook;
+let authorRole: string;
+/** Cluster-scoped objects to delete in afterAll (namespaced ones go with nothing: no GC runs). */
+const cleanup: string[] = [];
+
+interface User {
+  name: string;
+  username: string;
+  client: KubeClient;
+}
+
+beforeAll(async () => {
+  admin = adminClient();
+  ns = await createNamespace(admin, "admission");
+  webhook = await startTestWebhook(admin);
+  authorRole = uniqueName("referable-author");
+  await admin.request("POST", `${RBAC}/clusterroles`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: authorRole },
+      rules: [
+        {
+          apiGroups: ["referable.dev"],
+          resources: ["referables"],
+          verbs: ["create", "update", "patch", "get"],
+        },
+      ],
+    },
+  });
+  cleanup.push(`${RBAC}/clusterroles/${authorRole}`);
+  for (const [name, data] of [
+    ["db", { v: "db-value" }],
+    ["other", { v: "other-value" }],
+  ] as const) {
+    await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels: { app: "web" } }, data },
+    });
+  }
+  await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
+    body: {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "creds" },
+      stringData: { password: "hunter2" },
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await admin
+    .request("DELETE", RF, {
+      query: {
+        labelSelector: Object.entries(webhook.labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(","),
+      },
+    })
+    .catch(() => undefined);
+  await webhook?.stop();
+  for (const path of cleanup) await admin.request("DELETE", path).catch(() => undefined);
+  await closeTestClients();
+}, 60_000);
+
+/** A ServiceAccount with a token, allowed to create and update Referables and nothing else. */
+async function newUser(prefix: string): Promise<User> {
+  const name = uniqueName(prefix);
+  const token = await serviceAccountToken(admin, ns, name);
+  const binding = `${authorRole}-${name}`;
+  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: binding },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: authorRole },
+      subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
+    },
+  });
+  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+  const client = tokenClient(token);
+  await waitForAccess(client, { verb: "create", group: "referable.dev", resource: "referables" }, true);
+  return { name, username: `system:serviceaccount:${ns}:${name}`, client };
+}
+
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
+
+/** Grants `rules` to `user`: in `namespace` with a Role, or cluster-wide. Returns the revocation. */
+async function grant(user: User, rules: Rule[], namespace?: string): Promise<() => Promise<void>> {
+  const name = uniqueName(`grant-${user.name}`);
+  const base = namespace ? `${RBAC}/namespaces/${namespace}` : RBAC;
+  const [roleKind, bindingKind] = namespace ? ["Role", "RoleBinding"] : ["ClusterRole", "ClusterRoleBinding"];
+  await admin.request("POST", `${base}/${roleKind.toLowerCase()}s`, {
+    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: roleKind, metadata: { name }, rules },
+  });
+  await admin.request("POST", `${base}/${bindingKind.toLowerCase()}s`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: bindingKind,
+      metadata: { name },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: roleKind, name },
+      subjects: [{ kind: "ServiceAccount", name: user.name, namespace: ns }],
+    },
+  });
+  const paths = [
+    `${base}/${roleKind.toLowerCase()}s/${name}`,
+    `${base}/${bindingKind.toLowerCase()}s/${name}`,
+  ];
+  if (!namespace) cleanup.push(...paths);
+  return async () => {
+    for (const path of paths) await admin.request("DELETE", path);
+  };
+}
+
+/** Waits until RBAC (as the API server's authorizer sees it) gives `allowed` for the user's request. */
+async function waitForAccess(
+  client: KubeClient,
+  attributes: Record<string, string>,
+  allowed: boolean,
+): Promise<void> {
+  await waitFor(
+    `access ${JSON.stringify(attributes)} to be ${allowed ? "granted" : "revoked"}`,
+    async () => {
+      const review = await client.request<{ status: { allowed: boolean } }>(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        {
+          body: {
+            apiVersion: "authorization.k8s.io/v1",
+            kind: "SelfSubjectAccessReview",
+            spec: { resourceAttributes: attributes },
+          },
+        },
+      );
+      return review.status.allowed === allowed;
+    },
+    { timeoutMs: 30_000 },
+  );
+}
+
+function createReferable(client: KubeClient, source: Record<string, unknown>, name = uniqueName("rf")) {
+  return client.request("POST", RF, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: webhook.labels },
+      spec: { source },
+    },
+  });
+}
+
+/** The message of the API server's refusal; fails the test when the request was allowed. */
+async function refusal(request: Promise<unknown>): Promise<string> {
+  try {
+    await request;
+  } catch (err) {
+    if (isApiError(err)) return err.message;
+    throw err;
+  }
+  throw new Error("the request was allowed, but a refusal was expected");
+}
+
+const configMap = (name: string, fieldPath = "data.v") => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: ns,
+  name,
+  fieldPath,
+});
+
+describe("a Referable may only read what its author can read", () => {
+  it("refuses a user who may not get the ConfigMap or the Secret, naming the missing permission", async () => {
+    const alice = await newUser("alice");
+    const name = uniqueName("rf");
+    const cm = await refusal(createReferable(alice.client, configMap("db"), name));
+    expect(cm).toContain(
+      `denied the request: user "${alice.username}" may not get configmaps "db" in namespace "${ns}": ${REFUSAL_SUFFIX}`,
+    );
+    const secret = await refusal(
+      createReferable(alice.client, {
+        apiVersion: "v1",
+        kind: "Secret",
+        namespace: ns,
+        name: "creds",
+        fieldPath: "data.password",
+      }),
+    );
+    expect(secret).toContain(`user "${alice.username}" may not get secrets "creds" in namespace "${ns}"`);
+    expect(secret).not.toContain("hunter2");
+    // Nothing was stored.
+    expect(
+      await admin.request("GET", `${RF}/${name}`).catch((e: { statusCode?: number }) => e.statusCode),
+    ).toBe(404);
+  });
+
+  it("allows the user once RBAC lets them get the object", async () => {
+    const bob = await newUser("bob");
+    await grant(
+      bob,
+      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
+      ns,
+    );
+    await waitForAccess(bob.client, { verb: "get", resource: "configmaps", namespace: ns, name: "db" }, true);
+    await createReferable(bob.client, configMap("db"));
+    // resourceNames is honoured: another ConfigMap in the same namespace is still refused.
+    expect(await refusal(createReferable(bob.client, configMap("other")))).toContain(
+      `may not get configmaps "other" in namespace "${ns}"`,
+    );
+  });
+
+  it("a selector needs list in the namespace, which get does not give", async () => {
+    const carol = await newUser("carol");
+    const selector = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: ns,
+      selector: { matchLabels: { app: "web" } },
+      fieldPath: "data.v",
+    };
+    await grant(carol, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
+    await waitForAccess(
+      carol.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    expect(await refusal(createReferable(carol.client, selector))).toContain(
+      `user "${carol.username}" may not list configmaps in namespace "${ns}": ${REFUSAL_SUFFIX}`,
+    );
+    await grant(carol, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list"] }], ns);
+    await waitForAccess(carol.client, { verb: "list", resource: "configmaps", namespace: ns }, true);
+    await createReferable(carol.client, selector);
+  });
+
+  it("a cluster-scoped source needs the permission cluster-wide", async () => {
+    const dave = await newUser("dave");
+    const source = { apiVersion: "v1", kind: "Namespace", name: ns, fieldPath: "metadata.name" };
+    expect(await refusal(createReferable(dave.client, source))).toContain(
+      `user "${dave.username}" may not get namespaces "${ns}" cluster-wide: ${REFUSAL_SUFFIX}`,
+    );
+    await grant(dave, [{ apiGroups: [""], resources: ["namespaces"], verbs: ["get"] }]);
+    await waitForAccess(dave.client, { verb: "get", resource: "namespaces", name: ns }, true);
+    await createReferable(dave.client, source);
+  });
+
+  it("a kind the API server does not serve yet needs read access to every resource of its group", async () => {
+    const erin = await newUser("erin");
+    const group = `${uniqueName("later")}.example.com`;
+    const source = {
+      apiVersion: `${group}/v1`,
+      kind: "Queue",
+      namespace: ns,
+      name: "q",
+      fieldPath: "spec.url",
+    };
+    const refused = await refusal(createReferable(erin.client, source));
+    expect(refused).toContain(`the API server does not serve ${group}/v1`);
+    expect(refused).toContain(
+      `user "${erin.username}" may not get every resource of API group "${group}" in namespace "${ns}"`,
+    );
+    await grant(erin, [{ apiGroups: [group], resources: ["*"], verbs: ["get"] }], ns);
+    await waitForAccess(erin.client, { verb: "get", group, resource: "*", namespace: ns }, true);
+    await createReferable(erin.client, source);
+  });
+});
+
+describe("updates", () => {
+  it("an update that changes spec.source is checked again", async () => {
+    const frank = await newUser("frank");
+    await grant(
+      frank,
+      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
+      ns,
+    );
+    await waitForAccess(
+      frank.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    const name = uniqueName("rf");
+    await createReferable(frank.client, configMap("db"), name);
+    const refused = await refusal(
+      frank.client.request("PATCH", `${RF}/${name}`, {
+        body: { spec: { source: { name: "other" } } },
+        contentType: "application/merge-patch+json",
+      }),
+    );
+    expect(refused).toContain(`user "${frank.username}" may not get configmaps "other" in namespace "${ns}"`);
+    const stored = await admin.request<{ spec: { source: { name: string } } }>("GET", `${RF}/${name}`);
+    expect(stored.spec.source.name).toBe("db");
+  });
+
+  it("an update that leaves spec.source alone is allowed without a new check", async () => {
+    const grace = await newUser("grace");
+    const revoke = await grant(grace, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
+    await waitForAccess(
+      grace.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    const name = uniqueName("rf");
+    await createReferable(grace.client, configMap("db"), name);
+    await revoke();
+    await waitForAccess(
+      grace.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      false,
+    );
+
+    const checksBefore = webhook.accessReviews;
+    const reviewsBefore = webhook.reviews;
+    await grace.client.request("PATCH", `${RF}/${name}`, {
+      body: { metadata: { annotations: { note: "relabelled" } }, spec: { default: "fallback" } },
+      contentType: "application/merge-patch+json",
+    });
+    expect(webhook.reviews).toBe(reviewsBefore + 1); // the webhook saw it...
+    expect(webhook.accessReviews).toBe(checksBefore); // ...and asked nothing
+    // A change of spec.source, even to the same object under another fieldPath, is checked,
+    // and now refused.
+    expect(
+      await refusal(
+        grace.client.request("PATCH", `${RF}/${name}`, {
+          body: { spec: { source: { fieldPath: "data.other" } } },
+          contentType: "application/merge-patch+json",
+        }),
+      ),
+    ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
+  });
+});
+
+describe("the webhook's own certificate and outages", () => {
+  it("rotating the serving certificate takes effect without a restart", async () => {
+    const before = await presentedFingerprint(webhook.port, webhook.caFile);
+    expect(before).toBe(await webhook.currentFingerprint());
+    const rotated = await webhook.rotate();
+    expect(rotated).not.toBe(before);
+    await waitFor(
+      "the server to present the new certificate",
+      async () => (await presentedFingerprint(webhook.port, webhook.caFile)) === rotated,
+    );
+    // Make the API server open a new connection, so its next call must accept the new certificate.
+    webhook.server.closeIdleConnections();
+    const handshakesBefore = webhook.handshakes.length;
+    const name = uniqueName("rf");
+    await createReferable(admin, configMap("db"), name);
+    expect(webhook.handshakes.slice(handshakesBefore)).toContain(rotated);
+    expect(webhook.handshakes.slice(handshakesBefore)).not.toContain(before);
+  });
+
+  it("while the webhook is down, Referable changes are refused and status writes still go through", async () => {
+    const name = uniqueName("rf");
+    await createReferable(admin, configMap("db"), name);
+    await webhook.stopServer();
+    const refused = await refusal(createReferable(admin, configMap("db")));
+    expect(refused).toContain("failed calling webhook");
+    expect(
+      await refusal(
+        admin.request("PATCH", `${RF}/${name}`, {
+          body: { spec: { default: "x" } },
+          contentType: "application/merge-patch+json",
+        }),
+      ),
+    ).toContain("failed calling webhook");
+    // The controller's writes go to the status subresource, which the webhook does not match.
+    await admin.request("PATCH", `${RF}/${name}/status`, {
+      body: { status: { observedGeneration: 1 } },
+      contentType: "application/merge-patch+json",
+    });
+  });
+});
