@@ -434,7 +434,35 @@ async function measureFloor(client: KubeClient, samples: number): Promise<Floor>
   return { watchDelivery: w, statusPatch: p, p50: w.p50 + p.p50, p99: w.p99 + p.p99 };
 }
 
+/** Quantile estimate from the delta of a Prometheus histogram's buckets (the bucket's upper bound, ms). */
+function histogramQuantile(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  name: string,
+  q: number,
+  labels = "",
+): number {
+  const buckets: Array<[number, number]> = [];
+  for (const [key, value] of after) {
+    // prom-client writes `le` first: name_bucket{le="0.1",verb="patch"}
+    const m = new RegExp(`^${name}_bucket\\{le="([^"]+)"${labels ? `,${labels}` : ""}\\}$`).exec(key);
+    if (m) buckets.push([m[1] === "+Inf" ? Infinity : Number(m[1]), value - (before.get(key) ?? 0)]);
+  }
+  buckets.sort((a, b) => a[0] - b[0]);
+  const total = buckets[buckets.length - 1]?.[1] ?? 0;
+  if (!total) return NaN;
+  return (buckets.find(([, count]) => count >= q * total)?.[0] ?? Infinity) * 1000;
+}
+
 interface Propagation {
+  /** Inside the controller: its subscription's push → status written (histogram bucket bounds, ms). */
+  controllerP50: number;
+  controllerP99: number;
+  /** Largest work-queue depth sampled during the phase. */
+  maxQueueDepth: number;
+  /** The controller's status patch round trips in the phase (bucket bounds, ms). */
+  patchP50: number;
+  patchP99: number;
   rate: number;
   updates: number;
   seen: number;
@@ -470,6 +498,17 @@ async function measurePropagation(
     }
   });
   const before = await scrape(c);
+  let maxQueueDepth = 0;
+  const sampler = setInterval(() => {
+    void scrape(c).then(
+      (m) =>
+        (maxQueueDepth = Math.max(
+          maxQueueDepth,
+          m.get('workqueue_depth{name="referable",controller="referable"}') ?? 0,
+        )),
+      () => undefined,
+    );
+  }, 250);
   const total = Math.round(rate * seconds);
   const interval = 1000 / rate;
   const start = performance.now();
@@ -501,6 +540,7 @@ async function measurePropagation(
     () => log(`${pending.size} updates never propagated`),
   );
   off();
+  clearInterval(sampler);
   const after = await scrape(c);
   const req = requestsByVerb(after);
   const reqBefore = requestsByVerb(before);
@@ -514,6 +554,11 @@ async function measurePropagation(
     latency: stats(latencies),
     statusWrites: writesOf(after) - writesOf(before),
     requests,
+    controllerP50: histogramQuantile(before, after, "referable_propagation_seconds", 0.5),
+    controllerP99: histogramQuantile(before, after, "referable_propagation_seconds", 0.99),
+    maxQueueDepth,
+    patchP50: histogramQuantile(before, after, "rest_client_request_duration_seconds", 0.5, 'verb="patch"'),
+    patchP99: histogramQuantile(before, after, "rest_client_request_duration_seconds", 0.99, 'verb="patch"'),
   };
 }
 
@@ -802,9 +847,9 @@ function printTable(r: {
   );
   p("");
   p(
-    "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | status writes | requests in phase |",
+    "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | in controller p50/p99 ms | max queue | status patch p50/p99 ms | status writes | requests in phase |",
   );
-  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const s of r.sizes) {
     for (const prop of s.propagation) {
       const req = Object.entries(prop.requests)
@@ -812,7 +857,7 @@ function printTable(r: {
         .map(([k, v]) => `${k} ${v}`)
         .join(", ");
       p(
-        `| ${s.n} | ${prop.rate} | ${prop.seen}/${prop.updates} | ${ms(prop.latency.p50)} | ${ms(prop.latency.p95)} | ${ms(prop.latency.p99)} | ${ms(prop.latency.max)} | ${(prop.latency.p99 / r.floor.p99).toFixed(2)} | ${prop.statusWrites} | ${req} |`,
+        `| ${s.n} | ${prop.rate} | ${prop.seen}/${prop.updates} | ${ms(prop.latency.p50)} | ${ms(prop.latency.p95)} | ${ms(prop.latency.p99)} | ${ms(prop.latency.max)} | ${(prop.latency.p99 / r.floor.p99).toFixed(2)} | ≤${ms(prop.controllerP50)} / ≤${ms(prop.controllerP99)} | ${prop.maxQueueDepth} | ≤${ms(prop.patchP50)} / ≤${ms(prop.patchP99)} | ${prop.statusWrites} | ${req} |`,
       );
     }
   }
