@@ -565,6 +565,9 @@ async function measurePropagation(
 interface Cost {
   rssMiB: number;
   heapMiB: number;
+  /** V8's committed heap, and memory held outside it (buffers), to tell where RSS goes. */
+  heapTotalMiB: number;
+  externalMiB: number;
   watches: number;
   informers: number;
 }
@@ -576,6 +579,8 @@ async function cost(c: Controller): Promise<Cost> {
   return {
     rssMiB: Number(mib(m.get("process_resident_memory_bytes") ?? NaN)),
     heapMiB: Number(mib(m.get("nodejs_heap_size_used_bytes") ?? NaN)),
+    heapTotalMiB: Number(mib(m.get("nodejs_heap_size_total_bytes") ?? NaN)),
+    externalMiB: Number(mib(m.get("nodejs_external_memory_bytes") ?? NaN)),
     watches: m.get("referable_watches_open") ?? NaN,
     informers: m.get("referable_source_informers") ?? NaN,
   };
@@ -863,15 +868,15 @@ function printTable(r: {
   }
   p("");
   p(
-    "| Referables | cold start s | restart s | writes after restart | RSS MiB | heap MiB | bytes/Referable | watches | source informers |",
+    "| Referables | cold start s | restart s | writes after restart | RSS MiB | heap used / total MiB | external MiB | bytes/Referable | watches | source informers |",
   );
-  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   p(
-    `| 0 (idle) | - | - | - | ${r.baseline.rssMiB} | ${r.baseline.heapMiB} | - | ${r.baseline.watches} | ${r.baseline.informers} |`,
+    `| 0 (idle) | - | - | - | ${r.baseline.rssMiB} | ${r.baseline.heapMiB} / ${r.baseline.heapTotalMiB} | ${r.baseline.externalMiB} | - | ${r.baseline.watches} | ${r.baseline.informers} |`,
   );
   for (const s of r.sizes) {
     p(
-      `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
+      `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} / ${s.cost.heapTotalMiB} | ${s.cost.externalMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
     );
   }
   p("");
