@@ -299,7 +299,13 @@ export class ReferableController {
   /** The subscription state for `obj`, made or remade when its spec (or uid) changed. */
   private track(obj: Referable): Tracked {
     const name = obj.metadata.name;
-    const specKey = stableStringify(obj.spec ?? null);
+    // The API server moves metadata.generation on every spec change (the status subresource
+    // keeps status writes out of it): a key that costs nothing to build or to keep, where the
+    // spec's JSON would cost both, 10,000 times over.
+    const specKey =
+      obj.metadata.generation !== undefined
+        ? String(obj.metadata.generation)
+        : stableStringify(obj.spec ?? null);
     const existing = this.tracked.get(name);
     if (existing && existing.specKey === specKey && existing.uid === obj.metadata.uid) return existing;
     existing?.subscription?.close();
