@@ -11,13 +11,13 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/client.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
+import { freePort } from "../test/harness/ports.ts";
 
 // ---------- options ----------
 
@@ -47,19 +47,6 @@ const RF = "/apis/referable.dev/v1alpha1/referables";
 const WIDGET_GROUP = "bench.referable.dev";
 
 // ---------- small tools ----------
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 /** Runs `task` over `items` with at most `limit` in flight. */
 async function pool<T>(items: T[], limit: number, task: (item: T) => Promise<unknown>): Promise<void> {

@@ -8,7 +8,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -16,22 +15,10 @@ import { loadAll } from "js-yaml";
 import { KubeClient, type KubeObject } from "../src/kube/client.ts";
 import { Discovery } from "../src/kube/discovery.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
+import { freePort } from "../test/harness/ports.ts";
 
 const exitAfter = process.argv.includes("--exit");
 const say = (line = "") => process.stdout.write(`${line}\n`);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 /** Polls `probe` until it returns something, or throws after `timeoutMs`. */
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {

@@ -6,8 +6,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { freePort } from "./ports.ts";
+export { freePort };
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
 
@@ -65,23 +66,6 @@ export async function killAllProcesses(): Promise<void> {
     ),
   );
   running.clear();
-}
-
-/**
- * A port that was free a moment ago: the controller needs a fixed one (with port 0 a test could
- * not learn which was chosen). Another process may take it before the controller binds; rare
- * enough on a test machine, and it fails loudly (EADDRINUSE) rather than silently.
- */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (typeof address !== "object" || !address) throw new Error("a listening server has no address");
-  return address.port;
 }
 
 /** Options for {@link startControllerProcess}. */

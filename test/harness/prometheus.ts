@@ -5,10 +5,10 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { access, constants, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "./kube.ts";
+import { freePort } from "./ports.ts";
 
 /** The binary the tests start: REFERABLE_PROMETHEUS_BIN, else Debian's. */
 export const PROMETHEUS_BIN = process.env.REFERABLE_PROMETHEUS_BIN ?? "/usr/bin/prometheus";
@@ -175,17 +175,4 @@ export async function startPrometheus(
   };
 
   return { url, query, rules, logTail, stop };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }

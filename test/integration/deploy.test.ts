@@ -11,7 +11,6 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -32,6 +31,7 @@ import {
   waitFor,
 } from "../harness/kube.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
+import { freePort } from "../harness/ports.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -289,19 +289,6 @@ async function startReplica(
   running.add(replica);
   void exit.then(() => running.delete(replica));
   return replica;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 /** Rethrows `err` with the last log lines of every replica still known, for a readable failure. */
