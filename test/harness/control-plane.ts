@@ -38,16 +38,49 @@ export interface StartOptions {
   log?: (line: string) => void;
   /** Install every manifest of crds/ and wait until each CRD is Established. @default true */
   installCrds?: boolean;
+  /**
+   * Always start an etcd and kube-apiserver of our own, even with USE_EXISTING_CLUSTER, and
+   * return the controls of a {@link PrivateControlPlane} (for fault tests, which must never
+   * kill or compact a control plane that other tests share). @default false
+   */
+  private?: boolean;
+  /**
+   * An `audit.k8s.io/v1` Policy; when given, kube-apiserver writes its audit log (JSON lines,
+   * blocking mode, so an event is on disk before the response is sent) to
+   * {@link PrivateControlPlane.auditLogPath}. Only with `private`. @default no audit log
+   */
+  auditPolicy?: Record<string, unknown>;
+}
+
+/** A control plane this process owns, with the controls fault tests need. */
+export interface PrivateControlPlane extends ControlPlane {
+  owned: true;
+  /** http://127.0.0.1:PORT: etcd's client URL (it serves the v3 JSON gateway under /v3/). */
+  etcdUrl: string;
+  /** The audit log file, when `auditPolicy` was given. */
+  auditLogPath: string | undefined;
+  /** The running kube-apiserver's pid, or undefined while it is down. */
+  readonly apiServerPid: number | undefined;
+  /** SIGKILLs kube-apiserver (no graceful shutdown) and resolves once it has exited; etcd keeps running. */
+  killApiServer(): Promise<void>;
+  /** Starts kube-apiserver again, on the same port, etcd and certificates; resolves once /readyz is ok. */
+  startApiServer(): Promise<void>;
 }
 
 /**
  * Starts etcd and kube-apiserver, or, with USE_EXISTING_CLUSTER=true, uses the current
  * kubeconfig. Throws with the tail of the server logs when the control plane does not come up.
  */
+export async function startControlPlane(
+  options: StartOptions & { private: true },
+): Promise<PrivateControlPlane>;
+export async function startControlPlane(options?: StartOptions): Promise<ControlPlane>;
 export async function startControlPlane(options: StartOptions = {}): Promise<ControlPlane> {
   const log = options.log ?? ((line: string) => process.stderr.write(`[control-plane] ${line}\n`));
   let plane: ControlPlane;
-  if (process.env.USE_EXISTING_CLUSTER === "true") {
+  if (options.private) {
+    plane = await startOwned(log, options.auditPolicy);
+  } else if (process.env.USE_EXISTING_CLUSTER === "true") {
     const kubeconfigPath =
       process.env.KUBECONFIG?.split(":")[0] ?? join(process.env.HOME ?? "/root", ".kube", "config");
     const { server, version } = await probeExisting(kubeconfigPath);
@@ -86,20 +119,24 @@ export async function ensureBinaries(log: (line: string) => void): Promise<strin
   });
 }
 
-async function startOwned(log: (line: string) => void): Promise<ControlPlane> {
+async function startOwned(
+  log: (line: string) => void,
+  auditPolicy?: Record<string, unknown>,
+): Promise<PrivateControlPlane> {
   const binDir = await ensureBinaries(log);
   const etcdBin = process.env.TEST_ASSET_ETCD ?? join(binDir, "etcd");
   const apiserverBin = process.env.TEST_ASSET_KUBE_APISERVER ?? join(binDir, "kube-apiserver");
   const dir = await mkdtemp(join(tmpdir(), "referable-control-plane-"));
   const reaper = startReaper(dir);
-  const children: ChildProcess[] = [];
+  let etcd: ChildProcess | undefined;
+  let apiserver: ChildProcess | undefined;
   let stopped = false;
 
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
     // API server first, so it does not log etcd errors on its way down.
-    for (const child of [...children].reverse()) await terminate(child);
+    for (const child of [apiserver, etcd]) if (child) await terminate(child);
     await rm(dir, { recursive: true, force: true });
     reaper.stdin?.end();
   };
@@ -108,7 +145,7 @@ async function startOwned(log: (line: string) => void): Promise<ControlPlane> {
     const [etcdPort, peerPort, apiPort] = await Promise.all([freePort(), freePort(), freePort()]);
     const pki = await makePki(join(dir, "pki"));
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-    const etcd = launch(
+    etcd = launch(
       etcdBin,
       [
         `--data-dir=${join(dir, "etcd")}`,
@@ -123,42 +160,87 @@ async function startOwned(log: (line: string) => void): Promise<ControlPlane> {
       ],
       join(dir, "etcd.log"),
     );
-    children.push(etcd);
     reaper.stdin?.write(`${etcd.pid}\n`);
 
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = launch(
-      apiserverBin,
-      [
-        `--etcd-servers=${etcdUrl}`,
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
-        `--secure-port=${apiPort}`,
-        `--cert-dir=${join(dir, "apiserver-certs")}`,
-        `--tls-cert-file=${pki.servingCert}`,
-        `--tls-private-key-file=${pki.servingKey}`,
-        `--client-ca-file=${pki.caCert}`,
-        "--authorization-mode=RBAC",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        `--service-account-key-file=${pki.saPublicKey}`,
-        `--service-account-signing-key-file=${pki.saPrivateKey}`,
-        "--service-cluster-ip-range=10.0.0.0/24",
-        "--allow-privileged=true",
-        // No controller-manager runs here, so nothing would create the `default` ServiceAccount
-        // that this admission plugin insists on for pods (as envtest does).
-        "--disable-admission-plugins=ServiceAccount",
-        "--v=0",
-      ],
-      join(dir, "kube-apiserver.log"),
-    );
-    children.push(apiserver);
-    reaper.stdin?.write(`${apiserver.pid}\n`);
+    let auditLogPath: string | undefined;
+    const auditArgs: string[] = [];
+    if (auditPolicy) {
+      auditLogPath = join(dir, "audit.log");
+      await writeFile(join(dir, "audit-policy.json"), JSON.stringify(auditPolicy));
+      auditArgs.push(
+        `--audit-policy-file=${join(dir, "audit-policy.json")}`,
+        `--audit-log-path=${auditLogPath}`,
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
+        "--audit-log-maxbackup=0",
+      );
+    }
+    const apiserverArgs = [
+      `--etcd-servers=${etcdUrl}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${join(dir, "apiserver-certs")}`,
+      `--tls-cert-file=${pki.servingCert}`,
+      `--tls-private-key-file=${pki.servingKey}`,
+      `--client-ca-file=${pki.caCert}`,
+      "--authorization-mode=RBAC",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${pki.saPublicKey}`,
+      `--service-account-signing-key-file=${pki.saPrivateKey}`,
+      "--service-cluster-ip-range=10.0.0.0/24",
+      "--allow-privileged=true",
+      // No controller-manager runs here, so nothing would create the `default` ServiceAccount
+      // that this admission plugin insists on for pods (as envtest does).
+      "--disable-admission-plugins=ServiceAccount",
+      "--v=0",
+      ...auditArgs,
+    ];
+    // The same arguments every time, so a restarted server has the same port, etcd and certificates.
+    const launchApiServer = (): ChildProcess => {
+      const child = launch(apiserverBin, apiserverArgs, join(dir, "kube-apiserver.log"));
+      reaper.stdin?.write(`${child.pid}\n`);
+      return child;
+    };
+    apiserver = launchApiServer();
 
     const kubeconfigPath = join(dir, "kubeconfig");
     await writeFile(kubeconfigPath, await adminKubeconfig(server, pki));
     const version = await waitReady(server, pki, [etcd, apiserver], dir);
     log(`kube-apiserver ${version} ready at ${server} (etcd ${etcdUrl})`);
-    return { kubeconfigPath, server, version, binDir, owned: true, stop };
+    const killApiServer = async (): Promise<void> => {
+      const child = apiserver;
+      if (!child) return;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+        child.kill("SIGKILL");
+        await exited;
+      }
+      apiserver = undefined;
+    };
+    const startApiServer = async (): Promise<void> => {
+      if (stopped) throw new Error("the control plane is stopped");
+      if (apiserver) throw new Error("kube-apiserver is already running: kill it first");
+      apiserver = launchApiServer();
+      await waitReady(server, pki, [etcd!, apiserver], dir);
+      log(`kube-apiserver restarted at ${server}`);
+    };
+    return {
+      kubeconfigPath,
+      server,
+      version,
+      binDir,
+      owned: true,
+      stop,
+      etcdUrl,
+      auditLogPath,
+      get apiServerPid() {
+        return apiserver?.pid;
+      },
+      killApiServer,
+      startApiServer,
+    };
   } catch (err) {
     for (const name of ["etcd.log", "kube-apiserver.log"]) {
       const text = await readFile(join(dir, name), "utf8").catch(() => "");
