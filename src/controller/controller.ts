@@ -7,7 +7,7 @@
  * its caches and subscriptions warm; only the leader writes.
  */
 import { asError, isReferenceError, ReferenceError } from "../errors.ts";
-import { Informer } from "../informers/informer.ts";
+import { Informer, type InformerOptions } from "../informers/informer.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
@@ -19,6 +19,7 @@ import {
   REFERABLE_GROUP,
   REFERABLE_RESOURCE,
   requestFor,
+  slimReferable,
   type Referable,
   type ReferableStatus,
 } from "./referable.ts";
@@ -103,10 +104,11 @@ export class ReferableController {
         onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
       },
     });
-    const informerOptions: ConstructorParameters<typeof Informer>[0] = {
+    const informerOptions: InformerOptions = {
       client: options.client,
       resource: REFERABLE_RESOURCE,
       logger: this.logger,
+      decode: slimReferable,
     };
     if (options.watchdogMs !== undefined) informerOptions.watchdogMs = options.watchdogMs;
     if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;

@@ -4,6 +4,7 @@
  */
 import { ReferenceError } from "../errors.ts";
 import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
+import type { KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { AnyReference } from "../resolver/request.ts";
 import type { RequiredCondition, SourceRef } from "../resolver/types.ts";
@@ -75,6 +76,22 @@ export interface Referable {
   };
   spec?: ReferableSpec;
   status?: ReferableStatus;
+}
+
+/**
+ * What the controller keeps of a Referable: identity, spec and status. Annotations (kubectl's
+ * last-applied-configuration is a second copy of the object), managedFields, owner references
+ * and finalizers are never read, so never cached.
+ */
+export function slimReferable(obj: KubeObject): KubeObject {
+  const m = obj.metadata ?? {};
+  const metadata: Record<string, unknown> = { name: m.name };
+  for (const key of ["uid", "resourceVersion", "generation", "labels", "deletionTimestamp"] as const)
+    if (m[key] !== undefined) metadata[key] = m[key];
+  const slim: KubeObject = { apiVersion: obj.apiVersion, kind: obj.kind, metadata };
+  if (obj.spec !== undefined) slim.spec = obj.spec;
+  if (obj.status !== undefined) slim.status = obj.status;
+  return slim;
 }
 
 /**

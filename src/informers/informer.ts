@@ -1,6 +1,12 @@
 /**
- * One supervised informer: a list, then a watch from the list's resourceVersion, keeping every
- * object of one resource (in one namespace, or all) as raw JSON.
+ * One supervised informer: a list, then a watch from the list's resourceVersion, keeping what
+ * `decode` makes of every object of one resource (in one namespace, or all): by default the raw
+ * JSON without managedFields; for source kinds a {@link Projection} (see projection.ts), so the
+ * cache costs what is read, not what the cluster holds.
+ *
+ * Memory stays bounded while reading: lists are paged with a page size adapted to the objects'
+ * size (a page of 1 MiB ConfigMaps is a few objects, a page of small ones hundreds), each item is
+ * decoded as its page arrives and the page then dropped, and a watch event costs its decode.
  *
  * Supervision, because a watch in Node dies or stalls without a word:
  * - an error backs off with full jitter and relists (the cache keeps serving meanwhile: a
@@ -8,7 +14,11 @@
  * - 410 Gone (resourceVersion compacted) relists at once;
  * - a watchdog closes a watch that has been silent for `watchdogMs` (bookmarks count as
  *   traffic) and re-opens it from the last resourceVersion;
- * - a relist tells listeners only what differs from the cache, so nothing unchanged looks new.
+ * - a relist tells listeners only what differs from the cache, so nothing unchanged looks new;
+ * - {@link Informer.refresh} reads chosen objects again out of band (to decode them for a reader
+ *   that just arrived); what it reads replaces the cache only when it is not older, and a watch
+ *   event older than the cache is dropped (resourceVersions compare as integers since Kubernetes
+ *   1.35, KEP-5504; ones that do not parse as integers are never compared).
  */
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
@@ -22,21 +32,36 @@ export type InformerState =
   /** The list was refused or the resource is gone; retried on the backoff. */
   | { phase: "Failed"; reason: "Forbidden" | "KindNotFound"; message: string };
 
+/** What an informer can key and order: the identity fields of ObjectMeta. */
+export interface Cached {
+  readonly metadata?:
+    | {
+        readonly name?: string | undefined;
+        readonly namespace?: string | undefined;
+        readonly resourceVersion?: string | undefined;
+      }
+    | undefined;
+}
+
 /** A change to one object; `old` is the cached object it replaces, if any. */
-export interface InformerEvent {
+export interface InformerEvent<T extends Cached = KubeObject> {
   type: "ADDED" | "MODIFIED" | "DELETED";
-  object: KubeObject;
-  old: KubeObject | undefined;
+  object: T;
+  old: T | undefined;
 }
 
 /** Receives what an informer learns. Must not throw (what it throws is logged and dropped). */
-export interface InformerListener {
-  onEvent(event: InformerEvent): void;
+export interface InformerListener<T extends Cached = KubeObject> {
+  onEvent(event: InformerEvent<T>): void;
   onState(state: InformerState): void;
 }
 
+/** Which objects {@link Informer.refresh} reads again: one by name, or those a label selector matches. */
+export type RefreshTarget =
+  { namespace: string | undefined; name: string } | { namespace: string | undefined; labelSelector: string };
+
 /** Options for {@link Informer}. */
-export interface InformerOptions {
+export interface InformerOptions<T extends Cached = KubeObject> {
   client: Pick<KubeClient, "request" | "watch">;
   resource: ResourceInfo;
   /** Only this namespace; all namespaces (or a cluster-scoped kind) when undefined. */
@@ -48,8 +73,23 @@ export interface InformerOptions {
   minBackoffMs?: number;
   /** Longest backoff. @default 30000 */
   maxBackoffMs?: number;
-  /** Objects per list page. @default 500 */
+  /** Most objects per list page. @default 500 */
   pageSize?: number;
+  /**
+   * About how many bytes of JSON one list page may hold: the page size adapts to the objects
+   * seen so far (the first page has at most 10 objects, so a page of unknown objects stays small).
+   * @default 4194304
+   */
+  pageBytes?: number;
+  /**
+   * What to keep of an object: called on each object decoded from a list page, a watch event or a
+   * refresh, which is dropped afterwards. @default the object without metadata.managedFields
+   */
+  decode?: (obj: KubeObject) => T;
+  /**
+   * Whether a relisted object tells listeners nothing new. @default equal resourceVersions
+   */
+  same?: (a: T, b: T) => boolean;
   /** Only objects with these labels (a label selector in its string form, sent to the server). */
   labelSelector?: string;
   /** Called with a counter name on notable events, for metrics: relist, watchdog, error, expired. */
@@ -61,7 +101,7 @@ export function objectKey(namespace: string | undefined, name: string): string {
   return namespace ? `${namespace}/${name}` : name;
 }
 
-function keyOf(obj: KubeObject): string {
+function keyOf(obj: Cached): string {
   return objectKey(obj.metadata?.namespace, obj.metadata?.name ?? "");
 }
 
@@ -71,10 +111,28 @@ function slim(obj: KubeObject): KubeObject {
   return obj;
 }
 
+const DECIMAL = /^[0-9]{1,30}$/;
+
+/**
+ * Orders two resourceVersions: negative when `a` is older, positive when newer, 0 when equal or
+ * not comparable (either absent or not a decimal integer, as an aggregated API may send).
+ */
+export function compareResourceVersions(a: string | undefined, b: string | undefined): number {
+  if (a === undefined || b === undefined || a === b || !DECIMAL.test(a) || !DECIMAL.test(b)) return 0;
+  const x = a.replace(/^0+(?=.)/, "");
+  const y = b.replace(/^0+(?=.)/, "");
+  return x.length !== y.length ? x.length - y.length : x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The first page's size, before anything is known of the objects' size. */
+const FIRST_PAGE = 10;
+/** Targets read one by one in a refresh round before a whole namespace is read instead. */
+const REFRESH_BY_NAME_MAX = 32;
+
 class Expired extends Error {}
 
 /** A list-then-watch cache of one resource, supervised; see the module comment. */
-export class Informer {
+export class Informer<T extends Cached = KubeObject> {
   readonly resource: ResourceInfo;
   readonly namespace: string | undefined;
   private readonly client: Pick<KubeClient, "request" | "watch">;
@@ -83,10 +141,18 @@ export class Informer {
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly pageSize: number;
+  private readonly pageBytes: number;
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
-  private readonly listeners = new Set<InformerListener>();
-  private store = new Map<string, KubeObject>();
+  private readonly decode: (obj: KubeObject) => T;
+  private readonly same: (a: T, b: T) => boolean;
+  private readonly listeners = new Set<InformerListener<T>>();
+  private store = new Map<string, T>();
+  /** Bytes of JSON per object seen in the last list page, to size the next page. */
+  private bytesPerObject: number | undefined;
+  private readonly refreshQueue = new Map<string, RefreshTarget>();
+  private refreshing = false;
+  private refreshFailures = 0;
   private current: InformerState = { phase: "Pending" };
   private resourceVersion = "";
   private running = false;
@@ -95,7 +161,7 @@ export class Informer {
   private loop: Promise<void> | undefined;
   private syncedWaiters: Array<() => void> = [];
 
-  constructor(options: InformerOptions) {
+  constructor(options: InformerOptions<T>) {
     this.client = options.client;
     this.resource = options.resource;
     this.namespace = options.resource.namespaced ? options.namespace : undefined;
@@ -104,15 +170,22 @@ export class Informer {
     this.minBackoffMs = options.minBackoffMs ?? 250;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.pageSize = options.pageSize ?? 500;
+    this.pageBytes = options.pageBytes ?? 4 * 1024 * 1024;
+    this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
+    this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
     this.labelSelector = options.labelSelector || undefined;
     this.onSignal = options.onSignal;
   }
 
   /** The collection path, e.g. /apis/apps/v1/namespaces/x/deployments. */
   get path(): string {
+    return this.pathIn(this.namespace);
+  }
+
+  private pathIn(namespace: string | undefined): string {
     const { group, version, resource } = this.resource;
     const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    return this.namespace ? `${base}/namespaces/${this.namespace}/${resource}` : `${base}/${resource}`;
+    return namespace ? `${base}/namespaces/${namespace}/${resource}` : `${base}/${resource}`;
   }
 
   get state(): InformerState {
@@ -120,12 +193,12 @@ export class Informer {
   }
 
   /** The cached object, or undefined. */
-  get(namespace: string | undefined, name: string): KubeObject | undefined {
+  get(namespace: string | undefined, name: string): T | undefined {
     return this.store.get(objectKey(this.resource.namespaced ? namespace : undefined, name));
   }
 
   /** Every cached object (of `namespace` when given). Do not mutate what it yields. */
-  *list(namespace?: string): Iterable<KubeObject> {
+  *list(namespace?: string): Iterable<T> {
     for (const obj of this.store.values()) {
       if (namespace === undefined || obj.metadata?.namespace === namespace) yield obj;
     }
@@ -136,11 +209,11 @@ export class Informer {
     return this.store.size;
   }
 
-  addListener(listener: InformerListener): void {
+  addListener(listener: InformerListener<T>): void {
     this.listeners.add(listener);
   }
 
-  removeListener(listener: InformerListener): void {
+  removeListener(listener: InformerListener<T>): void {
     this.listeners.delete(listener);
   }
 
@@ -233,23 +306,64 @@ export class Informer {
     });
   }
 
-  private async relist(): Promise<void> {
-    this.onSignal?.("relist");
-    const fresh = new Map<string, KubeObject>();
+  /**
+   * Lists `path` page by page, handing each decoded item to `onItem` as its page arrives; returns
+   * the list's resourceVersion. Stops early (returning undefined) when the informer stops.
+   */
+  private async listPaged(
+    path: string,
+    query: { labelSelector?: string | undefined; fieldSelector?: string | undefined },
+    onItem: (item: T) => void,
+  ): Promise<string | undefined> {
     let continueToken: string | undefined;
     let resourceVersion = "";
+    let limit = Math.min(this.pageSize, this.bytesPerObject ? this.pageLimit() : FIRST_PAGE);
     do {
+      let length = 0;
       const page = await this.client.request<{
         metadata?: { resourceVersion?: string; continue?: string };
         items?: KubeObject[];
-      }>("GET", this.path, {
-        query: { limit: this.pageSize, continue: continueToken, labelSelector: this.labelSelector },
+      }>("GET", path, {
+        query: { ...query, limit, continue: continueToken },
+        onBodyLength: (n) => (length = n),
       });
-      for (const item of page.items ?? []) fresh.set(keyOf(item), slim(item));
+      const items = page.items ?? [];
+      if (items.length > 0 && length > 0) {
+        this.bytesPerObject = Math.max(1, length / items.length);
+        limit = this.pageLimit();
+      }
+      // Decode item by item and let go of each whole object at once: the page's array is the
+      // only other reference, and it is dropped with `page` at the end of this turn.
+      for (let i = 0; i < items.length; i++) {
+        const item = items[i]!;
+        items[i] = undefined as unknown as KubeObject;
+        onItem(this.decode(item));
+      }
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken && this.running);
-    if (!this.running) return;
+    return this.running ? resourceVersion : undefined;
+  }
+
+  /** Objects per page so a page holds about `pageBytes` of JSON. */
+  private pageLimit(): number {
+    return Math.max(1, Math.min(this.pageSize, Math.floor(this.pageBytes / (this.bytesPerObject ?? 1))));
+  }
+
+  private sleepUnlessStopped(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timer.unref?.();
+    });
+  }
+
+  private async relist(): Promise<void> {
+    this.onSignal?.("relist");
+    const fresh = new Map<string, T>();
+    const resourceVersion = await this.listPaged(this.path, { labelSelector: this.labelSelector }, (item) =>
+      fresh.set(keyOf(item), item),
+    );
+    if (resourceVersion === undefined) return;
 
     // Tell listeners only what differs from what they were told before.
     const previous = this.store;
@@ -258,13 +372,106 @@ export class Informer {
     for (const [key, obj] of fresh) {
       const old = previous.get(key);
       if (!old) this.emit({ type: "ADDED", object: obj, old: undefined });
-      else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion)
-        this.emit({ type: "MODIFIED", object: obj, old });
+      else if (!this.same(old, obj)) this.emit({ type: "MODIFIED", object: obj, old });
     }
     for (const [key, old] of previous) {
       if (!fresh.has(key)) this.emit({ type: "DELETED", object: old, old });
     }
     if (this.current.phase !== "Synced") this.setState({ phase: "Synced" });
+  }
+
+  /**
+   * Reads `target` again out of band and replaces what is cached of each object read (unless the
+   * cache already holds a newer version), telling listeners with MODIFIED: for a reader whose
+   * data was not kept when the object was last decoded. Only objects already cached are
+   * replaced (the watch brings new ones, and removes deleted ones). Requests made together are
+   * read together, one round at a time; a failed round is retried with backoff.
+   */
+  refresh(target: RefreshTarget): void {
+    const key =
+      "name" in target
+        ? `n:${objectKey(target.namespace, target.name)}`
+        : `s:${target.namespace ?? ""}:${target.labelSelector}`;
+    this.refreshQueue.set(key, target);
+    if (!this.refreshing) {
+      this.refreshing = true;
+      setImmediate(() => void this.refreshRounds());
+    }
+  }
+
+  private async refreshRounds(): Promise<void> {
+    try {
+      while (this.refreshQueue.size > 0 && this.running) {
+        const targets = [...this.refreshQueue.values()];
+        this.refreshQueue.clear();
+        try {
+          await this.refreshRound(targets);
+          this.refreshFailures = 0;
+        } catch (err) {
+          if (!this.running) return;
+          for (const t of targets) {
+            const key =
+              "name" in t
+                ? `n:${objectKey(t.namespace, t.name)}`
+                : `s:${t.namespace ?? ""}:${t.labelSelector}`;
+            if (!this.refreshQueue.has(key)) this.refreshQueue.set(key, t);
+          }
+          this.refreshFailures++;
+          this.onSignal?.("error");
+          this.logger.warn(
+            { path: this.path, err: asError(err).message },
+            "refresh read failed; retrying with backoff",
+          );
+          await this.sleepUnlessStopped(this.backoff(this.refreshFailures));
+        }
+      }
+    } finally {
+      this.refreshing = false;
+      if (this.refreshQueue.size > 0 && this.running) this.refresh(this.refreshQueue.values().next().value!);
+    }
+  }
+
+  private async refreshRound(targets: RefreshTarget[]): Promise<void> {
+    // Group names by namespace: many names in one namespace are cheaper read as one list.
+    const byNamespace = new Map<string, string[]>();
+    const reads: Array<{ namespace: string | undefined; labelSelector?: string; fieldSelector?: string }> =
+      [];
+    for (const t of targets) {
+      if ("labelSelector" in t) reads.push({ namespace: t.namespace, labelSelector: t.labelSelector });
+      else {
+        const ns = this.resource.namespaced ? (t.namespace ?? "") : "";
+        let names = byNamespace.get(ns);
+        if (!names) byNamespace.set(ns, (names = []));
+        names.push(t.name);
+      }
+    }
+    for (const [ns, names] of byNamespace) {
+      const namespace = ns || undefined;
+      if (names.length > REFRESH_BY_NAME_MAX) reads.push({ namespace });
+      else for (const name of names) reads.push({ namespace, fieldSelector: `metadata.name=${name}` });
+    }
+    // A few reads at a time: enough to hide round trips, few enough not to crowd the API server.
+    let next = 0;
+    const worker = async () => {
+      while (next < reads.length && this.running) {
+        const r = reads[next++]!;
+        const path = this.namespace ? this.path : this.pathIn(r.namespace);
+        const labelSelector = [this.labelSelector, r.labelSelector].filter(Boolean).join(",") || undefined;
+        await this.listPaged(path, { labelSelector, fieldSelector: r.fieldSelector }, (item) =>
+          this.applyRead(item),
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, reads.length) }, worker));
+  }
+
+  private applyRead(item: T): void {
+    const key = keyOf(item);
+    const old = this.store.get(key);
+    if (!old) return;
+    if (compareResourceVersions(old.metadata?.resourceVersion, item.metadata?.resourceVersion) > 0) return;
+    this.store.set(key, item);
+    this.emit({ type: "MODIFIED", object: item, old });
   }
 
   private async watchOnce(): Promise<void> {
@@ -325,31 +532,34 @@ export class Informer {
   }
 
   private handle(event: WatchEvent): "expired" | undefined {
-    const obj = event.object;
+    const raw = event.object;
     switch (event.type) {
       case "ADDED":
       case "MODIFIED": {
-        slim(obj);
-        const key = keyOf(obj);
+        const rv = raw.metadata?.resourceVersion;
+        const key = keyOf(raw);
         const old = this.store.get(key);
+        this.resourceVersion = rv ?? this.resourceVersion;
+        // A refresh may have cached a newer version than the watch has reached: keep it.
+        if (old && compareResourceVersions(old.metadata?.resourceVersion, rv) > 0) return undefined;
+        const obj = this.decode(raw);
         this.store.set(key, obj);
-        this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
         this.emit({ type: old ? "MODIFIED" : "ADDED", object: obj, old });
         return undefined;
       }
       case "DELETED": {
-        const key = keyOf(obj);
+        const key = keyOf(raw);
         const old = this.store.get(key);
         this.store.delete(key);
-        this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
-        this.emit({ type: "DELETED", object: slim(obj), old });
+        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
+        this.emit({ type: "DELETED", object: this.decode(raw), old });
         return undefined;
       }
       case "BOOKMARK":
-        this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
+        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
         return undefined;
       case "ERROR": {
-        const status = obj as { code?: number; reason?: string; message?: string };
+        const status = raw as { code?: number; reason?: string; message?: string };
         if (status.code === 410 || status.reason === "Expired" || status.reason === "Gone") return "expired";
         throw new Error(
           `watch ${this.path} sent an error: ${status.code ?? ""} ${status.reason ?? ""}`.trim(),
@@ -360,7 +570,7 @@ export class Informer {
     }
   }
 
-  private emit(event: InformerEvent): void {
+  private emit(event: InformerEvent<T>): void {
     for (const listener of this.listeners) {
       try {
         listener.onEvent(event);

@@ -6,26 +6,32 @@
 import type { KubeClient } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
-import { Informer, type InformerOptions } from "./informer.ts";
+import { Informer, type Cached, type InformerOptions } from "./informer.ts";
+import type { KubeObject } from "../kube/client.ts";
 
 /** A claim on a shared informer; release it exactly once. */
-export interface InformerLease {
-  readonly informer: Informer;
+export interface InformerLease<T extends Cached = KubeObject> {
+  readonly informer: Informer<T>;
   release(): void;
 }
 
 /** Options for {@link InformerPool}. */
-export interface InformerPoolOptions {
+export interface InformerPoolOptions<T extends Cached = KubeObject> {
   client: Pick<KubeClient, "request" | "watch">;
   logger?: Logger;
   /** How long an informer nobody holds is kept before it is stopped. @default 10000 */
   lingerMs?: number;
   /** Passed to every informer. */
-  informer?: Pick<InformerOptions, "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "onSignal">;
+  informer?: Pick<
+    InformerOptions,
+    "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "pageBytes" | "onSignal"
+  >;
+  /** What the informer of a pool key keeps of each object. @default the object, slimmed */
+  decoder?: (key: string) => Pick<InformerOptions<T>, "decode" | "same">;
 }
 
-interface Entry {
-  informer: Informer;
+interface Entry<T extends Cached> {
+  informer: Informer<T>;
   holders: number;
   lingerTimer: NodeJS.Timeout | undefined;
 }
@@ -37,25 +43,26 @@ export function informerKey(resource: ResourceInfo, namespace: string | undefine
 }
 
 /** Shared, reference-counted informers; see the module comment. */
-export class InformerPool {
-  private readonly entries = new Map<string, Entry>();
-  private readonly options: InformerPoolOptions;
+export class InformerPool<T extends Cached = KubeObject> {
+  private readonly entries = new Map<string, Entry<T>>();
+  private readonly options: InformerPoolOptions<T>;
   private readonly logger: Logger;
   private stopped = false;
 
-  constructor(options: InformerPoolOptions) {
+  constructor(options: InformerPoolOptions<T>) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
   }
 
   /** Takes a claim on the informer of `resource` in `namespace` (all namespaces when undefined). */
-  acquire(resource: ResourceInfo, namespace?: string): InformerLease {
+  acquire(resource: ResourceInfo, namespace?: string): InformerLease<T> {
     if (this.stopped) throw new Error("the informer pool is stopped");
     const key = informerKey(resource, namespace);
     let entry = this.entries.get(key);
     if (!entry) {
-      const informer = new Informer({
+      const informer = new Informer<T>({
         ...this.options.informer,
+        ...this.options.decoder?.(key),
         client: this.options.client,
         resource,
         namespace,
@@ -104,7 +111,7 @@ export class InformerPool {
     );
   }
 
-  private release(key: string, entry: Entry): void {
+  private release(key: string, entry: Entry<T>): void {
     entry.holders--;
     if (entry.holders > 0 || this.entries.get(key) !== entry) return;
     const lingerMs = this.options.lingerMs ?? 10_000;

@@ -77,6 +77,8 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Overrides the client's request timeout for this request. */
   timeoutMs?: number;
+  /** Told the size of the response body in UTF-16 code units (about bytes for JSON), e.g. to size list pages. */
+  onBodyLength?: (length: number) => void;
 }
 
 /** A response from the API server that is not a success, with the fields of its `Status`. */
@@ -175,6 +177,7 @@ export class KubeClient {
       const response = await fetch(this.url(path, options.query), init);
       code = response.status;
       const text = await response.text();
+      options.onBodyLength?.(text.length);
       if (!response.ok) throw toApiError(method, path, response.status, text);
       return (text ? JSON.parse(text) : undefined) as T;
     } finally {
@@ -211,13 +214,17 @@ export class KubeClient {
         if (!response.ok) throw toApiError("GET", path, response.status, await response.text());
         if (!response.body) return;
         const decoder = new TextDecoder();
-        let buffered = "";
+        // Pieces of the line being received: a 1.5 MiB object arrives in many chunks, and
+        // searching or re-joining the whole buffer on each one would copy it over and over.
+        let pieces: string[] = [];
         for await (const chunk of response.body) {
-          buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+          let text = decoder.decode(chunk as Uint8Array, { stream: true });
           let newline: number;
-          while ((newline = buffered.indexOf("\n")) >= 0) {
-            const line = buffered.slice(0, newline).trim();
-            buffered = buffered.slice(newline + 1);
+          while ((newline = text.indexOf("\n")) >= 0) {
+            pieces.push(text.slice(0, newline));
+            text = text.slice(newline + 1);
+            const line = (pieces.length === 1 ? pieces[0]! : pieces.join("")).trim();
+            pieces = [];
             if (!line) continue;
             let event: WatchEvent;
             try {
@@ -228,6 +235,7 @@ export class KubeClient {
             onEvent(event);
             if (closed) return;
           }
+          if (text) pieces.push(text);
         }
       } catch (err) {
         if (closed) return;

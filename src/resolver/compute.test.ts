@@ -1,20 +1,45 @@
 import type { InformerState } from "../informers/informer.ts";
 import { objectKey } from "../informers/informer.ts";
+import { project, type Extractor, type Projection } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
-import { computeResult, type ComputeLimits, type SourceView } from "./compute.ts";
-import { compileRequest, type AnyReference } from "./request.ts";
+import { computeResult, NOT_KEPT, type ComputeLimits, type SourceView } from "./compute.ts";
+import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
 
-/** A source view over a fixed set of objects, as an informer would give it. */
-function view(objects: KubeObject[], state: InformerState = { phase: "Synced" }): SourceView {
-  const byKey = new Map(objects.map((o) => [objectKey(o.metadata?.namespace, o.metadata?.name ?? ""), o]));
+/**
+ * A source view over a fixed set of objects, as the source cache would give it: each object
+ * projected with `extractors` (what the cache's users asked to keep), read values capped at `maxBytes`.
+ */
+function view(
+  objects: KubeObject[],
+  extractors: readonly Extractor[],
+  maxBytes: number,
+  state: InformerState = { phase: "Synced" },
+): SourceView {
+  const projected = objects.map((o) => project(structuredClone(o), extractors, maxBytes));
+  const byKey = new Map<string, Projection>(
+    projected.map((p) => [objectKey(p.metadata.namespace, p.metadata.name), p]),
+  );
   return {
     state,
     get: (namespace, name) => byKey.get(objectKey(namespace, name)),
     *list(namespace) {
-      for (const o of objects) if (namespace === undefined || o.metadata?.namespace === namespace) yield o;
+      for (const p of projected) if (namespace === undefined || p.metadata.namespace === namespace) yield p;
     },
   };
+}
+
+/** Resolves `ref` over `objects` projected for it, as the resolver does once its interest is registered. */
+function resolveIn(
+  ref: AnyReference,
+  objects: KubeObject[],
+  caseLimits: ComputeLimits,
+  state?: InformerState,
+): ResolutionResult {
+  const req: CompiledRequest = compileRequest(ref);
+  const got = computeResult(req, view(objects, req.extractors, caseLimits.maxValueBytes, state), caseLimits);
+  if ("notKept" in got) throw new Error("the projection kept every read the request needs, yet NOT_KEPT");
+  return got;
 }
 
 interface CmOptions {
@@ -449,7 +474,7 @@ const cases: Case[] = [
 
 describe("computeResult", () => {
   it.each(cases)("$reason", ({ ref, objects, state, limits: caseLimits, want }) => {
-    const got = computeResult(compileRequest(ref), view(objects ?? [], state), caseLimits ?? limits);
+    const got = resolveIn(ref, objects ?? [], caseLimits ?? limits, state);
     const summary = summarise(got);
     const { message: wantMessage, notInMessage, ...wantShape } = want;
     const { message: gotMessage, ...gotShape } = summary;
@@ -460,11 +485,7 @@ describe("computeResult", () => {
   });
 
   it("a source ref carries apiVersion, kind, namespace, uid and the resourceVersion read", () => {
-    const got = computeResult(
-      compileRequest(named()),
-      view([cm("db", { rv: "42", data: { url: "x" } })]),
-      limits,
-    );
+    const got = resolveIn(named(), [cm("db", { rv: "42", data: { url: "x" } })], limits);
     expect(got).toEqual({
       ok: true,
       reason: "Available",
@@ -485,9 +506,9 @@ describe("computeResult", () => {
       metadata: { name: "n1", uid: "u1", resourceVersion: "3", labels: {} },
       spec: { podCIDR: "10.0.0.0/24" },
     };
-    const got = computeResult(
-      compileRequest({ apiVersion: "v1", kind: "Node", name: "n1", fieldPath: "spec.podCIDR" }),
-      view([node]),
+    const got = resolveIn(
+      { apiVersion: "v1", kind: "Node", name: "n1", fieldPath: "spec.podCIDR" },
+      [node],
       limits,
     );
     expect(got.ok && "source" in got && got.source).toEqual({
@@ -500,9 +521,9 @@ describe("computeResult", () => {
   });
 
   it("Multiple pairs values[i] with sources[i], each with its own resourceVersion", () => {
-    const got = computeResult(
-      compileRequest(multiple()),
-      view([cm("b", { rv: "9", data: { url: "B" } }), cm("a", { rv: "8", data: { url: "A" } })]),
+    const got = resolveIn(
+      multiple(),
+      [cm("b", { rv: "9", data: { url: "B" } }), cm("a", { rv: "8", data: { url: "A" } })],
       limits,
     );
     if (!got.ok || !("values" in got)) throw new Error(`want Multiple values, got ${JSON.stringify(got)}`);
@@ -514,8 +535,40 @@ describe("computeResult", () => {
   });
 
   it("failures carry the ReferenceError's retryable flag", () => {
-    const got = computeResult(compileRequest(named()), view([]), limits);
+    const got = resolveIn(named(), [], limits);
     expect(got.ok).toBe(false);
     if (!got.ok) expect(got.error.retryable).toBe(true);
+  });
+
+  it.each([
+    {
+      reason: "a named object projected without the fieldPath's read is not guessed at",
+      ref: () => named(),
+      keep: [] as Extractor[],
+    },
+    {
+      reason: "a selector's match projected without the read is not skipped as if it lacked the field",
+      ref: () => multiple(),
+      keep: [] as Extractor[],
+    },
+    {
+      reason: "a required condition whose check was not kept is not taken as met",
+      ref: () => ({ ...named(), requireConditions: [{ type: "Ready", status: "True" }] }),
+      keep: compileRequest({ ...named(), requireConditions: [] }).extractors,
+    },
+  ])("NOT_KEPT: $reason", ({ ref, keep }) => {
+    const req = compileRequest(ref() as AnyReference);
+    const objects = [cm("db", { labels: { app: "web" }, data: { url: "x" } })];
+    expect(computeResult(req, view(objects, keep, limits.maxValueBytes), limits)).toBe(NOT_KEPT);
+  });
+
+  it("a value over the byte cap is not kept by the cache, only its size, and resolves to ValueTooLarge", () => {
+    const req = compileRequest(named());
+    const big = "x".repeat(5000);
+    const v = view([cm("db", { data: { url: big } })], req.extractors, 1024);
+    const p = v.get("team-a", "db");
+    expect(p?.reads?.get(req.fieldKey!)).toEqual({ kind: "TooLarge", bytes: 5002, limit: 1024 });
+    const got = computeResult(req, v, { maxValueBytes: 1024 });
+    expect(got).toMatchObject({ ok: false, error: { reason: "ValueTooLarge" } });
   });
 });

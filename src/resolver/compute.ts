@@ -2,18 +2,33 @@
  * Resolution as a pure function of a compiled request and the current cache: level-based, so
  * the same state always gives the same result, however it was reached. The Required/Optional
  * policy and `default` are applied in exactly one place: {@link missing}.
+ *
+ * The cache holds projections (identity, labels and the reads someone wanted when the object was
+ * decoded), so a read this request needs may not have been kept of an object that another
+ * request's interest did not cover: then the result is {@link NOT_KEPT}, never a guess, and the
+ * caller has the object read again.
  */
 import { ReferenceError, isReferenceError, type FailureReason } from "../errors.ts";
-import type { KubeObject } from "../kube/client.ts";
-import type { InformerState } from "../informers/informer.ts";
+import type { Projection, Read } from "../informers/projection.ts";
+import type { SourceView } from "../informers/source-cache.ts";
 import type { CompiledRequest } from "./request.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";
 
-/** What resolution reads: the state and objects of one informer. */
-export interface SourceView {
-  readonly state: InformerState;
-  get(namespace: string | undefined, name: string): KubeObject | undefined;
-  list(namespace?: string): Iterable<KubeObject>;
+export type { SourceView } from "../informers/source-cache.ts";
+
+/** The result when a read the request needs was not kept of some object it reads. */
+export const NOT_KEPT = Object.freeze({ notKept: true as const });
+
+/** What {@link computeResult} gives: a result, or {@link NOT_KEPT}. */
+export type Computed = ResolutionResult | typeof NOT_KEPT;
+
+class NotKeptSignal {}
+const notKeptSignal = new NotKeptSignal();
+
+function readOf(obj: Projection, key: string): Read {
+  const read = obj.reads?.get(key);
+  if (!read) throw notKeptSignal;
+  return read;
 }
 
 /** Limits applied to every result. */
@@ -39,14 +54,11 @@ const fail = (reason: FailureReason, message: string): ResolutionResult => ({
 });
 
 /** Resolves `req` against `view`; never throws. */
-export function computeResult(
-  req: CompiledRequest,
-  view: SourceView,
-  limits: ComputeLimits,
-): ResolutionResult {
+export function computeResult(req: CompiledRequest, view: SourceView, limits: ComputeLimits): Computed {
   try {
     return compute(req, view, limits);
   } catch (err) {
+    if (err === notKeptSignal) return NOT_KEPT;
     // A path's evaluation throws a ReferenceError (e.g. ValueTooLarge for a JSONPath that
     // selects too much): that is a result, not a crash of the caller's listener.
     if (isReferenceError(err)) return { ok: false, error: err };
@@ -62,7 +74,7 @@ function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits):
     return fail("Pending", `waiting for the first list of ${req.kind} objects to complete`);
   if (state.phase === "Failed") return fail(state.reason, state.message);
   if (req.target === "name") return sized(req, resolveOne(req, view.get(req.namespace, req.name!)), limits);
-  const matched = [...view.list(req.namespace)].filter((obj) => req.selector!.matches(obj.metadata?.labels));
+  const matched = [...view.list(req.namespace)].filter((obj) => req.selector!.matches(obj.metadata.labels));
   if (req.mode === "Single") {
     if (matched.length > 1) {
       const names = sortObjects(matched, undefined).slice(0, 5).map(nameOf);
@@ -76,7 +88,7 @@ function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits):
   return sized(req, resolveMany(req, matched, limits.maxValues ?? MAX_VALUES), limits);
 }
 
-function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): ResolutionResult {
+function resolveOne(req: CompiledRequest, obj: Projection | undefined): ResolutionResult {
   if (!obj) {
     return missing(
       req,
@@ -86,8 +98,10 @@ function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): Resoluti
   }
   const unmet = unmetCondition(req, obj);
   if (unmet) return fail("SourceNotReady", `${req.kind} ${nameOf(obj)} does not report ${unmet} yet`);
-  const read = req.fieldPath!.evaluate(obj);
-  if (!read.found)
+  const read = readOf(obj, req.fieldKey!);
+  if (read.kind === "Failed") throw read.error;
+  if (read.kind === "TooLarge") return tooLarge(req, read.bytes, obj, read.limit);
+  if (read.kind === "Missing")
     return missing(
       req,
       "FieldNotFound",
@@ -102,7 +116,7 @@ function resolveOne(req: CompiledRequest, obj: KubeObject | undefined): Resoluti
   return result;
 }
 
-function resolveMany(req: CompiledRequest, matched: KubeObject[], maxValues: number): ResolutionResult {
+function resolveMany(req: CompiledRequest, matched: Projection[], maxValues: number): ResolutionResult {
   if (matched.length === 0) {
     if (req.minMatch === 0) return { ok: true, reason: "Available", values: [], sources: [] };
     return missing(req, "SourceNotFound", `no object matches: no ${req.describe}`);
@@ -113,8 +127,10 @@ function resolveMany(req: CompiledRequest, matched: KubeObject[], maxValues: num
   const sources: SourceRef[] = [];
   let skipped = 0;
   for (const obj of sortObjects(matched, req)) {
-    const read = unmetCondition(req, obj) ? undefined : req.fieldPath!.evaluate(obj);
-    if (!read?.found) {
+    const read = unmetCondition(req, obj) ? undefined : readOf(obj, req.fieldKey!);
+    if (read?.kind === "Failed") throw read.error;
+    if (read?.kind === "TooLarge") return tooLarge(req, read.bytes, obj, read.limit);
+    if (read?.kind !== "Value") {
       skipped++;
       continue;
     }
@@ -165,51 +181,62 @@ function sized(req: CompiledRequest, result: ResolutionResult, limits: ComputeLi
   if (payload === undefined) return result;
   const bytes = Buffer.byteLength(JSON.stringify(payload) ?? "", "utf8");
   if (bytes <= limits.maxValueBytes) return result;
+  if (result.reason === "Defaulted")
+    return fail(
+      "ValueTooLarge",
+      `the default of ${req.describe} is ${bytes} bytes, over the limit of ${limits.maxValueBytes}: set a smaller default`,
+    );
+  return tooLarge(req, bytes, undefined, limits.maxValueBytes);
+}
+
+function tooLarge(
+  req: CompiledRequest,
+  bytes: number,
+  obj: Projection | undefined,
+  limit: number,
+): ResolutionResult {
+  const from = obj ? `${req.kind} ${nameOf(obj)}` : req.describe;
   return fail(
     "ValueTooLarge",
-    `the value read from ${req.describe} at ${req.fieldPathText || "external"} is ${bytes} bytes, over the limit of ${limits.maxValueBytes}: point fieldPath at a smaller field`,
+    `the value read from ${from} at ${req.fieldPathText || "external"} is ${bytes} bytes, over the limit of ${limit}: point fieldPath at a smaller field`,
   );
 }
 
-function unmetCondition(req: CompiledRequest, obj: KubeObject): string | undefined {
+function unmetCondition(req: CompiledRequest, obj: Projection): string | undefined {
   if (req.requireConditions.length === 0) return undefined;
-  const conditions = (obj.status as { conditions?: unknown } | undefined)?.conditions;
-  const list = Array.isArray(conditions) ? (conditions as Array<{ type?: unknown; status?: unknown }>) : [];
-  for (const want of req.requireConditions) {
-    if (!list.some((c) => c?.type === want.type && c?.status === want.status))
-      return `condition ${want.type}=${want.status}`;
-  }
-  return undefined;
+  const read = readOf(obj, req.conditionsKey!);
+  return read.kind === "Value" && typeof read.value === "string" ? read.value : undefined;
 }
 
-function nameOf(obj: KubeObject): string {
-  const ns = obj.metadata?.namespace;
-  return ns ? `${ns}/${obj.metadata?.name}` : String(obj.metadata?.name);
+function nameOf(obj: Projection): string {
+  const ns = obj.metadata.namespace;
+  return ns ? `${ns}/${obj.metadata.name}` : obj.metadata.name;
 }
 
-function sourceRef(req: CompiledRequest, obj: KubeObject): SourceRef {
+function sourceRef(req: CompiledRequest, obj: Projection): SourceRef {
   const ref: SourceRef = {
     apiVersion: req.apiVersion,
     kind: req.kind,
-    name: obj.metadata?.name ?? "",
-    uid: obj.metadata?.uid ?? "",
-    resourceVersion: obj.metadata?.resourceVersion ?? "",
+    name: obj.metadata.name,
+    uid: obj.metadata.uid ?? "",
+    resourceVersion: obj.metadata.resourceVersion ?? "",
   };
-  if (obj.metadata?.namespace) ref.namespace = obj.metadata.namespace;
+  if (obj.metadata.namespace) ref.namespace = obj.metadata.namespace;
   return ref;
 }
 
 /** Orders by the sort field when given (numbers numerically, else as JSON text), then namespace, then name. */
-function sortObjects(objects: KubeObject[], req: CompiledRequest | undefined): KubeObject[] {
+function sortObjects(objects: Projection[], req: CompiledRequest | undefined): Projection[] {
   const keyed = objects.map((obj) => {
-    const sortValue = req?.sortBy ? req.sortBy.evaluate(obj) : undefined;
-    return { obj, sort: sortValue?.found ? sortValue.value : undefined };
+    const read = req?.sortKey ? readOf(obj, req.sortKey) : undefined;
+    if (read?.kind === "Failed") throw read.error;
+    return { obj, sort: read?.kind === "Value" ? read.value : undefined };
   });
   keyed.sort(
     (a, b) =>
       compareJson(a.sort, b.sort) ||
-      compareText(a.obj.metadata?.name, b.obj.metadata?.name) ||
-      compareText(a.obj.metadata?.namespace, b.obj.metadata?.namespace),
+      compareText(a.obj.metadata.name, b.obj.metadata.name) ||
+      compareText(a.obj.metadata.namespace, b.obj.metadata.namespace),
   );
   return keyed.map((k) => k.obj);
 }

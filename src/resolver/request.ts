@@ -6,6 +6,7 @@
 import { ReferenceError } from "../errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
+import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -36,6 +37,12 @@ export interface CompiledRequest {
   resolution: ResolutionPolicy;
   /** Text naming the source for messages: `ConfigMap team-a/db`, `ConfigMaps matching app=web in team-a`. */
   describe: string;
+  /** What the source cache must keep of the objects this request reads. */
+  extractors: readonly Extractor[];
+  /** The extractor keys of fieldPath, sortByFieldPath and requireConditions, when set. */
+  fieldKey: string | undefined;
+  sortKey: string | undefined;
+  conditionsKey: string | undefined;
 }
 
 /** Either request the resolver accepts. */
@@ -150,6 +157,9 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
   }
 
+  const extractors: Extractor[] = [];
+  for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
+  if (requireConditions.length > 0) extractors.push(conditionsExtractor(requireConditions));
   const hasDefault = raw.default !== undefined;
   const describe =
     target === "external"
@@ -176,6 +186,10 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     defaultValue: raw.default,
     resolution,
     describe,
+    extractors,
+    fieldKey: fieldPath && pathExtractor(fieldPath).key,
+    sortKey: sortBy && pathExtractor(sortBy).key,
+    conditionsKey: requireConditions.length > 0 ? extractors[extractors.length - 1]!.key : undefined,
   };
 }
 

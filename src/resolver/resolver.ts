@@ -1,20 +1,25 @@
 /**
- * The GenericReference resolver: references and selectors in, values out, kept current by
- * shared informers. One informer per source resource (and scope) serves every subscription
- * that reads that kind; a reverse index sends each event only to the subscriptions it concerns;
- * a subscription recomputes its result from the cache (level-based) and pushes it only when it
- * differs from what it pushed last.
+ * The GenericReference resolver: references and selectors in, values out, kept current by the
+ * source cache (shared informers that keep projections, see src/informers/source-cache.ts).
+ *
+ * The data path, one file per stage: a request is compiled (request.ts); discovery finds its
+ * kind, or the subscription waits for it (kind-waiter.ts); it joins the index of its kind
+ * (kind-index.ts), which tells the cache what to keep of the objects it reads and routes each
+ * object's event to the subscriptions it concerns; a subscription recomputes its result from the
+ * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import { asError, isReferenceError, ReferenceError } from "../errors.ts";
-import { KubeClient, type KubeObject } from "../kube/client.ts";
+import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
+import { informerKey } from "../informers/pool.ts";
+import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
-import type { Informer, InformerEvent, InformerListener, InformerState } from "../informers/informer.ts";
-import { informerKey, InformerPool, type InformerLease } from "../informers/pool.ts";
-import { objectKey } from "../informers/informer.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
+import { KindIndex } from "./kind-index.ts";
+import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
+import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -22,6 +27,8 @@ import type {
   ResolvedValue,
   ResolvedValues,
 } from "./types.ts";
+
+export type { Subscription, WatchCallback } from "./subscription.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
@@ -31,6 +38,11 @@ export interface ResolverOptions {
   client?: KubeClient;
   /** Discovery to share; one over the client is made when absent. */
   discovery?: KindResolver;
+  /**
+   * The source cache to read from (shared with other resolvers; not stopped by
+   * {@link Resolver.stop}); one over the client is made when absent.
+   */
+  cache?: SourceCache;
   /** Structured logger (pino-compatible). @default a silent logger */
   logger?: Logger;
   /** Largest value, in bytes of JSON; larger gives `ValueTooLarge`. @default 32768 */
@@ -69,125 +81,10 @@ export interface ResolverOptions {
   onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
 }
 
-/** A push subscription; close it when done. */
-export interface Subscription {
-  /** The latest result pushed, if any yet. */
-  readonly current: ResolutionResult | undefined;
-  /** Stops pushes and releases the informer claim; idempotent. */
-  close(): void;
-}
-
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
   /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
   fieldPrefix?: string;
-}
-
-/** The callback of {@link Resolver.watch}: runs on every change of the value or of its error. */
-export type WatchCallback = (result: ResolutionResult) => void;
-
-const CRD_RESOURCE: ResourceInfo = {
-  group: "apiextensions.k8s.io",
-  version: "v1",
-  resource: "customresourcedefinitions",
-  kind: "CustomResourceDefinition",
-  namespaced: false,
-  verbs: ["list", "watch"],
-};
-
-/** Subscriptions of one informer, indexed so that an event finds only those it concerns. */
-class KindIndex implements InformerListener {
-  readonly byName = new Map<string, Set<Sub>>();
-  /** Selector subscriptions by namespace ("" for all namespaces or a cluster-scoped kind). */
-  readonly selectors = new Map<string, Set<Sub>>();
-  readonly all = new Set<Sub>();
-  readonly informer: Informer;
-  private readonly schedule: (sub: Sub) => void;
-  constructor(informer: Informer, schedule: (sub: Sub) => void) {
-    this.informer = informer;
-    this.schedule = schedule;
-  }
-
-  add(sub: Sub): void {
-    this.all.add(sub);
-    const req = sub.request;
-    if (req.target === "name")
-      addTo(this.byName, objectKey(sub.resource!.namespaced ? req.namespace : undefined, req.name!), sub);
-    else addTo(this.selectors, sub.resource!.namespaced ? (req.namespace ?? "") : "", sub);
-  }
-
-  remove(sub: Sub): void {
-    this.all.delete(sub);
-    const req = sub.request;
-    if (req.target === "name")
-      removeFrom(
-        this.byName,
-        objectKey(sub.resource!.namespaced ? req.namespace : undefined, req.name!),
-        sub,
-      );
-    else removeFrom(this.selectors, sub.resource!.namespaced ? (req.namespace ?? "") : "", sub);
-  }
-
-  onEvent(event: InformerEvent): void {
-    const meta = event.object.metadata;
-    for (const sub of this.byName.get(objectKey(meta?.namespace, meta?.name ?? "")) ?? []) this.schedule(sub);
-    const scopes = [
-      this.selectors.get(meta?.namespace ?? ""),
-      meta?.namespace ? this.selectors.get("") : undefined,
-    ];
-    for (const subs of scopes) {
-      for (const sub of subs ?? []) {
-        const selector = sub.request.selector!;
-        if (
-          selector.matches(meta?.labels) ||
-          (event.old !== undefined && selector.matches(event.old.metadata?.labels))
-        )
-          this.schedule(sub);
-      }
-    }
-  }
-
-  onState(_state: InformerState): void {
-    for (const sub of this.all) this.schedule(sub);
-  }
-}
-
-function addTo<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
-  let set = map.get(key);
-  if (!set) map.set(key, (set = new Set()));
-  set.add(sub);
-}
-
-function removeFrom<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
-  const set = map.get(key);
-  set?.delete(sub);
-  if (set?.size === 0) map.delete(key);
-}
-
-/** One subscription's state. */
-class Sub implements Subscription {
-  resource: ResourceInfo | undefined;
-  index: KindIndex | undefined;
-  lease: InformerLease | undefined;
-  current: ResolutionResult | undefined;
-  fingerprint: string | undefined;
-  closed = false;
-  attaching = false;
-  retryTimer: NodeJS.Timeout | undefined;
-  retries = 0;
-  readonly request: CompiledRequest;
-  readonly callback: WatchCallback;
-  private readonly onClose: (sub: Sub) => void;
-  constructor(request: CompiledRequest, callback: WatchCallback, onClose: (sub: Sub) => void) {
-    this.request = request;
-    this.callback = callback;
-    this.onClose = onClose;
-  }
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.onClose(this);
-  }
 }
 
 /** The resolver; make one with {@link createResolver}. */
@@ -195,7 +92,9 @@ export class Resolver {
   private readonly client: KubeClient;
   private readonly ownsClient: boolean;
   private readonly discovery: KindResolver;
-  private readonly pool: InformerPool;
+  private readonly cache: SourceCache;
+  private readonly ownsCache: boolean;
+  private readonly waiter: KindWaiter;
   private readonly logger: Logger;
   private readonly options: ResolverOptions;
   private readonly limits: ComputeLimits;
@@ -203,8 +102,6 @@ export class Resolver {
   private readonly subs = new Set<Sub>();
   private readonly dirty = new Set<Sub>();
   private flushScheduled = false;
-  private readonly waitingForKind = new Set<Sub>();
-  private crdLease: InformerLease | undefined;
   private stopped = false;
 
   constructor(options: ResolverOptions) {
@@ -219,15 +116,28 @@ export class Resolver {
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
       maxValues: options.maxValues ?? MAX_VALUES,
     };
-    const informer: NonNullable<ConstructorParameters<typeof InformerPool>[0]["informer"]> = {};
+    const informer: NonNullable<ConstructorParameters<typeof InformerSourceCache>[0]["informer"]> = {};
     if (options.watchdogMs !== undefined) informer.watchdogMs = options.watchdogMs;
     if (options.onInformerSignal) informer.onSignal = options.onInformerSignal;
-    this.pool = new InformerPool({
-      client: this.client,
-      logger: this.logger,
-      lingerMs: options.informerLingerMs ?? 10_000,
-      informer,
-    });
+    this.cache =
+      options.cache ??
+      new InformerSourceCache({
+        client: this.client,
+        logger: this.logger,
+        lingerMs: options.informerLingerMs ?? 10_000,
+        maxReadBytes: this.limits.maxValueBytes,
+        informer,
+      });
+    this.ownsCache = !options.cache;
+    const waiterOptions: ConstructorParameters<typeof KindWaiter>[0] = {
+      cache: this.cache,
+      retry: (sub) => void this.attach(sub),
+      invalidate: (apiVersion) => this.discovery.invalidate(apiVersion),
+    };
+    if (options.watchCustomResourceDefinitions !== undefined)
+      waiterOptions.watchCustomResourceDefinitions = options.watchCustomResourceDefinitions;
+    if (options.kindRetryMs) waiterOptions.retryMs = options.kindRetryMs;
+    this.waiter = new KindWaiter(waiterOptions);
   }
 
   /** Checks that the API server answers; resolves when it does. */
@@ -293,12 +203,12 @@ export class Resolver {
 
   /** How many informers are open (lingering ones included). */
   get informerCount(): number {
-    return this.pool.size;
+    return this.cache.size;
   }
 
   /** Keys of the open informers, e.g. `/v1/configmaps@*`. */
   informerKeys(): string[] {
-    return this.pool.keys();
+    return this.cache.keys();
   }
 
   /** How many subscriptions are open. */
@@ -310,8 +220,8 @@ export class Resolver {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const sub of [...this.subs]) sub.close();
-    this.crdLease?.release();
-    await this.pool.stop();
+    this.waiter.stop();
+    if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client.close();
   }
 
@@ -360,18 +270,17 @@ export class Resolver {
       if (sub.closed) return;
       const error = toReferenceError(err);
       this.deliver(sub, { ok: false, error });
-      if (error.retryable) this.retryKindLater(sub);
+      if (error.retryable) this.waiter.wait(sub);
       return;
     }
     if (sub.closed) return;
     this.attachResource(sub, resource);
   }
 
-  /** Joins `sub` to the informer of `resource` and computes its first result. */
+  /** Joins `sub` to the index of `resource` and computes its first result. */
   private attachResource(sub: Sub, resource: ResourceInfo): void {
     const req = sub.request;
-    this.waitingForKind.delete(sub);
-    this.updateCrdWatch();
+    this.waiter.done(sub);
     const problem = this.checkResource(req, resource);
     if (problem) {
       this.deliver(sub, { ok: false, error: problem });
@@ -380,17 +289,14 @@ export class Resolver {
     sub.resource = resource;
     const scopeNs =
       this.options.informerScope === "Namespace" && resource.namespaced ? req.namespace : undefined;
-    const lease = this.pool.acquire(resource, scopeNs);
-    sub.lease = lease;
     const key = informerKey(resource, scopeNs);
     let index = this.indexes.get(key);
-    if (!index || index.informer !== lease.informer) {
-      index?.informer.removeListener(index);
-      index = new KindIndex(lease.informer, (s) => this.schedule(s));
-      lease.informer.addListener(index);
+    if (!index) {
+      index = new KindIndex(this.cache, resource, scopeNs, (s) => this.schedule(s));
       this.indexes.set(key, index);
     }
     sub.index = index;
+    // Interest first: every object decoded from now on keeps what `sub` reads.
     index.add(sub);
     this.recompute(sub);
   }
@@ -423,68 +329,14 @@ export class Resolver {
   private unsubscribe(sub: Sub): void {
     this.subs.delete(sub);
     this.dirty.delete(sub);
-    this.waitingForKind.delete(sub);
-    clearTimeout(sub.retryTimer);
+    this.waiter.done(sub);
     const index = sub.index;
-    if (index) {
-      index.remove(sub);
-      sub.index = undefined;
-      if (index.all.size === 0) {
-        index.informer.removeListener(index);
-        const key = informerKey(index.informer.resource, index.informer.namespace);
-        if (this.indexes.get(key) === index) this.indexes.delete(key);
-      }
-    }
-    sub.lease?.release();
-    sub.lease = undefined;
-    this.updateCrdWatch();
-  }
-
-  private retryKindLater(sub: Sub): void {
-    const [first, max] = this.options.kindRetryMs ?? [1000, 60_000];
-    const base = Math.min(max, first * 2 ** Math.min(sub.retries++, 20));
-    const delay = base / 2 + Math.random() * (base / 2);
-    clearTimeout(sub.retryTimer);
-    sub.retryTimer = setTimeout(() => {
-      if (!sub.closed) void this.attach(sub);
-    }, delay);
-    sub.retryTimer.unref?.();
-    this.waitingForKind.add(sub);
-    this.updateCrdWatch();
-  }
-
-  /** Holds a CRD informer exactly while some subscription waits for a kind. */
-  private updateCrdWatch(): void {
-    if (this.options.watchCustomResourceDefinitions === false || this.stopped) return;
-    if (this.waitingForKind.size > 0 && !this.crdLease) {
-      this.crdLease = this.pool.acquire(CRD_RESOURCE);
-      this.crdLease.informer.addListener({
-        onEvent: (event) => this.onCrdEvent(event),
-        onState: () => undefined,
-      });
-    } else if (this.waitingForKind.size === 0 && this.crdLease) {
-      this.crdLease.release();
-      this.crdLease = undefined;
-    }
-  }
-
-  private onCrdEvent(event: InformerEvent): void {
-    if (event.type === "DELETED") return;
-    const crd = event.object as KubeObject & {
-      spec?: { group?: string; names?: { kind?: string } };
-      status?: { conditions?: Array<{ type?: string; status?: string }> };
-    };
-    const established = crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
-    if (!established) return;
-    const group = crd.spec?.group;
-    const kind = crd.spec?.names?.kind;
-    for (const sub of [...this.waitingForKind]) {
-      const [subGroup] = sub.request.apiVersion.includes("/") ? sub.request.apiVersion.split("/") : [""];
-      if (subGroup !== group || sub.request.kind !== kind) continue;
-      this.discovery.invalidate(sub.request.apiVersion);
-      clearTimeout(sub.retryTimer);
-      sub.retries = 0;
-      void this.attach(sub);
+    if (!index) return;
+    sub.index = undefined;
+    index.remove(sub);
+    if (index.all.size === 0) {
+      index.close();
+      for (const [key, i] of this.indexes) if (i === index) this.indexes.delete(key);
     }
   }
 
@@ -502,10 +354,14 @@ export class Resolver {
   }
 
   private recompute(sub: Sub): void {
-    const informer = sub.index?.informer;
-    const result = informer
-      ? computeResult(sub.request, informer, this.limits)
-      : computeResult(sub.request, PENDING_VIEW, this.limits);
+    const index = sub.index;
+    const result = computeResult(sub.request, index ? index.handle : PENDING_VIEW, this.limits);
+    if ("notKept" in result) {
+      // Some object it reads was decoded before it wanted it: read it again; the refresh's event
+      // recomputes. Nothing is pushed meanwhile, so no guess is ever published.
+      index?.refresh(sub);
+      return;
+    }
     this.deliver(sub, result);
   }
 
@@ -525,8 +381,8 @@ export class Resolver {
   }
 }
 
-const PENDING_VIEW = {
-  state: { phase: "Pending" } as InformerState,
+const PENDING_VIEW: SourceView = {
+  state: { phase: "Pending" },
   get: () => undefined,
   list: () => [],
 };
@@ -581,6 +437,10 @@ function placeholderRequest(ref: unknown): CompiledRequest {
     defaultValue: undefined,
     resolution: "Required",
     describe: "an invalid reference",
+    extractors: [],
+    fieldKey: undefined,
+    sortKey: undefined,
+    conditionsKey: undefined,
   };
 }
 

@@ -1,0 +1,206 @@
+/**
+ * Projections: what a source cache keeps of an object instead of the object.
+ *
+ * An informer that kept whole objects would make the controller's memory follow the cluster's
+ * content (every ConfigMap of every tenant, 1 MiB each) rather than its references. A projection
+ * keeps the identity and what selection needs (namespace, name, uid, resourceVersion, generation,
+ * labels, deletion timestamp) for every object, and only for the objects someone reads, the
+ * results of the reads they need ({@link Extractor}s: a fieldPath, a sort path, a condition
+ * check), each bounded in size. The decoded object is dropped as soon as it is projected.
+ */
+import { isReferenceError, type ReferenceError } from "../errors.ts";
+import type { CompiledPath } from "../fieldpath/index.ts";
+import type { KubeObject } from "../kube/client.ts";
+
+/** The identity of a cached object and what label selection needs. */
+export interface ProjectedMeta {
+  readonly name: string;
+  readonly namespace: string | undefined;
+  readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
+  readonly generation: number | undefined;
+  readonly labels: Readonly<Record<string, string>> | undefined;
+  readonly deletionTimestamp: string | undefined;
+}
+
+/**
+ * The outcome of one read, kept in place of the data it was read from. `Value` holds the value
+ * and its size as JSON; `TooLarge` only the size (over the cache's byte cap, so never kept);
+ * `Missing` says in words which step found nothing; `Failed` holds the evaluation's error.
+ */
+export type Read =
+  | { readonly kind: "Value"; readonly value: unknown; readonly bytes: number }
+  | { readonly kind: "TooLarge"; readonly bytes: number; readonly limit: number }
+  | { readonly kind: "Missing"; readonly missing: string }
+  | { readonly kind: "Failed"; readonly error: ReferenceError };
+
+/** One read someone needs from the objects of a kind; equal keys read the same thing. */
+export interface Extractor {
+  /** Identifies the read: extractors with equal keys are interchangeable. */
+  readonly key: string;
+  /** Reads from a whole decoded object; must not keep a reference into it beyond the result. */
+  read(obj: KubeObject, maxBytes: number): Read;
+}
+
+/** What the cache keeps of one object. Immutable once made, except that reads can be pruned. */
+export interface Projection {
+  readonly metadata: ProjectedMeta;
+  /** The reads kept, by extractor key; undefined when nobody reads this object. */
+  readonly reads: ReadonlyMap<string, Read> | undefined;
+}
+
+/** Strings that recur across objects (namespaces) shared rather than kept once per object. */
+export class StringPool {
+  private readonly strings = new Map<string, string>();
+  /** The pooled copy of `s`; pooling stops growing past `max` distinct strings. */
+  intern(s: string | undefined, max = 10_000): string | undefined {
+    if (s === undefined) return undefined;
+    const hit = this.strings.get(s);
+    if (hit !== undefined) return hit;
+    if (this.strings.size < max) this.strings.set(s, s);
+    return s;
+  }
+}
+
+class Meta implements ProjectedMeta {
+  readonly name: string;
+  readonly namespace: string | undefined;
+  readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
+  readonly generation: number | undefined;
+  readonly labels: Readonly<Record<string, string>> | undefined;
+  readonly deletionTimestamp: string | undefined;
+  constructor(m: ProjectedMeta) {
+    // Every field assigned in one order: all projections share one small hidden class.
+    this.name = m.name;
+    this.namespace = m.namespace;
+    this.uid = m.uid;
+    this.resourceVersion = m.resourceVersion;
+    this.generation = m.generation;
+    this.labels = m.labels;
+    this.deletionTimestamp = m.deletionTimestamp;
+  }
+}
+
+class Proj implements Projection {
+  readonly metadata: ProjectedMeta;
+  reads: Map<string, Read> | undefined;
+  constructor(metadata: ProjectedMeta, reads: Map<string, Read> | undefined) {
+    this.metadata = metadata;
+    this.reads = reads;
+  }
+}
+
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+/** The identity part of `obj`, sharing recurring strings through `pool`. */
+export function projectMeta(obj: KubeObject, pool?: StringPool): ProjectedMeta {
+  const m = obj.metadata ?? {};
+  const labels =
+    m.labels && typeof m.labels === "object" && Object.keys(m.labels).length ? m.labels : undefined;
+  return new Meta({
+    name: str(m.name) ?? "",
+    namespace: pool ? pool.intern(str(m.namespace)) : str(m.namespace),
+    uid: str(m.uid),
+    resourceVersion: str(m.resourceVersion),
+    generation: typeof m.generation === "number" ? m.generation : undefined,
+    labels: labels as Readonly<Record<string, string>> | undefined,
+    deletionTimestamp: str(m.deletionTimestamp),
+  });
+}
+
+/**
+ * Projects `obj` for `extractors` (duplicates by key are read once). `obj` is not referenced by
+ * the result except through read values, which are bounded by `maxBytes` each.
+ */
+export function project(
+  obj: KubeObject,
+  extractors: Iterable<Extractor>,
+  maxBytes: number,
+  pool?: StringPool,
+): Projection {
+  let reads: Map<string, Read> | undefined;
+  for (const x of extractors) {
+    if (reads?.has(x.key)) continue;
+    (reads ??= new Map()).set(x.key, x.read(obj, maxBytes));
+  }
+  return new Proj(projectMeta(obj, pool), reads);
+}
+
+/** Keeps only the reads whose keys `keep` accepts; true when anything was dropped. */
+export function pruneReads(projection: Projection, keep: (key: string) => boolean): boolean {
+  const p = projection as Proj;
+  if (!p.reads) return false;
+  let dropped = false;
+  for (const key of [...p.reads.keys()]) {
+    if (!keep(key)) {
+      p.reads.delete(key);
+      dropped = true;
+    }
+  }
+  if (p.reads.size === 0) p.reads = undefined;
+  return dropped;
+}
+
+/** A path read's outcome, sized; a value over `maxBytes` is not kept, only its size. */
+function sizedRead(value: unknown, maxBytes: number): Read {
+  const text = JSON.stringify(value);
+  const bytes = text === undefined ? 0 : Buffer.byteLength(text, "utf8");
+  if (bytes > maxBytes) return { kind: "TooLarge", bytes, limit: maxBytes };
+  // A copy through JSON, so a kept value never shares structure (or a V8 sliced string) with
+  // the decoded object it came from, which must be free to go.
+  return { kind: "Value", value: text === undefined ? value : JSON.parse(text), bytes };
+}
+
+const pathExtractors = new Map<string, Extractor>();
+
+/** The extractor reading `path`; shared by every request that reads the same path text. */
+export function pathExtractor(path: CompiledPath): Extractor {
+  const key = `path:${path.source}`;
+  let x = pathExtractors.get(key);
+  if (x) return x;
+  x = {
+    key,
+    read(obj: KubeObject, maxBytes: number): Read {
+      try {
+        const result = path.evaluate(obj);
+        return result.found
+          ? sizedRead(result.value, maxBytes)
+          : { kind: "Missing", missing: result.missing };
+      } catch (err) {
+        if (isReferenceError(err)) return { kind: "Failed", error: err };
+        throw err;
+      }
+    },
+  };
+  // Bounded like the compiled-path cache: paths come from users.
+  if (pathExtractors.size >= 4096) pathExtractors.clear();
+  pathExtractors.set(key, x);
+  return x;
+}
+
+/** A condition a source must report, e.g. Ready=True. */
+export interface ConditionRequirement {
+  readonly type: string;
+  readonly status: string;
+}
+
+/**
+ * The extractor checking `conditions` against `status.conditions`: its value is the first
+ * unmet condition as text (`condition Ready=True`), or null when every one is met.
+ */
+export function conditionsExtractor(conditions: readonly ConditionRequirement[]): Extractor {
+  const key = `conditions:${JSON.stringify(conditions.map((c) => [c.type, c.status]))}`;
+  return {
+    key,
+    read(obj: KubeObject): Read {
+      const raw = (obj.status as { conditions?: unknown } | undefined)?.conditions;
+      const list = Array.isArray(raw) ? (raw as Array<{ type?: unknown; status?: unknown }>) : [];
+      for (const want of conditions) {
+        if (!list.some((c) => c?.type === want.type && c?.status === want.status))
+          return { kind: "Value", value: `condition ${want.type}=${want.status}`, bytes: 0 };
+      }
+      return { kind: "Value", value: null, bytes: 0 };
+    },
+  };
+}

@@ -1,0 +1,196 @@
+/**
+ * The source cache: shared informers of source kinds that keep {@link Projection}s, not objects.
+ *
+ * This is the seam between the resolver and the cluster. A user of a kind (the resolver keeps one
+ * per kind and scope) acquires it with a {@link KindInterest}: a listener that is also asked,
+ * each time an object of the kind is decoded, which reads it wants kept of that object. So what
+ * the cache holds is what its users read, whatever else the cluster keeps in that kind. When a
+ * user starts reading an object whose data was not kept, it asks for a {@link KindHandle.refresh}
+ * (a targeted read of that object, or of a selector's objects); when it stops, a
+ * {@link KindHandle.prune} drops the reads nobody wants any more.
+ */
+import type { KubeClient } from "../kube/client.ts";
+import type { ResourceInfo } from "../kube/discovery.ts";
+import type { Logger } from "../log.ts";
+import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
+import { informerKey, InformerPool, type InformerLease } from "./pool.ts";
+import {
+  project,
+  pruneReads,
+  StringPool,
+  type Extractor,
+  type ProjectedMeta,
+  type Projection,
+} from "./projection.ts";
+
+export type { RefreshTarget } from "./informer.ts";
+
+/** A user of a kind: told of its changes, and asked what to keep of each object. */
+export interface KindInterest extends InformerListener<Projection> {
+  /** The reads wanted of the object with this identity; asked each time one is decoded. */
+  extractorsFor(meta: ProjectedMeta): Iterable<Extractor>;
+}
+
+/** What a source view offers to read: the cache's state and its projections. */
+export interface SourceView {
+  readonly state: InformerState;
+  get(namespace: string | undefined, name: string): Projection | undefined;
+  list(namespace?: string): Iterable<Projection>;
+}
+
+/** A claim on one kind (in one namespace, or all) of a {@link SourceCache}. */
+export interface KindHandle extends SourceView {
+  /** The claimed resource. */
+  readonly resource: ResourceInfo;
+  /** Reads `target` again, so objects decoded before this user wanted them get its reads. */
+  refresh(target: RefreshTarget): void;
+  /** Drops, from the objects `target` names, the reads no user of the kind wants now. */
+  prune(target: RefreshTarget): void;
+  /** Ends the claim (the interest stops being asked); idempotent. */
+  release(): void;
+}
+
+/** The narrow interface the resolver needs of a source cache. */
+export interface SourceCache {
+  /** Claims the cache of `resource` (in `namespace`, or all) for `interest`. */
+  acquire(resource: ResourceInfo, namespace: string | undefined, interest: KindInterest): KindHandle;
+  /** How many kinds are cached now (lingering ones included). */
+  readonly size: number;
+  /** Keys of the cached kinds, e.g. `/v1/configmaps@*`. */
+  keys(): string[];
+  /** Stops every informer. */
+  stop(): Promise<void>;
+}
+
+/** Options for {@link InformerSourceCache}. */
+export interface InformerSourceCacheOptions {
+  client: Pick<KubeClient, "request" | "watch">;
+  logger?: Logger;
+  /** How long a kind nobody claims is kept before its informer is stopped. @default 10000 */
+  lingerMs?: number;
+  /**
+   * The largest read kept, as JSON bytes; a larger one keeps only its size (and resolves to
+   * `ValueTooLarge`). @default 32768
+   */
+  maxReadBytes?: number;
+  /** Passed to every informer. */
+  informer?: Pick<
+    InformerOptions,
+    "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "pageBytes" | "onSignal"
+  >;
+}
+
+/** Same resourceVersion and the same reads kept: a relist has nothing new to tell. */
+function sameProjection(a: Projection, b: Projection): boolean {
+  if (a.metadata.resourceVersion !== b.metadata.resourceVersion) return false;
+  const x = a.reads;
+  const y = b.reads;
+  if (!x || !y) return x === y;
+  if (x.size !== y.size) return false;
+  for (const key of x.keys()) if (!y.has(key)) return false;
+  return true;
+}
+
+/** The {@link SourceCache} of this project: shared, supervised informers keeping projections. */
+export class InformerSourceCache implements SourceCache {
+  private readonly pool: InformerPool<Projection>;
+  private readonly interests = new Map<string, Set<KindInterest>>();
+  private readonly maxReadBytes: number;
+  private readonly strings = new StringPool();
+
+  constructor(options: InformerSourceCacheOptions) {
+    this.maxReadBytes = options.maxReadBytes ?? 32 * 1024;
+    const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
+      client: options.client,
+      decoder: (key) => ({
+        decode: (obj) => project(obj, this.extractorsFor(key, obj.metadata), this.maxReadBytes, this.strings),
+        same: sameProjection,
+      }),
+    };
+    if (options.logger) poolOptions.logger = options.logger;
+    if (options.lingerMs !== undefined) poolOptions.lingerMs = options.lingerMs;
+    if (options.informer) poolOptions.informer = options.informer;
+    this.pool = new InformerPool<Projection>(poolOptions);
+  }
+
+  get size(): number {
+    return this.pool.size;
+  }
+
+  keys(): string[] {
+    return this.pool.keys();
+  }
+
+  async stop(): Promise<void> {
+    await this.pool.stop();
+  }
+
+  acquire(resource: ResourceInfo, namespace: string | undefined, interest: KindInterest): KindHandle {
+    const key = informerKey(resource, namespace);
+    let set = this.interests.get(key);
+    if (!set) this.interests.set(key, (set = new Set()));
+    set.add(interest);
+    const lease: InformerLease<Projection> = this.pool.acquire(resource, namespace);
+    const informer = lease.informer;
+    informer.addListener(interest);
+    let released = false;
+    const wanted = (meta: ProjectedMeta): Set<string> => {
+      const keys = new Set<string>();
+      for (const i of this.interests.get(key) ?? []) for (const x of i.extractorsFor(meta)) keys.add(x.key);
+      return keys;
+    };
+    return {
+      resource,
+      get state() {
+        return informer.state;
+      },
+      get: (ns, name) => informer.get(ns, name),
+      list: (ns) => informer.list(ns),
+      refresh: (target) => {
+        if (!released) informer.refresh(target);
+      },
+      prune: (target) => {
+        const objects =
+          "name" in target
+            ? [informer.get(target.namespace, target.name)]
+            : informer.list(informer.resource.namespaced ? target.namespace : undefined);
+        for (const p of objects) {
+          if (!p?.reads) continue;
+          const keep = wanted(p.metadata);
+          pruneReads(p, (k) => keep.has(k));
+        }
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        informer.removeListener(interest);
+        const current = this.interests.get(key);
+        current?.delete(interest);
+        if (current?.size === 0) this.interests.delete(key);
+        lease.release();
+      },
+    };
+  }
+
+  private *extractorsFor(key: string, metadata: unknown): Iterable<Extractor> {
+    const interests = this.interests.get(key);
+    if (!interests || interests.size === 0) return;
+    // The interests are asked about the identity before the projection is made.
+    const meta = toMeta(metadata);
+    for (const interest of interests) yield* interest.extractorsFor(meta);
+  }
+}
+
+function toMeta(metadata: unknown): ProjectedMeta {
+  const m = (metadata ?? {}) as Record<string, unknown>;
+  const s = (v: unknown) => (typeof v === "string" ? v : undefined);
+  return {
+    name: s(m.name) ?? "",
+    namespace: s(m.namespace),
+    uid: s(m.uid),
+    resourceVersion: s(m.resourceVersion),
+    generation: typeof m.generation === "number" ? m.generation : undefined,
+    labels: m.labels && typeof m.labels === "object" ? (m.labels as Record<string, string>) : undefined,
+    deletionTimestamp: s(m.deletionTimestamp),
+  };
+}

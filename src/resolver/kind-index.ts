@@ -1,0 +1,118 @@
+/**
+ * The subscriptions of one source kind (and scope), indexed so that an object's event reaches
+ * only the subscriptions it concerns, and so that the source cache can ask, for each object it
+ * decodes, which reads those subscriptions want kept of it.
+ */
+import { objectKey } from "../informers/informer.ts";
+import type { InformerEvent, InformerState } from "../informers/informer.ts";
+import type { Extractor, ProjectedMeta, Projection } from "../informers/projection.ts";
+import type { KindHandle, KindInterest, RefreshTarget, SourceCache } from "../informers/source-cache.ts";
+import type { ResourceInfo } from "../kube/discovery.ts";
+import type { Sub } from "./subscription.ts";
+
+/** See the module comment. Holds its claim on the cache while it has subscriptions. */
+export class KindIndex implements KindInterest {
+  readonly byName = new Map<string, Set<Sub>>();
+  /** Selector subscriptions by namespace ("" for all namespaces or a cluster-scoped kind). */
+  readonly selectors = new Map<string, Set<Sub>>();
+  readonly all = new Set<Sub>();
+  readonly handle: KindHandle;
+  private readonly namespaced: boolean;
+  private readonly schedule: (sub: Sub) => void;
+
+  constructor(
+    cache: SourceCache,
+    resource: ResourceInfo,
+    namespace: string | undefined,
+    schedule: (sub: Sub) => void,
+  ) {
+    this.namespaced = resource.namespaced;
+    this.schedule = schedule;
+    this.handle = cache.acquire(resource, namespace, this);
+  }
+
+  /** Adds `sub`: from now on the objects it reads keep what it reads. */
+  add(sub: Sub): void {
+    this.all.add(sub);
+    const req = sub.request;
+    if (req.target === "name") addTo(this.byName, this.nameKey(sub), sub);
+    else addTo(this.selectors, this.scopeOf(sub), sub);
+  }
+
+  /** Removes `sub` and drops the reads nobody else wants from the objects it read. */
+  remove(sub: Sub): void {
+    if (!this.all.delete(sub)) return;
+    const req = sub.request;
+    if (req.target === "name") removeFrom(this.byName, this.nameKey(sub), sub);
+    else removeFrom(this.selectors, this.scopeOf(sub), sub);
+    if (this.all.size > 0) this.handle.prune(this.targetOf(sub));
+  }
+
+  /** Asks the cache to read again what `sub` reads (its data was not kept). */
+  refresh(sub: Sub): void {
+    this.handle.refresh(this.targetOf(sub));
+  }
+
+  /** Ends the claim on the cache. */
+  close(): void {
+    this.handle.release();
+  }
+
+  *extractorsFor(meta: ProjectedMeta): Iterable<Extractor> {
+    for (const sub of this.byName.get(objectKey(meta.namespace, meta.name)) ?? [])
+      yield* sub.request.extractors;
+    for (const sub of this.selectorsFor(meta.namespace)) {
+      if (sub.request.selector!.matches(meta.labels)) yield* sub.request.extractors;
+    }
+  }
+
+  onEvent(event: InformerEvent<Projection>): void {
+    const meta = event.object.metadata;
+    for (const sub of this.byName.get(objectKey(meta.namespace, meta.name)) ?? []) this.schedule(sub);
+    for (const sub of this.selectorsFor(meta.namespace)) {
+      const selector = sub.request.selector!;
+      if (
+        selector.matches(meta.labels) ||
+        (event.old !== undefined && selector.matches(event.old.metadata.labels))
+      )
+        this.schedule(sub);
+    }
+  }
+
+  onState(_state: InformerState): void {
+    for (const sub of this.all) this.schedule(sub);
+  }
+
+  private *selectorsFor(namespace: string | undefined): Iterable<Sub> {
+    yield* this.selectors.get(namespace ?? "") ?? [];
+    if (namespace) yield* this.selectors.get("") ?? [];
+  }
+
+  private nameKey(sub: Sub): string {
+    return objectKey(this.namespaced ? sub.request.namespace : undefined, sub.request.name!);
+  }
+
+  private scopeOf(sub: Sub): string {
+    return this.namespaced ? (sub.request.namespace ?? "") : "";
+  }
+
+  private targetOf(sub: Sub): RefreshTarget {
+    const req = sub.request;
+    const namespace = this.namespaced ? req.namespace : undefined;
+    return req.target === "name"
+      ? { namespace, name: req.name! }
+      : { namespace, labelSelector: req.selector!.key };
+  }
+}
+
+function addTo<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(sub);
+}
+
+function removeFrom<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
+  const set = map.get(key);
+  set?.delete(sub);
+  if (set?.size === 0) map.delete(key);
+}

@@ -1,0 +1,119 @@
+/**
+ * Waiting for kinds: a subscription whose kind the API server does not serve (yet) is retried on
+ * a backoff, and, while any waits, CustomResourceDefinitions are watched so that it is retried as
+ * soon as its CRD is established.
+ */
+import type { InformerEvent } from "../informers/informer.ts";
+import {
+  conditionsExtractor,
+  pathExtractor,
+  type Extractor,
+  type Projection,
+} from "../informers/projection.ts";
+import type { KindHandle, SourceCache } from "../informers/source-cache.ts";
+import type { ResourceInfo } from "../kube/discovery.ts";
+import { compileFieldPath } from "../fieldpath/index.ts";
+import type { Sub } from "./subscription.ts";
+
+const CRD_RESOURCE: ResourceInfo = {
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  resource: "customresourcedefinitions",
+  kind: "CustomResourceDefinition",
+  namespaced: false,
+  verbs: ["list", "watch"],
+};
+
+/** What the CRD cache keeps of each CRD: its group, its kind, and whether it is established. */
+const GROUP = pathExtractor(compileFieldPath("spec.group"));
+const KIND = pathExtractor(compileFieldPath("spec.names.kind"));
+const ESTABLISHED = conditionsExtractor([{ type: "Established", status: "True" }]);
+const CRD_READS: readonly Extractor[] = [GROUP, KIND, ESTABLISHED];
+
+/** Options for {@link KindWaiter}. */
+export interface KindWaiterOptions {
+  cache: SourceCache;
+  /** Watch CRDs while some subscription waits. @default true */
+  watchCustomResourceDefinitions?: boolean;
+  /** First and longest retry. @default [1000, 60000] */
+  retryMs?: [number, number];
+  /** Tries `sub` again (its kind may be served now). */
+  retry(sub: Sub): void;
+  /** Forgets what discovery knew of `apiVersion`, before a retry prompted by its CRD. */
+  invalidate(apiVersion: string): void;
+}
+
+/** See the module comment. */
+export class KindWaiter {
+  private readonly waiting = new Set<Sub>();
+  private crds: KindHandle | undefined;
+  private stopped = false;
+  private readonly options: KindWaiterOptions;
+
+  constructor(options: KindWaiterOptions) {
+    this.options = options;
+  }
+
+  /** Retries `sub` later, on its backoff, or as soon as a CRD of its kind is established. */
+  wait(sub: Sub): void {
+    const [first, max] = this.options.retryMs ?? [1000, 60_000];
+    const base = Math.min(max, first * 2 ** Math.min(sub.retries++, 20));
+    const delay = base / 2 + Math.random() * (base / 2);
+    clearTimeout(sub.retryTimer);
+    sub.retryTimer = setTimeout(() => {
+      if (!sub.closed) this.options.retry(sub);
+    }, delay);
+    sub.retryTimer.unref?.();
+    this.waiting.add(sub);
+    this.update();
+  }
+
+  /** `sub` waits no more (attached, or closed). */
+  done(sub: Sub): void {
+    clearTimeout(sub.retryTimer);
+    if (this.waiting.delete(sub)) this.update();
+  }
+
+  /** Stops watching CRDs. */
+  stop(): void {
+    this.stopped = true;
+    this.crds?.release();
+    this.crds = undefined;
+  }
+
+  /** Holds the CRD cache exactly while some subscription waits. */
+  private update(): void {
+    if (this.options.watchCustomResourceDefinitions === false || this.stopped) return;
+    if (this.waiting.size > 0 && !this.crds) {
+      this.crds = this.options.cache.acquire(CRD_RESOURCE, undefined, {
+        extractorsFor: () => CRD_READS,
+        onEvent: (event) => this.onCrdEvent(event),
+        onState: () => undefined,
+      });
+    } else if (this.waiting.size === 0 && this.crds) {
+      this.crds.release();
+      this.crds = undefined;
+    }
+  }
+
+  private onCrdEvent(event: InformerEvent<Projection>): void {
+    if (event.type === "DELETED") return;
+    const reads = event.object.reads;
+    const value = (x: Extractor) => {
+      const read = reads?.get(x.key);
+      return read?.kind === "Value" ? read.value : undefined;
+    };
+    // The conditions read is null when every wanted condition is met.
+    if (value(ESTABLISHED) !== null) return;
+    const group = value(GROUP);
+    const kind = value(KIND);
+    for (const sub of [...this.waiting]) {
+      const [subGroup] = sub.request.apiVersion.includes("/") ? sub.request.apiVersion.split("/") : [""];
+      if (subGroup !== group || sub.request.kind !== kind) continue;
+      this.options.invalidate(sub.request.apiVersion);
+      clearTimeout(sub.retryTimer);
+      sub.retries = 0;
+      this.options.retry(sub);
+    }
+  }
+}
