@@ -10,7 +10,13 @@ import {
 } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
-import { Informer, type InformerEvent, type InformerOptions, type InformerState } from "./informer.ts";
+import {
+  compareResourceVersions,
+  Informer,
+  type InformerEvent,
+  type InformerOptions,
+  type InformerState,
+} from "./informer.ts";
 
 const configMaps: ResourceInfo = {
   group: "",
@@ -125,12 +131,16 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
     this.lists.push({ path, query: options.query, at: Date.now() });
     const err = this.listErrors.shift();
     if (err) throw err;
-    const items = [...this.objects.values()];
+    const fieldSelector = options.query?.fieldSelector;
+    const items = [...this.objects.values()].filter(
+      (o) => fieldSelector === undefined || fieldSelector === `metadata.name=${o.metadata?.name}`,
+    );
     const start = Number(options.query?.continue ?? 0);
     const limit = Number(options.query?.limit ?? items.length);
     const next = start + limit < items.length ? String(start + limit) : undefined;
     const page = { metadata: { resourceVersion: this.resourceVersion, continue: next }, items };
     page.items = items.slice(start, start + limit);
+    options.onBodyLength?.(JSON.stringify(page).length);
     return structuredClone(page) as T;
   }
 
@@ -680,5 +690,107 @@ describe("Informer: stop", () => {
     await waiting;
     await informer.whenSettled();
     expect(informer.state).toEqual({ phase: "Pending" });
+  });
+});
+
+describe("Informer list pages", () => {
+  it.each([
+    {
+      reason: "large objects: after a first page of 10, pages shrink to about pageBytes",
+      count: 30,
+      bytes: 100_000,
+      want: (limits: number[]) => expect(limits.slice(0, 2)).toEqual([10, 2]),
+    },
+    {
+      reason: "small objects: after a first page of 10, pages grow to pageSize",
+      count: 600,
+      bytes: 10,
+      want: (limits: number[]) => expect(limits.slice(0, 2)).toEqual([10, 500]),
+    },
+  ])("$reason", async ({ count, bytes, want }) => {
+    const kube = new FakeKube();
+    for (let i = 0; i < count; i++) kube.put(`cm-${i}`, { blob: "x".repeat(bytes) });
+    const { informer } = await startWatching(kube, { pageBytes: 250_000 });
+    want(kube.lists.map((l) => Number(l.query?.limit)));
+    expect(informer.size).toBe(count);
+  });
+});
+
+describe("Informer.refresh", () => {
+  it("reads a cached object again by name with the list verb and tells listeners, unless the cache is newer", async () => {
+    const kube = new FakeKube();
+    kube.put("a", { v: 1 });
+    kube.put("b", { v: 1 });
+    const { informer, recorder } = await startWatching(kube);
+    recorder.events.length = 0;
+    kube.put("a", { v: 2 }); // rv 103: the watch has not delivered it yet
+    informer.refresh({ namespace: "team-a", name: "a" });
+    await until("the refresh", () => recorder.events.length === 1);
+    expect(kube.lists.at(-1)?.query?.fieldSelector).toBe("metadata.name=a");
+    expect(recorder.events).toEqual(["MODIFIED a@103 old=a@101"]);
+    expect(informer.get("team-a", "a")?.data).toEqual({ v: 2 });
+
+    // The watch catches up with an event older than the cache: dropped, nothing told.
+    kube.last.send("MODIFIED", {
+      ...structuredClone(kube.objects.get("team-a/a")!),
+      metadata: { name: "a", namespace: "team-a", resourceVersion: "102" },
+    });
+    await quiesce();
+    expect(recorder.events).toHaveLength(1);
+    expect(informer.get("team-a", "a")?.metadata?.resourceVersion).toBe("103");
+  });
+
+  it("never adds an object the watch has not brought (the watch owns additions and deletions)", async () => {
+    const kube = new FakeKube();
+    const { informer, recorder } = await startWatching(kube);
+    kube.put("new");
+    informer.refresh({ namespace: "team-a", name: "new" });
+    await until("the refresh list", () => kube.lists.length === 2);
+    await quiesce();
+    expect(informer.get("team-a", "new")).toBeUndefined();
+    expect(recorder.events).toEqual([]);
+  });
+
+  it("requests made together are read together, and a failed read is retried with backoff", async () => {
+    const kube = new FakeKube();
+    kube.put("a");
+    kube.put("b");
+    const { informer, recorder } = await startWatching(kube);
+    recorder.events.length = 0;
+    kube.listErrors = [new ApiError("GET", "/x", 500, "InternalError", "etcd is slow")];
+    informer.refresh({ namespace: "team-a", name: "a" });
+    informer.refresh({ namespace: "team-a", name: "a" });
+    informer.refresh({ namespace: "team-a", name: "b" });
+    await until("the failed round", () => kube.lists.length === 3);
+    await quiesce();
+    // One read per object asked for (the two requests for a are one), a's failed.
+    expect(kube.lists.slice(1).map((l) => l.query?.fieldSelector)).toEqual([
+      "metadata.name=a",
+      "metadata.name=b",
+    ]);
+    expect(recorder.events).toEqual(["MODIFIED b@102 old=b@102"]);
+    jest.advanceTimersByTime(1_000);
+    await until("the retried round", () => recorder.events.some((e) => e.startsWith("MODIFIED a@")));
+    expect(kube.lists.slice(3).map((l) => l.query?.fieldSelector)).toEqual([
+      "metadata.name=a",
+      "metadata.name=b",
+    ]);
+  });
+});
+
+describe("compareResourceVersions", () => {
+  it.each([
+    { reason: "integers compare by value, not as text", a: "9", b: "10", want: -1 },
+    { reason: "equal is 0", a: "42", b: "42", want: 0 },
+    {
+      reason: "longer integers beyond 2^53 still compare exactly",
+      a: "90071992547409930",
+      b: "90071992547409929",
+      want: 1,
+    },
+    { reason: "an opaque (non-integer) version never compares", a: "abc", b: "10", want: 0 },
+    { reason: "an absent version never compares", a: undefined, b: "10", want: 0 },
+  ])("$reason", ({ a, b, want }) => {
+    expect(Math.sign(compareResourceVersions(a, b))).toBe(want);
   });
 });

@@ -395,7 +395,8 @@ export class Informer<T extends Cached = KubeObject> {
     this.refreshQueue.set(key, target);
     if (!this.refreshing) {
       this.refreshing = true;
-      setImmediate(() => void this.refreshRounds());
+      // After the current burst of requests (a resolver flush asks for many at once).
+      void Promise.resolve().then(() => this.refreshRounds());
     }
   }
 

@@ -32,7 +32,7 @@ export type { Subscription, WatchCallback } from "./subscription.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
-  /** Where to connect; give this or `client`. */
+  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
   kubeConfig?: KubeConfig;
   /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
   client?: KubeClient;
@@ -89,7 +89,7 @@ export interface WatchOptions {
 
 /** The resolver; make one with {@link createResolver}. */
 export class Resolver {
-  private readonly client: KubeClient;
+  private readonly client: KubeClient | undefined;
   private readonly ownsClient: boolean;
   private readonly discovery: KindResolver;
   private readonly cache: SourceCache;
@@ -105,13 +105,16 @@ export class Resolver {
   private stopped = false;
 
   constructor(options: ResolverOptions) {
-    if (!options.client && !options.kubeConfig)
+    if (!options.client && !options.kubeConfig && (!options.cache || !options.discovery))
       throw new Error("createResolver needs a kubeConfig or a client");
     this.options = options;
-    this.client = options.client ?? new KubeClient({ kubeConfig: options.kubeConfig! });
-    this.ownsClient = !options.client;
+    const needsClient = !options.cache || !options.discovery;
+    this.client =
+      options.client ??
+      (needsClient || options.kubeConfig ? new KubeClient({ kubeConfig: options.kubeConfig! }) : undefined);
+    this.ownsClient = !options.client && this.client !== undefined;
     this.logger = options.logger ?? silentLogger;
-    this.discovery = options.discovery ?? new Discovery({ client: this.client });
+    this.discovery = options.discovery ?? new Discovery({ client: this.client! });
     this.limits = {
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
       maxValues: options.maxValues ?? MAX_VALUES,
@@ -122,7 +125,7 @@ export class Resolver {
     this.cache =
       options.cache ??
       new InformerSourceCache({
-        client: this.client,
+        client: this.client!,
         logger: this.logger,
         lingerMs: options.informerLingerMs ?? 10_000,
         maxReadBytes: this.limits.maxValueBytes,
@@ -142,7 +145,7 @@ export class Resolver {
 
   /** Checks that the API server answers; resolves when it does. */
   async start(): Promise<void> {
-    await this.client.request("GET", "/version");
+    await this.client?.request("GET", "/version");
   }
 
   /**
@@ -222,7 +225,7 @@ export class Resolver {
     for (const sub of [...this.subs]) sub.close();
     this.waiter.stop();
     if (this.ownsCache) await this.cache.stop();
-    if (this.ownsClient) await this.client.close();
+    if (this.ownsClient) await this.client?.close();
   }
 
   /** The first result that is not Pending, or Pending after `resolveTimeoutMs`. */
