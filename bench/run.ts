@@ -32,7 +32,12 @@ const phaseSeconds = Number(arg("seconds") ?? (quick ? 3 : 10));
 const fanOut = Number(arg("fan-out") ?? (quick ? 100 : 1000));
 const selectorObjects = Number(arg("selector-objects") ?? (quick ? 1000 : 10000));
 const selectorRefs = Number(arg("selector-refs") ?? (quick ? 100 : 1000));
+/** The cluster-content scenario: Referables, and unreferenced ConfigMaps of about 1 MiB beside them. */
+const contentRefs = Number(arg("content-refs") ?? (quick ? 100 : 1000));
+const contentObjects = Number(arg("content-objects") ?? (quick ? 20 : 400));
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
+/** Which scenarios run: sizes (with propagation), fanout, selectors, content. @default all */
+const scenarios = new Set((arg("scenarios") ?? "sizes,fanout,selectors,content").split(","));
 const profile = process.argv.includes("--profile");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
@@ -765,6 +770,126 @@ async function runSelectors(client: KubeClient, plane: ControlPlane, objects: nu
   return { objects, refs, coldStartSeconds, latency: stats(latencies), cost: settled };
 }
 
+interface ContentResult {
+  refs: number;
+  objects: number;
+  objectBytes: number;
+  coldStartSeconds: number;
+  /** Highest RSS and heap sampled every 200 ms from start-up to the end of the rewrite. */
+  peakRssMiB: number;
+  peakHeapMiB: number;
+  steady: Cost;
+  /** Heap the source cache keeps per object nobody reads, from bench/projection-cost.ts. */
+  bytesPerUnreferencedObject: number;
+}
+
+/** Samples the controller's RSS and heap every 200 ms until stopped; returns the highest seen. */
+function samplePeaks(c: Controller): { stop(): Promise<{ rssMiB: number; heapMiB: number }> } {
+  let rss = 0;
+  let heap = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const m = await scrape(c).catch(() => undefined);
+      if (m) {
+        rss = Math.max(rss, m.get("process_resident_memory_bytes") ?? 0);
+        heap = Math.max(heap, m.get("nodejs_heap_size_used_bytes") ?? 0);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { rssMiB: Number(mib(rss)), heapMiB: Number(mib(heap)) };
+    },
+  };
+}
+
+/** Bytes kept per unreferenced object, measured exactly in a process of its own (--expose-gc). */
+async function projectionCost(): Promise<number> {
+  const script = join(repoRoot, "bench", "projection-cost.ts");
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ["--expose-gc", script, "--objects", "20000", "--data-bytes", "100000"],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    let text = "";
+    child.stdout.on("data", (d: Buffer) => (text += d.toString()));
+    child.on("exit", (code) =>
+      code === 0 ? resolve(text) : reject(new Error(`projection-cost exited with ${code}`)),
+    );
+  });
+  return (JSON.parse(output.trim()) as { bytesPerObject: number }).bytesPerObject;
+}
+
+/**
+ * What the cluster holds beside the references: `refs` Referables over small sources, and
+ * `objects` ConfigMaps of about 1 MiB in another namespace that nothing reads. The controller is
+ * cold-started with them all in the cluster (its list pages through them), then every big
+ * object is rewritten while it runs (its watch carries them).
+ */
+async function runClusterContent(
+  client: KubeClient,
+  plane: ControlPlane,
+  refs: number,
+  objects: number,
+): Promise<ContentResult> {
+  log(`cluster content: ${refs} Referables, ${objects} unreferenced ConfigMaps of about 1 MiB`);
+  const objectBytes = 1_000_000;
+  const fx = await makeNamedFixture(client, refs);
+  const ns = `${NS}-content`;
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+  });
+  const big = Array.from({ length: objects }, (_, i) => i);
+  const write = (i: number, round: number) =>
+    client.request(
+      round === 0 ? "POST" : "PUT",
+      `/api/v1/namespaces/${ns}/configmaps${round === 0 ? "" : `/big-${i}`}`,
+      {
+        body: {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: `big-${i}` },
+          data: { blob: String.fromCharCode(97 + ((i + round) % 26)).repeat(objectBytes) },
+        },
+        timeoutMs: 120_000,
+      },
+    );
+  await pool(big, 4, (i) => write(i, 0));
+
+  const selector = `bench-set=${fx.label}`;
+  const watch = new ReferableWatch(client, selector);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, selector);
+  const peaks = samplePeaks(c);
+  await until(`all ${refs} Referables Ready`, () => (watch.readyCount() >= refs ? true : undefined), 600_000);
+  const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
+  log(`cluster content: rewriting the ${objects} big ConfigMaps while the controller runs`);
+  await pool(big, 4, (i) => write(i, 1));
+  const peak = await peaks.stop();
+  const steady = await cost(c);
+  await c.stop();
+  watch.close();
+  await deleteFixtures(client, fx.label);
+  await client.request("DELETE", `/api/v1/namespaces/${ns}`, { timeoutMs: 300_000 });
+  return {
+    refs,
+    objects,
+    objectBytes,
+    coldStartSeconds,
+    peakRssMiB: peak.rssMiB,
+    peakHeapMiB: peak.heapMiB,
+    steady,
+    bytesPerUnreferencedObject: await projectionCost(),
+  };
+}
+
 // ---------- main ----------
 
 async function main(): Promise<void> {
@@ -786,9 +911,15 @@ async function main(): Promise<void> {
     await idle.stop();
 
     const results: SizeResult[] = [];
-    for (const n of sizes) results.push(await runSize(client, plane, n, baseline.heapMiB));
-    const fan = await runFanOut(client, plane, fanOut);
-    const selectors = await runSelectors(client, plane, selectorObjects, selectorRefs);
+    if (scenarios.has("sizes"))
+      for (const n of sizes) results.push(await runSize(client, plane, n, baseline.heapMiB));
+    const fan = scenarios.has("fanout") ? await runFanOut(client, plane, fanOut) : undefined;
+    const selectors = scenarios.has("selectors")
+      ? await runSelectors(client, plane, selectorObjects, selectorRefs)
+      : undefined;
+    const content = scenarios.has("content")
+      ? await runClusterContent(client, plane, contentRefs, contentObjects)
+      : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -807,6 +938,8 @@ async function main(): Promise<void> {
         fanOut,
         selectorObjects,
         selectorRefs,
+        contentRefs,
+        contentObjects,
         controllerNodeOptions,
         etcd: "--unsafe-no-fsync (test data)",
       },
@@ -815,6 +948,7 @@ async function main(): Promise<void> {
       sizes: results,
       fanOut: fan,
       selectors,
+      content,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
     await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
@@ -834,8 +968,10 @@ function printTable(r: {
   floor: Floor;
   baseline: Cost;
   sizes: SizeResult[];
-  fanOut: { n: number; samples: Stats };
-  selectors: { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost };
+  fanOut: { n: number; samples: Stats } | undefined;
+  selectors:
+    { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
+  content: ContentResult | undefined;
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
   p(`\n${r.command}`);
@@ -876,12 +1012,19 @@ function printTable(r: {
     );
   }
   p("");
-  p(
-    `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds)`,
-  );
-  p(
-    `selectors: ${r.selectors.refs} Referables (half Single, half Multiple) over ${r.selectors.objects} objects: cold start ${r.selectors.coldStartSeconds.toFixed(1)} s, propagation p50 ${ms(r.selectors.latency.p50)} ms p99 ${ms(r.selectors.latency.p99)} ms, RSS ${r.selectors.cost.rssMiB} MiB, heap ${r.selectors.cost.heapMiB} MiB`,
-  );
+  if (r.fanOut)
+    p(
+      `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds)`,
+    );
+  if (r.selectors)
+    p(
+      `selectors: ${r.selectors.refs} Referables (half Single, half Multiple) over ${r.selectors.objects} objects: cold start ${r.selectors.coldStartSeconds.toFixed(1)} s, propagation p50 ${ms(r.selectors.latency.p50)} ms p99 ${ms(r.selectors.latency.p99)} ms, RSS ${r.selectors.cost.rssMiB} MiB, heap ${r.selectors.cost.heapMiB} MiB`,
+    );
+  const c = r.content;
+  if (c)
+    p(
+      `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
+    );
 }
 
 await main();

@@ -101,8 +101,50 @@ export function objectKey(namespace: string | undefined, name: string): string {
   return namespace ? `${namespace}/${name}` : name;
 }
 
-function keyOf(obj: Cached): string {
-  return objectKey(obj.metadata?.namespace, obj.metadata?.name ?? "");
+/**
+ * Cached objects by namespace, then name. Two levels rather than one map keyed by
+ * "namespace/name": the inner key is the object's own name string, so no key string is made and
+ * kept per object (a cache of many small projections pays for every byte of its index).
+ */
+class ObjectStore<T extends Cached> {
+  private readonly byNamespace = new Map<string, Map<string, T>>();
+  private count = 0;
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.byNamespace.get(namespace ?? "")?.get(name);
+  }
+
+  getLike(obj: Cached): T | undefined {
+    return this.get(obj.metadata?.namespace, obj.metadata?.name ?? "");
+  }
+
+  set(obj: T): void {
+    const ns = obj.metadata?.namespace ?? "";
+    let names = this.byNamespace.get(ns);
+    if (!names) this.byNamespace.set(ns, (names = new Map()));
+    const name = obj.metadata?.name ?? "";
+    if (!names.has(name)) this.count++;
+    names.set(name, obj);
+  }
+
+  delete(obj: Cached): void {
+    const ns = obj.metadata?.namespace ?? "";
+    const names = this.byNamespace.get(ns);
+    if (names?.delete(obj.metadata?.name ?? "")) this.count--;
+    if (names?.size === 0) this.byNamespace.delete(ns);
+  }
+
+  *values(namespace?: string): Iterable<T> {
+    if (namespace !== undefined) {
+      yield* this.byNamespace.get(namespace)?.values() ?? [];
+      return;
+    }
+    for (const names of this.byNamespace.values()) yield* names.values();
+  }
+
+  get size(): number {
+    return this.count;
+  }
 }
 
 /** Drops what nobody reads and everybody pays for. */
@@ -147,7 +189,7 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly decode: (obj: KubeObject) => T;
   private readonly same: (a: T, b: T) => boolean;
   private readonly listeners = new Set<InformerListener<T>>();
-  private store = new Map<string, T>();
+  private store = new ObjectStore<T>();
   /** Bytes of JSON per object seen in the last list page, to size the next page. */
   private bytesPerObject: number | undefined;
   private readonly refreshQueue = new Map<string, RefreshTarget>();
@@ -194,14 +236,12 @@ export class Informer<T extends Cached = KubeObject> {
 
   /** The cached object, or undefined. */
   get(namespace: string | undefined, name: string): T | undefined {
-    return this.store.get(objectKey(this.resource.namespaced ? namespace : undefined, name));
+    return this.store.get(this.resource.namespaced ? namespace : undefined, name);
   }
 
   /** Every cached object (of `namespace` when given). Do not mutate what it yields. */
   *list(namespace?: string): Iterable<T> {
-    for (const obj of this.store.values()) {
-      if (namespace === undefined || obj.metadata?.namespace === namespace) yield obj;
-    }
+    yield* this.store.values(this.resource.namespaced ? namespace : undefined);
   }
 
   /** How many objects are cached. */
@@ -359,9 +399,9 @@ export class Informer<T extends Cached = KubeObject> {
 
   private async relist(): Promise<void> {
     this.onSignal?.("relist");
-    const fresh = new Map<string, T>();
+    const fresh = new ObjectStore<T>();
     const resourceVersion = await this.listPaged(this.path, { labelSelector: this.labelSelector }, (item) =>
-      fresh.set(keyOf(item), item),
+      fresh.set(item),
     );
     if (resourceVersion === undefined) return;
 
@@ -369,13 +409,13 @@ export class Informer<T extends Cached = KubeObject> {
     const previous = this.store;
     this.store = fresh;
     this.resourceVersion = resourceVersion;
-    for (const [key, obj] of fresh) {
-      const old = previous.get(key);
+    for (const obj of fresh.values()) {
+      const old = previous.getLike(obj);
       if (!old) this.emit({ type: "ADDED", object: obj, old: undefined });
       else if (!this.same(old, obj)) this.emit({ type: "MODIFIED", object: obj, old });
     }
-    for (const [key, old] of previous) {
-      if (!fresh.has(key)) this.emit({ type: "DELETED", object: old, old });
+    for (const old of previous.values()) {
+      if (!fresh.getLike(old)) this.emit({ type: "DELETED", object: old, old });
     }
     if (this.current.phase !== "Synced") this.setState({ phase: "Synced" });
   }
@@ -467,11 +507,10 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private applyRead(item: T): void {
-    const key = keyOf(item);
-    const old = this.store.get(key);
+    const old = this.store.getLike(item);
     if (!old) return;
     if (compareResourceVersions(old.metadata?.resourceVersion, item.metadata?.resourceVersion) > 0) return;
-    this.store.set(key, item);
+    this.store.set(item);
     this.emit({ type: "MODIFIED", object: item, old });
   }
 
@@ -538,20 +577,18 @@ export class Informer<T extends Cached = KubeObject> {
       case "ADDED":
       case "MODIFIED": {
         const rv = raw.metadata?.resourceVersion;
-        const key = keyOf(raw);
-        const old = this.store.get(key);
+        const old = this.store.getLike(raw);
         this.resourceVersion = rv ?? this.resourceVersion;
         // A refresh may have cached a newer version than the watch has reached: keep it.
         if (old && compareResourceVersions(old.metadata?.resourceVersion, rv) > 0) return undefined;
         const obj = this.decode(raw);
-        this.store.set(key, obj);
+        this.store.set(obj);
         this.emit({ type: old ? "MODIFIED" : "ADDED", object: obj, old });
         return undefined;
       }
       case "DELETED": {
-        const key = keyOf(raw);
-        const old = this.store.get(key);
-        this.store.delete(key);
+        const old = this.store.getLike(raw);
+        this.store.delete(raw);
         this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
         this.emit({ type: "DELETED", object: this.decode(raw), old });
         return undefined;

@@ -49,64 +49,98 @@ export interface Projection {
   readonly reads: ReadonlyMap<string, Read> | undefined;
 }
 
-/** Strings that recur across objects (namespaces) shared rather than kept once per object. */
+/**
+ * Values that recur across objects (namespaces, whole label sets: Helm and Argo stamp the same
+ * labels on many objects) shared rather than kept once per object. Bounded: past `max` distinct
+ * entries it stops pooling and hands values back as they are.
+ */
 export class StringPool {
   private readonly strings = new Map<string, string>();
-  /** The pooled copy of `s`; pooling stops growing past `max` distinct strings. */
-  intern(s: string | undefined, max = 10_000): string | undefined {
+  private readonly labelSets = new Map<string, Readonly<Record<string, string>>>();
+  private readonly max: number;
+
+  constructor(max = 10_000) {
+    this.max = max;
+  }
+
+  /** The pooled copy of `s`. */
+  intern(s: string | undefined): string | undefined {
     if (s === undefined) return undefined;
     const hit = this.strings.get(s);
     if (hit !== undefined) return hit;
-    if (this.strings.size < max) this.strings.set(s, s);
+    if (this.strings.size < this.max) this.strings.set(s, s);
     return s;
+  }
+
+  /** The pooled copy of an equal label set (frozen, so sharing it is safe). */
+  labels(labels: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+    const key = JSON.stringify(labels);
+    const hit = this.labelSets.get(key);
+    if (hit) return hit;
+    const frozen = Object.freeze({ ...labels });
+    if (this.labelSets.size < this.max) this.labelSets.set(key, frozen);
+    return frozen;
   }
 }
 
-class Meta implements ProjectedMeta {
+const SMALL_DECIMAL = /^[1-9][0-9]{0,14}$/;
+
+/**
+ * One class for a projection and its identity, with every field assigned in one order so all
+ * projections share one small hidden class: this is what the cache keeps for each of the
+ * cluster's objects, read or not, so every field costs (see BENCHMARKS.md, bytes per object).
+ */
+class Proj implements Projection, ProjectedMeta {
   readonly name: string;
   readonly namespace: string | undefined;
   readonly uid: string | undefined;
-  readonly resourceVersion: string | undefined;
+  /** A resourceVersion that is a small decimal is kept as a number: no string per object. */
+  private readonly rv: string | number | undefined;
   readonly generation: number | undefined;
   readonly labels: Readonly<Record<string, string>> | undefined;
   readonly deletionTimestamp: string | undefined;
-  constructor(m: ProjectedMeta) {
-    // Every field assigned in one order: all projections share one small hidden class.
+  reads: Map<string, Read> | undefined;
+
+  constructor(m: ProjectedMeta, reads: Map<string, Read> | undefined) {
     this.name = m.name;
     this.namespace = m.namespace;
     this.uid = m.uid;
-    this.resourceVersion = m.resourceVersion;
+    const rv = m.resourceVersion;
+    this.rv = rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
     this.generation = m.generation;
     this.labels = m.labels;
     this.deletionTimestamp = m.deletionTimestamp;
-  }
-}
-
-class Proj implements Projection {
-  readonly metadata: ProjectedMeta;
-  reads: Map<string, Read> | undefined;
-  constructor(metadata: ProjectedMeta, reads: Map<string, Read> | undefined) {
-    this.metadata = metadata;
     this.reads = reads;
+  }
+
+  get resourceVersion(): string | undefined {
+    return typeof this.rv === "number" ? String(this.rv) : this.rv;
+  }
+
+  get metadata(): ProjectedMeta {
+    return this;
   }
 }
 
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
-/** The identity part of `obj`, sharing recurring strings through `pool`. */
+/** The identity part of `obj`, sharing recurring values through `pool`. */
 export function projectMeta(obj: KubeObject, pool?: StringPool): ProjectedMeta {
   const m = obj.metadata ?? {};
-  const labels =
-    m.labels && typeof m.labels === "object" && Object.keys(m.labels).length ? m.labels : undefined;
-  return new Meta({
+  let labels =
+    m.labels && typeof m.labels === "object" && Object.keys(m.labels).length
+      ? (m.labels as Readonly<Record<string, string>>)
+      : undefined;
+  if (labels && pool) labels = pool.labels(labels);
+  return {
     name: str(m.name) ?? "",
     namespace: pool ? pool.intern(str(m.namespace)) : str(m.namespace),
     uid: str(m.uid),
     resourceVersion: str(m.resourceVersion),
     generation: typeof m.generation === "number" ? m.generation : undefined,
-    labels: labels as Readonly<Record<string, string>> | undefined,
+    labels,
     deletionTimestamp: str(m.deletionTimestamp),
-  });
+  };
 }
 
 /**

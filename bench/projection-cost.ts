@@ -1,0 +1,100 @@
+/**
+ * Bytes the source cache keeps per object nobody reads, measured exactly: the real
+ * InformerSourceCache over a fake of our own client interface that serves N ConfigMaps of
+ * realistic metadata (name, uid, resourceVersion, two labels, an annotation, managedFields) and
+ * `--data-bytes` of data each; the heap after a full GC with the kind cached, minus before,
+ * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
+ */
+import type { KubeClient, KubeObject, RequestOptions, WatchStream } from "../src/kube/client.ts";
+import type { ResourceInfo } from "../src/kube/discovery.ts";
+import { InformerSourceCache } from "../src/informers/source-cache.ts";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const N = arg("objects", 20_000);
+const DATA = arg("data-bytes", 100_000);
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error("run with node --expose-gc");
+
+function object(i: number): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: {
+      name: `tenant-settings-${i}`,
+      namespace: `tenant-${i % 50}`,
+      uid: `6f1c2a3e-${String(i).padStart(4, "0")}-4b5c-9d8e-0a1b2c3d4e5f`,
+      resourceVersion: String(100_000 + i),
+      creationTimestamp: "2026-11-23T10:00:00Z",
+      labels: { "app.kubernetes.io/name": "grafana", team: `t${i % 7}` },
+      annotations: { "kubectl.kubernetes.io/last-applied-configuration": "{}".padEnd(2000, " ") },
+      managedFields: [{ manager: "kubectl", operation: "Apply", fieldsV1: { "f:data": {} } }],
+    },
+    data: { blob: String.fromCharCode(97 + (i % 26)).repeat(DATA) },
+  };
+}
+
+const client: Pick<KubeClient, "request" | "watch"> = {
+  async request<T>(_method: string, _path: string, options: RequestOptions = {}): Promise<T> {
+    const start = Number(options.query?.continue ?? 0);
+    const limit = Number(options.query?.limit ?? N);
+    const items = Array.from({ length: Math.max(0, Math.min(limit, N - start)) }, (_, k) =>
+      object(start + k),
+    );
+    const next = start + limit < N ? String(start + limit) : undefined;
+    // Through JSON text, as the real client reads a page: what is kept must not pin the text.
+    const text = JSON.stringify({ metadata: { resourceVersion: String(200_000), continue: next }, items });
+    options.onBodyLength?.(text.length);
+    return JSON.parse(text) as T;
+  },
+  watch(): WatchStream {
+    // A watch that stays open and silent: the list is what is measured.
+    return { done: new Promise<void>(() => undefined), close: () => undefined };
+  },
+};
+
+const configMaps: ResourceInfo = {
+  group: "",
+  version: "v1",
+  resource: "configmaps",
+  kind: "ConfigMap",
+  namespaced: true,
+  verbs: ["list", "watch"],
+};
+
+/** Caches the kind, waits for its list, and returns the heap after a full GC, with a way out. */
+async function cacheAll(): Promise<{ heap: number; kept: number; stop: () => Promise<void> }> {
+  const cache = new InformerSourceCache({ client, lingerMs: 0 });
+  let synced!: () => void;
+  const done = new Promise<void>((resolve) => (synced = resolve));
+  const handle = cache.acquire(configMaps, undefined, {
+    extractorsFor: () => [],
+    onEvent: () => undefined,
+    onState: (s) => s.phase === "Synced" && synced(),
+  });
+  await done;
+  gc!();
+  const heap = process.memoryUsage().heapUsed;
+  return {
+    heap,
+    kept: [...handle.list()].length,
+    stop: async () => {
+      handle.release();
+      await cache.stop();
+    },
+  };
+}
+
+// A first round warms up what is made once (compiled code, pools), then the measured round.
+await (await cacheAll()).stop();
+gc();
+const before = process.memoryUsage().heapUsed;
+const measured = await cacheAll();
+process.stdout.write(
+  `${JSON.stringify({ objects: measured.kept, dataBytes: DATA, bytesPerObject: Math.round((measured.heap - before) / measured.kept) })}\n`,
+);
+await measured.stop();
+process.exit(0);
