@@ -88,6 +88,7 @@ export class ReferableController {
   private readonly queue: WorkQueue;
   private readonly tracked = new Map<string, Tracked>();
   private leader = false;
+  private primed = false;
   private workers: Promise<void> | undefined;
 
   constructor(options: ReferableControllerOptions) {
@@ -117,6 +118,13 @@ export class ReferableController {
       onEvent: (event) => this.queue.add(event.object.metadata?.name ?? ""),
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
+        // Subscribe every Referable in one go, before any source list returns: the source cache
+        // keeps only what is read, so an object listed before its reader subscribed would need
+        // a second read. Reconciles then find their subscriptions made.
+        if (state.phase === "Synced" && !this.primed) {
+          this.primed = true;
+          for (const obj of this.informer.list()) this.track(obj as unknown as Referable);
+        }
       },
     });
   }

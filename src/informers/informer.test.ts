@@ -496,6 +496,46 @@ describe("Informer: failures", () => {
     },
   );
 
+  it.each([
+    {
+      reason:
+        "a 404 discovery does not confirm (an API server just restarted) is transient: nothing is cleared",
+      gone: false,
+      want: [{ phase: "Synced" }],
+    },
+    {
+      reason: "a 404 discovery confirms is KindNotFound",
+      gone: true,
+      want: [{ phase: "Synced" }, { phase: "Failed", reason: "KindNotFound" }],
+    },
+  ])("$reason", async ({ gone, want }) => {
+    const kube = new FakeKube();
+    kube.put("a");
+    const asked: number[] = [];
+    const { informer, recorder } = await startWatching(kube, {
+      confirmGone: async () => {
+        asked.push(1);
+        return gone;
+      },
+    });
+    kube.listErrors = [new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 404, "NotFound", "gone")];
+    kube.last.fail(new Error("watch dropped"));
+    await jest.advanceTimersToNextTimerAsync(); // the backoff
+    await until("the relist's 404", () => kube.lists.length === 2);
+    await until("discovery asked", () => asked.length === 1);
+    await quiesce();
+    expect(recorder.states).toEqual(want.map((s) => expect.objectContaining(s)));
+    expect(informer.get("team-a", "a")).toBeDefined();
+  });
+
+  it("gives each watch a server-side lifetime within watchTimeoutSeconds, so access withdrawn is noticed", async () => {
+    const kube = new FakeKube();
+    await startWatching(kube);
+    const timeout = Number(kube.last.query?.timeoutSeconds);
+    expect(timeout).toBeGreaterThanOrEqual(30);
+    expect(timeout).toBeLessThanOrEqual(50);
+  });
+
   it("retries a refused list with a jittered backoff that grows and stays under maxBackoffMs", async () => {
     const forbidden = () =>
       new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 403, "Forbidden", "no");
@@ -751,12 +791,14 @@ describe("Informer.refresh", () => {
     expect(recorder.events).toEqual([]);
   });
 
-  it("requests made together are read together, and a failed read is retried with backoff", async () => {
+  it("requests made together are read together, a failed read is retried with backoff, and an unchanged object tells nothing", async () => {
     const kube = new FakeKube();
     kube.put("a");
     kube.put("b");
     const { informer, recorder } = await startWatching(kube);
     recorder.events.length = 0;
+    kube.put("a", { v: 2 }); // rv 103, and b 104: news only a refresh brings
+    kube.put("b", { v: 2 });
     kube.listErrors = [new ApiError("GET", "/x", 500, "InternalError", "etcd is slow")];
     informer.refresh({ namespace: "team-a", name: "a" });
     informer.refresh({ namespace: "team-a", name: "a" });
@@ -768,9 +810,12 @@ describe("Informer.refresh", () => {
       "metadata.name=a",
       "metadata.name=b",
     ]);
-    expect(recorder.events).toEqual(["MODIFIED b@102 old=b@102"]);
+    expect(recorder.events).toEqual(["MODIFIED b@104 old=b@102"]);
     jest.advanceTimersByTime(1_000);
     await until("the retried round", () => recorder.events.some((e) => e.startsWith("MODIFIED a@")));
+    await quiesce();
+    // b read again, unchanged: nothing to tell.
+    expect(recorder.events).toEqual(["MODIFIED b@104 old=b@102", "MODIFIED a@103 old=a@101"]);
     expect(kube.lists.slice(3).map((l) => l.query?.fieldSelector)).toEqual([
       "metadata.name=a",
       "metadata.name=b",

@@ -92,6 +92,20 @@ export interface InformerOptions<T extends Cached = KubeObject> {
   same?: (a: T, b: T) => boolean;
   /** Only objects with these labels (a label selector in its string form, sent to the server). */
   labelSelector?: string;
+  /**
+   * Asked when a list or watch answers 404: true confirms the resource is gone (state
+   * `KindNotFound`); false makes the 404 a transient error (retried on the backoff, nothing
+   * cleared). Custom resources answer 404 for a moment after an API server restart.
+   * @default every 404 means gone
+   */
+  confirmGone?: () => Promise<boolean>;
+  /**
+   * The lifetime the server gives each watch, in seconds, as [least, most] (a random value in
+   * between, so watches do not end together). Reopening a watch is re-authorised, so this bounds
+   * how long a watch outlives the controller's access to its resource.
+   * @default [30, 50]
+   */
+  watchTimeoutSeconds?: [number, number];
   /** Called with a counter name on notable events, for metrics: relist, watchdog, error, expired. */
   onSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
 }
@@ -145,6 +159,11 @@ class ObjectStore<T extends Cached> {
   get size(): number {
     return this.count;
   }
+
+  /** Objects in `namespace` (all, when undefined). */
+  countIn(namespace: string | undefined): number {
+    return namespace === undefined ? this.count : (this.byNamespace.get(namespace)?.size ?? 0);
+  }
 }
 
 /** Drops what nobody reads and everybody pays for. */
@@ -187,6 +206,8 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
   private readonly decode: (obj: KubeObject) => T;
+  private readonly confirmGone: (() => Promise<boolean>) | undefined;
+  private readonly watchTimeoutSeconds: [number, number];
   private readonly same: (a: T, b: T) => boolean;
   private readonly listeners = new Set<InformerListener<T>>();
   private store = new ObjectStore<T>();
@@ -214,6 +235,8 @@ export class Informer<T extends Cached = KubeObject> {
     this.pageSize = options.pageSize ?? 500;
     this.pageBytes = options.pageBytes ?? 4 * 1024 * 1024;
     this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
+    this.confirmGone = options.confirmGone;
+    this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
     this.labelSelector = options.labelSelector || undefined;
     this.onSignal = options.onSignal;
@@ -298,13 +321,13 @@ export class Informer<T extends Cached = KubeObject> {
         }
         failures++;
         this.onSignal?.("error");
-        this.noteFailure(err);
+        await this.noteFailure(err);
         await this.sleep(this.backoff(failures));
       }
     }
   }
 
-  private noteFailure(err: unknown): void {
+  private async noteFailure(err: unknown): Promise<void> {
     const message = asError(err).message;
     if (isApiError(err, 403) || isApiError(err, 401)) {
       this.setState({
@@ -313,13 +336,17 @@ export class Informer<T extends Cached = KubeObject> {
         message: `the controller may not list/watch ${this.describe()}: grant it list and watch on that resource`,
       });
     } else if (isApiError(err, 404)) {
-      this.setState({
-        phase: "Failed",
-        reason: "KindNotFound",
-        message: `the API server no longer serves ${this.describe()}`,
-      });
+      const gone = this.confirmGone ? await this.confirmGone().catch(() => false) : true;
+      if (gone && this.running) {
+        this.setState({
+          phase: "Failed",
+          reason: "KindNotFound",
+          message: `the API server no longer serves ${this.describe()}`,
+        });
+      }
     }
-    // Anything else is transient: keep the cache and the state, so no value flaps.
+    // Anything else (and a 404 not confirmed) is transient: keep the cache and the state, so
+    // no value flaps.
     this.logger.warn({ path: this.path, err: message }, "list/watch failed; retrying with backoff");
   }
 
@@ -488,7 +515,9 @@ export class Informer<T extends Cached = KubeObject> {
     }
     for (const [ns, names] of byNamespace) {
       const namespace = ns || undefined;
-      if (names.length > REFRESH_BY_NAME_MAX) reads.push({ namespace });
+      // A whole namespace is read when the names asked for are many, and a good share of it.
+      const inNamespace = this.store.countIn(this.resource.namespaced ? namespace : undefined);
+      if (names.length > REFRESH_BY_NAME_MAX && names.length * 4 >= inNamespace) reads.push({ namespace });
       else for (const name of names) reads.push({ namespace, fieldSelector: `metadata.name=${name}` });
     }
     // A few reads at a time: enough to hide round trips, few enough not to crowd the API server.
@@ -510,6 +539,8 @@ export class Informer<T extends Cached = KubeObject> {
     const old = this.store.getLike(item);
     if (!old) return;
     if (compareResourceVersions(old.metadata?.resourceVersion, item.metadata?.resourceVersion) > 0) return;
+    // The same version decoded with nothing new to tell (its reads were there): no event.
+    if (this.same(old, item) && old.metadata?.resourceVersion === item.metadata?.resourceVersion) return;
     this.store.set(item);
     this.emit({ type: "MODIFIED", object: item, old });
   }
@@ -526,8 +557,11 @@ export class Informer<T extends Cached = KubeObject> {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
         labelSelector: this.labelSelector,
-        // The server ends every watch after this; spread them so relists never line up.
-        timeoutSeconds: 300 + Math.floor(Math.random() * 300),
+        // The server ends every watch after this; spread them so reopens never line up. Each
+        // reopen is authorised anew, so access withdrawn is noticed within this bound.
+        timeoutSeconds:
+          this.watchTimeoutSeconds[0] +
+          Math.floor(Math.random() * (this.watchTimeoutSeconds[1] - this.watchTimeoutSeconds[0] + 1)),
       },
       (event) => {
         events++;

@@ -26,8 +26,11 @@ export interface InformerPoolOptions<T extends Cached = KubeObject> {
     InformerOptions,
     "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "pageBytes" | "onSignal"
   >;
-  /** What the informer of a pool key keeps of each object. @default the object, slimmed */
-  decoder?: (key: string) => Pick<InformerOptions<T>, "decode" | "same">;
+  /** Options of the informer of one pool key: what it keeps of each object, how it confirms a 404. */
+  perInformer?: (
+    key: string,
+    resource: ResourceInfo,
+  ) => Pick<InformerOptions<T>, "decode" | "same" | "confirmGone">;
 }
 
 interface Entry<T extends Cached> {
@@ -62,7 +65,7 @@ export class InformerPool<T extends Cached = KubeObject> {
     if (!entry) {
       const informer = new Informer<T>({
         ...this.options.informer,
-        ...this.options.decoder?.(key),
+        ...this.options.perInformer?.(key, resource),
         client: this.options.client,
         resource,
         namespace,

@@ -76,8 +76,20 @@ export interface InformerSourceCacheOptions {
   /** Passed to every informer. */
   informer?: Pick<
     InformerOptions,
-    "watchdogMs" | "minBackoffMs" | "maxBackoffMs" | "pageSize" | "pageBytes" | "onSignal"
+    | "watchdogMs"
+    | "minBackoffMs"
+    | "maxBackoffMs"
+    | "pageSize"
+    | "pageBytes"
+    | "onSignal"
+    | "watchTimeoutSeconds"
   >;
+  /**
+   * Whether a resource that answered 404 is really gone (e.g. asked of discovery): one 404 is
+   * not enough, since custom resources answer 404 for a moment after an API server restart.
+   * @default every 404 means gone
+   */
+  confirmGone?: (resource: ResourceInfo) => Promise<boolean>;
 }
 
 /** Same resourceVersion and the same reads kept: a relist has nothing new to tell. */
@@ -102,10 +114,16 @@ export class InformerSourceCache implements SourceCache {
     this.maxReadBytes = options.maxReadBytes ?? 32 * 1024;
     const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
       client: options.client,
-      decoder: (key) => ({
-        decode: (obj) => project(obj, this.extractorsFor(key, obj.metadata), this.maxReadBytes, this.strings),
-        same: sameProjection,
-      }),
+      perInformer: (key, resource) => {
+        const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone"> = {
+          decode: (obj) =>
+            project(obj, this.extractorsFor(key, obj.metadata), this.maxReadBytes, this.strings),
+          same: sameProjection,
+        };
+        const confirm = options.confirmGone;
+        if (confirm) o.confirmGone = () => confirm(resource);
+        return o;
+      },
     };
     if (options.logger) poolOptions.logger = options.logger;
     if (options.lingerMs !== undefined) poolOptions.lingerMs = options.lingerMs;

@@ -1,7 +1,8 @@
 /**
- * Waiting for kinds: a subscription whose kind the API server does not serve (yet) is retried on
- * a backoff, and, while any waits, CustomResourceDefinitions are watched so that it is retried as
- * soon as its CRD is established.
+ * Waiting for kinds, and following them: a subscription whose kind the API server does not serve
+ * (yet) is retried on a backoff; while any subscription exists, CustomResourceDefinitions are
+ * watched, so a waiting one is retried as soon as its CRD is established, and an attached one is
+ * checked again when its CRD changes (deleted, recreated with another scope, versions changed).
  */
 import type { InformerEvent } from "../informers/informer.ts";
 import {
@@ -41,11 +42,17 @@ export interface KindWaiterOptions {
   retry(sub: Sub): void;
   /** Forgets what discovery knew of `apiVersion`, before a retry prompted by its CRD. */
   invalidate(apiVersion: string): void;
+  /** A CRD of `group` serving `kind` was added, changed or deleted. */
+  onCrdChange?(group: string, kind: string): void;
 }
 
 /** See the module comment. */
 export class KindWaiter {
   private readonly waiting = new Set<Sub>();
+  /** Subscriptions attached to a kind, which follow its CRD. */
+  private following = 0;
+  /** Whether each CRD seen (by `group/kind`) is established. */
+  private readonly established = new Map<string, boolean>();
   private crds: KindHandle | undefined;
   private stopped = false;
   private readonly options: KindWaiterOptions;
@@ -74,6 +81,23 @@ export class KindWaiter {
     if (this.waiting.delete(sub)) this.update();
   }
 
+  /** One more (+1) or one less (-1) attached subscription follows its kind's CRD. */
+  follow(delta: 1 | -1): void {
+    this.following += delta;
+    this.update();
+  }
+
+  /**
+   * What the CRD cache knows of `kind` in `group`: "Established", "Absent" (no CRD serves it: it
+   * was deleted, or it is built in or aggregated), or "Unknown" (CRDs are not watched or not
+   * listed yet).
+   */
+  crdOf(group: string, kind: string): "Established" | "Absent" | "Unknown" {
+    if (this.crds?.state.phase !== "Synced") return "Unknown";
+    const established = this.established.get(`${group}/${kind}`);
+    return established === undefined ? "Absent" : established ? "Established" : "Unknown";
+  }
+
   /** Stops watching CRDs. */
   stop(): void {
     this.stopped = true;
@@ -81,32 +105,38 @@ export class KindWaiter {
     this.crds = undefined;
   }
 
-  /** Holds the CRD cache exactly while some subscription waits. */
+  /** Holds the CRD cache exactly while some subscription waits or is attached. */
   private update(): void {
     if (this.options.watchCustomResourceDefinitions === false || this.stopped) return;
-    if (this.waiting.size > 0 && !this.crds) {
+    const wanted = this.waiting.size > 0 || this.following > 0;
+    if (wanted && !this.crds) {
       this.crds = this.options.cache.acquire(CRD_RESOURCE, undefined, {
         extractorsFor: () => CRD_READS,
         onEvent: (event) => this.onCrdEvent(event),
         onState: () => undefined,
       });
-    } else if (this.waiting.size === 0 && this.crds) {
+    } else if (!wanted && this.crds) {
       this.crds.release();
       this.crds = undefined;
+      this.established.clear();
     }
   }
 
   private onCrdEvent(event: InformerEvent<Projection>): void {
-    if (event.type === "DELETED") return;
-    const reads = event.object.reads;
+    const reads = (event.type === "DELETED" ? (event.old ?? event.object) : event.object).reads;
     const value = (x: Extractor) => {
       const read = reads?.get(x.key);
       return read?.kind === "Value" ? read.value : undefined;
     };
-    // The conditions read is null when every wanted condition is met.
-    if (value(ESTABLISHED) !== null) return;
     const group = value(GROUP);
     const kind = value(KIND);
+    if (typeof group === "string" && typeof kind === "string") {
+      if (event.type === "DELETED") this.established.delete(`${group}/${kind}`);
+      else this.established.set(`${group}/${kind}`, value(ESTABLISHED) === null);
+      this.options.onCrdChange?.(group, kind);
+    }
+    // The conditions read is null when every wanted condition is met.
+    if (event.type === "DELETED" || value(ESTABLISHED) !== null) return;
     for (const sub of [...this.waiting]) {
       const [subGroup] = sub.request.apiVersion.includes("/") ? sub.request.apiVersion.split("/") : [""];
       if (subGroup !== group || sub.request.kind !== kind) continue;

@@ -147,7 +147,8 @@ afterEach(async () => {
 
 function setup() {
   const cache = new FakeCache();
-  resolver = createResolver({ cache, discovery });
+  // CRDs are not followed here: the fake cache serves one kind.
+  resolver = createResolver({ cache, discovery, watchCustomResourceDefinitions: false });
   const pushed: ResolutionResult[] = [];
   return { cache, kind: cache.kind, resolver, pushed, push: (r: ResolutionResult) => pushed.push(r) };
 }

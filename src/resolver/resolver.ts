@@ -59,6 +59,12 @@ export interface ResolverOptions {
   informerLingerMs?: number;
   /** A watch silent this long is reopened. @default 90000 */
   watchdogMs?: number;
+  /**
+   * The lifetime the API server gives each source watch, in seconds, as [least, most]. Reopening
+   * is re-authorised, so this bounds how long a watch outlives the access it was opened with
+   * (RBAC revoked mid-watch keeps delivering until the watch ends). @default [30, 50]
+   */
+  watchTimeoutSeconds?: [number, number];
   /** How long {@link Resolver.resolve} waits for a kind's first list. @default 30000 */
   resolveTimeoutMs?: number;
   /**
@@ -101,6 +107,7 @@ export class Resolver {
   private readonly indexes = new Map<string, KindIndex>();
   private readonly subs = new Set<Sub>();
   private readonly dirty = new Set<Sub>();
+  private readonly crdChecks = new Map<string, NodeJS.Timeout[]>();
   private flushScheduled = false;
   private stopped = false;
 
@@ -121,6 +128,7 @@ export class Resolver {
     };
     const informer: NonNullable<ConstructorParameters<typeof InformerSourceCache>[0]["informer"]> = {};
     if (options.watchdogMs !== undefined) informer.watchdogMs = options.watchdogMs;
+    if (options.watchTimeoutSeconds) informer.watchTimeoutSeconds = options.watchTimeoutSeconds;
     if (options.onInformerSignal) informer.onSignal = options.onInformerSignal;
     this.cache =
       options.cache ??
@@ -130,12 +138,14 @@ export class Resolver {
         lingerMs: options.informerLingerMs ?? 10_000,
         maxReadBytes: this.limits.maxValueBytes,
         informer,
+        confirmGone: (resource) => this.confirmGone(resource),
       });
     this.ownsCache = !options.cache;
     const waiterOptions: ConstructorParameters<typeof KindWaiter>[0] = {
       cache: this.cache,
       retry: (sub) => void this.attach(sub),
       invalidate: (apiVersion) => this.discovery.invalidate(apiVersion),
+      onCrdChange: (group, kind) => this.onCrdChange(group, kind),
     };
     if (options.watchCustomResourceDefinitions !== undefined)
       waiterOptions.watchCustomResourceDefinitions = options.watchCustomResourceDefinitions;
@@ -222,6 +232,7 @@ export class Resolver {
   /** Closes every subscription and informer (and the client, if the resolver made it). */
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const timers of this.crdChecks.values()) for (const t of timers) clearTimeout(t);
     for (const sub of [...this.subs]) sub.close();
     this.waiter.stop();
     if (this.ownsCache) await this.cache.stop();
@@ -301,7 +312,73 @@ export class Resolver {
     sub.index = index;
     // Interest first: every object decoded from now on keeps what `sub` reads.
     index.add(sub);
+    this.waiter.follow(1);
     this.recompute(sub);
+  }
+
+  /**
+   * Whether a resource that answered 404 is gone: discovery, asked afresh, no longer serves its
+   * kind. One 404 is not enough: custom resources answer 404 for a moment after an API server
+   * restart, until their CRD handlers sync.
+   */
+  private async confirmGone(resource: ResourceInfo): Promise<boolean> {
+    // An established CRD is the authority for a custom kind: discovery itself can lack the group
+    // for a moment after a restart, as the resource does.
+    if (this.waiter.crdOf(resource.group, resource.kind) === "Established") return false;
+    const apiVersion = resource.group ? `${resource.group}/${resource.version}` : resource.version;
+    this.discovery.invalidate(apiVersion);
+    try {
+      const now = await this.discovery.lookup(apiVersion, resource.kind);
+      return now.resource !== resource.resource;
+    } catch (err) {
+      return isReferenceError(err) && err.reason === "KindNotFound";
+    }
+  }
+
+  /**
+   * A CRD serving `kind` in `group` changed: the subscriptions attached to that kind look it up
+   * again (now, and twice more as discovery catches up) and attach afresh when it is gone or
+   * served differently (another scope, plural or verbs), so a CRD recreated cluster-scoped is an
+   * InvalidSpec in seconds rather than a SourceNotFound until a restart.
+   */
+  private onCrdChange(group: string, kind: string): void {
+    const key = `${group}/${kind}`;
+    if (this.crdChecks.has(key)) return;
+    const check = async () => {
+      for (const sub of [...this.subs]) {
+        const req = sub.request;
+        const subGroup = req.apiVersion.includes("/") ? req.apiVersion.split("/")[0] : "";
+        if (subGroup !== group || req.kind !== kind || !sub.index || !sub.resource) continue;
+        this.discovery.invalidate(req.apiVersion);
+        let now: ResourceInfo | undefined;
+        try {
+          now = await this.discovery.lookup(req.apiVersion, req.kind);
+        } catch {
+          now = undefined;
+        }
+        const was = sub.resource;
+        if (
+          sub.closed ||
+          (now &&
+            now.resource === was.resource &&
+            now.namespaced === was.namespaced &&
+            now.verbs.join() === was.verbs.join())
+        )
+          continue;
+        this.detach(sub);
+        void this.attach(sub);
+      }
+    };
+    const timers = [0, 1000, 3000].map((delay) => {
+      const t = setTimeout(() => {
+        if (!this.stopped) void check();
+      }, delay);
+      t.unref?.();
+      return t;
+    });
+    this.crdChecks.set(key, timers);
+    const done = setTimeout(() => this.crdChecks.delete(key), 3100);
+    done.unref?.();
   }
 
   private checkResource(req: CompiledRequest, resource: ResourceInfo): ReferenceError | undefined {
@@ -333,9 +410,16 @@ export class Resolver {
     this.subs.delete(sub);
     this.dirty.delete(sub);
     this.waiter.done(sub);
+    this.detach(sub);
+  }
+
+  /** Takes `sub` off its kind index (closing the index with its last subscription). */
+  private detach(sub: Sub): void {
     const index = sub.index;
     if (!index) return;
     sub.index = undefined;
+    sub.resource = undefined;
+    this.waiter.follow(-1);
     index.remove(sub);
     if (index.all.size === 0) {
       index.close();

@@ -24,9 +24,15 @@ export interface TestController {
 }
 
 export async function startTestController(
-  options: { allowSecrets?: boolean; maxValueBytes?: number } = {},
+  options: {
+    allowSecrets?: boolean;
+    maxValueBytes?: number;
+    /** The controller's credentials. @default the test cluster's admin */
+    client?: KubeClient;
+    watchTimeoutSeconds?: [number, number];
+  } = {},
 ): Promise<TestController> {
-  const client = adminClient();
+  const client = options.client ?? adminClient();
   const shard = uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
   const resolver = createResolver({
@@ -36,6 +42,7 @@ export async function startTestController(
     maxValueBytes: options.maxValueBytes ?? 32 * 1024,
     sourcePolicy: sourcePolicy({ allowSecrets: options.allowSecrets ?? false, denyKinds: [] }),
     onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
+    ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}),
   });
   const events = new EventRecorder({ client, instance: shard });
   const controller = new ReferableController({

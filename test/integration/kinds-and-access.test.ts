@@ -1,0 +1,203 @@
+/**
+ * The facts about a source's kind and the controller's access to it, followed as they change:
+ * - RBAC withdrawn mid-watch is noticed when the watch's bounded lifetime ends (a watch is not
+ *   re-authorised while it lasts): the Referable turns Forbidden;
+ * - a CRD deleted and recreated with another scope is noticed within seconds (discovery follows
+ *   CRDs), not at the next restart;
+ * - a CRD deleted for good is KindNotFound, which one 404 alone never decides.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadAll } from "js-yaml";
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { repoRoot } from "../harness/control-plane.ts";
+import {
+  SHARD_LABEL,
+  startTestController,
+  waitForReason,
+  type TestController,
+} from "../harness/controller.ts";
+import {
+  adminClient,
+  closeTestClients,
+  createNamespace,
+  installTestCrd,
+  serviceAccountToken,
+  tokenClient,
+  uniqueName,
+  waitFor,
+} from "../harness/kube.ts";
+
+const RF = "/apis/referable.dev/v1alpha1/referables";
+const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+let admin: KubeClient;
+const controllers: TestController[] = [];
+const cleanup: string[] = [];
+
+beforeAll(() => {
+  admin = adminClient();
+});
+
+afterAll(async () => {
+  for (const c of controllers) await c.stop().catch(() => undefined);
+  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
+  await closeTestClients();
+});
+
+async function createReferable(name: string, shard: string, source: Record<string, unknown>): Promise<void> {
+  await admin.request("POST", RF, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: { [SHARD_LABEL]: shard } },
+      spec: { source },
+    },
+  });
+  cleanup.push(`${RF}/${name}`);
+}
+
+async function deleteCrdAndWait(name: string): Promise<void> {
+  await admin.request("DELETE", `${CRDS}/${name}`);
+  await waitFor(
+    `CRD ${name} to be gone`,
+    async () => {
+      try {
+        await admin.request("GET", `${CRDS}/${name}`);
+        return false;
+      } catch {
+        return true;
+      }
+    },
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
+}
+
+describe("access withdrawn", () => {
+  it("RBAC revoked mid-watch turns the Referable Forbidden once the watch's bounded lifetime ends", async () => {
+    const ns = await createNamespace(admin, "revoke");
+    cleanup.push(`/api/v1/namespaces/${ns}`);
+    // The controller's rules from deploy/base, less the source kinds; ConfigMaps from a role of their own.
+    const rules: unknown[] = [];
+    for (const doc of loadAll(
+      readFileSync(join(repoRoot, "deploy", "base", "rbac-controller.yaml"), "utf8"),
+    )) {
+      const obj = doc as { kind?: string; rules?: unknown[] };
+      if (obj?.kind === "ClusterRole") rules.push(...(obj.rules ?? []));
+    }
+    const base = uniqueName("revoke-base");
+    const reader = uniqueName("revoke-configmaps");
+    const rbac = "/apis/rbac.authorization.k8s.io/v1";
+    for (const [name, roleRules] of [
+      [base, rules],
+      [reader, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }]],
+    ] as const) {
+      await admin.request("POST", `${rbac}/clusterroles`, {
+        body: {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRole",
+          metadata: { name },
+          rules: roleRules,
+        },
+      });
+      cleanup.push(`${rbac}/clusterroles/${name}`);
+      await admin.request("POST", `${rbac}/clusterrolebindings`, {
+        body: {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRoleBinding",
+          metadata: { name },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+          subjects: [{ kind: "ServiceAccount", name: "controller", namespace: ns }],
+        },
+      });
+      cleanup.push(`${rbac}/clusterrolebindings/${name}`);
+    }
+    const client = tokenClient(await serviceAccountToken(admin, ns, "controller"));
+    const tc = await startTestController({ client, watchTimeoutSeconds: [2, 3] });
+    controllers.push(tc);
+
+    await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "db" }, data: { v: "secret-ish" } },
+    });
+    const name = `${tc.shard}-revoked`;
+    await createReferable(name, tc.shard, {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: ns,
+      name: "db",
+      fieldPath: "data.v",
+    });
+    await waitForReason(admin, name, "Available", (v) => v.status.value === "secret-ish");
+
+    // The role loses ConfigMaps; the open watch would keep delivering until its lifetime ends.
+    await admin.request("DELETE", `${rbac}/clusterrolebindings/${reader}`);
+    const view = await waitForReason(admin, name, "Forbidden", () => true, 30_000);
+    expect(view.message).toContain("configmaps");
+  });
+});
+
+describe("discovery follows CRDs", () => {
+  it("a namespaced CRD recreated cluster-scoped makes its Referables InvalidSpec within seconds", async () => {
+    const tc = await startTestController();
+    controllers.push(tc);
+    const ns = await createNamespace(admin, "scope");
+    cleanup.push(`/api/v1/namespaces/${ns}`);
+    const group = `${uniqueName("scope")}.test.referable.dev`;
+    await installTestCrd(admin, group, "Gadget", "Namespaced");
+    const crd = `gadgets.${group}`;
+    cleanup.push(`${CRDS}/${crd}`);
+    await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {
+      body: { apiVersion: `${group}/v1`, kind: "Gadget", metadata: { name: "g" }, spec: { size: 3 } },
+    });
+    const name = `${tc.shard}-scoped`;
+    await createReferable(name, tc.shard, {
+      apiVersion: `${group}/v1`,
+      kind: "Gadget",
+      namespace: ns,
+      name: "g",
+      fieldPath: "spec.size",
+    });
+    await waitForReason(admin, name, "Available", (v) => v.status.value === 3);
+
+    await deleteCrdAndWait(crd);
+    await installTestCrd(admin, group, "Gadget", "Cluster");
+    const view = await waitForReason(admin, name, "InvalidSpec", () => true, 20_000);
+    expect(view.message).toContain("cluster-scoped");
+    // A new Referable of the same kind is told the same at once.
+    const fresh = `${tc.shard}-scoped-new`;
+    await createReferable(fresh, tc.shard, {
+      apiVersion: `${group}/v1`,
+      kind: "Gadget",
+      namespace: ns,
+      name: "g",
+      fieldPath: "spec.size",
+    });
+    await waitForReason(admin, fresh, "InvalidSpec", () => true, 20_000);
+  });
+
+  it("a CRD deleted for good is KindNotFound once discovery confirms it, and its value is cleared", async () => {
+    const tc = await startTestController();
+    controllers.push(tc);
+    const group = `${uniqueName("gone")}.test.referable.dev`;
+    await installTestCrd(admin, group, "Gizmo", "Cluster");
+    const crd = `gizmos.${group}`;
+    cleanup.push(`${CRDS}/${crd}`);
+    await admin.request("POST", `/apis/${group}/v1/gizmos`, {
+      body: { apiVersion: `${group}/v1`, kind: "Gizmo", metadata: { name: "z" }, spec: { size: 7 } },
+    });
+    const name = `${tc.shard}-gone`;
+    await createReferable(name, tc.shard, {
+      apiVersion: `${group}/v1`,
+      kind: "Gizmo",
+      name: "z",
+      fieldPath: "spec.size",
+    });
+    await waitForReason(admin, name, "Available", (v) => v.status.value === 7);
+    await deleteCrdAndWait(crd);
+    const view = await waitForReason(admin, name, "KindNotFound", () => true, 30_000);
+    expect(view.status.value).toBeUndefined();
+    const stored = await admin.request<KubeObject>("GET", `${RF}/${name}`);
+    expect((stored.status as { value?: unknown }).value).toBeUndefined();
+  });
+});
