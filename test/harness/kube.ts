@@ -3,8 +3,28 @@
  * ServiceAccount tokens, and waiting for a condition with a deadline (never a bare sleep).
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
+import { loadAll } from "js-yaml";
 import { KubeClient } from "../../src/kube/client.ts";
+
+/**
+ * The rules of the ClusterRoles in these files of deploy/base (e.g. "rbac-controller.yaml"), so
+ * a test can grant its own ServiceAccount exactly what the shipped controller gets.
+ */
+export function deployBaseRules(...files: string[]): unknown[] {
+  const base = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "deploy", "base");
+  const rules: unknown[] = [];
+  for (const file of files) {
+    for (const doc of loadAll(readFileSync(join(base, file), "utf8"))) {
+      const obj = doc as { kind?: string; rules?: unknown[] } | null;
+      if (obj?.kind === "ClusterRole") rules.push(...(obj.rules ?? []));
+    }
+  }
+  return rules;
+}
 
 /** The admin kubeconfig of the control plane that the global setup started. */
 export function testKubeConfig(): KubeConfig {

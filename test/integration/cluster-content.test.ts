@@ -9,16 +9,15 @@
  * both while the big objects arrive on its watch and after a restart that lists them all.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { readFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadAll } from "js-yaml";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { repoRoot } from "../harness/control-plane.ts";
 import {
   adminClient,
   closeTestClients,
   createNamespace,
+  deployBaseRules,
   kubeConfigWithToken,
   serviceAccountToken,
   tokenClient,
@@ -45,18 +44,6 @@ let shard: string;
 let kubeconfigDir: string;
 let kubeconfigPath: string;
 const clusterObjects: string[] = [];
-
-/** The rules of deploy/base's controller and default source-reader ClusterRoles. */
-function deployBaseRules(): unknown[] {
-  const rules: unknown[] = [];
-  for (const file of ["rbac-controller.yaml", "rbac-source-reader-defaults.yaml"]) {
-    for (const doc of loadAll(readFileSync(join(repoRoot, "deploy", "base", file), "utf8"))) {
-      const obj = doc as { kind?: string; rules?: unknown[] };
-      if (obj?.kind === "ClusterRole") rules.push(...(obj.rules ?? []));
-    }
-  }
-  return rules;
-}
 
 async function createClusterObject(path: string, body: KubeObject): Promise<void> {
   await admin.request("POST", path, { body });
@@ -143,7 +130,7 @@ beforeAll(async () => {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "ClusterRole",
     metadata: { name: role },
-    rules: deployBaseRules(),
+    rules: deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"),
   });
   await createClusterObject("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
     apiVersion: "rbac.authorization.k8s.io/v1",

@@ -7,11 +7,7 @@
  * - a CRD deleted for good is KindNotFound, which one 404 alone never decides.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { loadAll } from "js-yaml";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { repoRoot } from "../harness/control-plane.ts";
 import {
   SHARD_LABEL,
   startTestController,
@@ -22,6 +18,7 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
+  deployBaseRules,
   installTestCrd,
   serviceAccountToken,
   tokenClient,
@@ -79,13 +76,7 @@ describe("access withdrawn", () => {
     const ns = await createNamespace(admin, "revoke");
     cleanup.push(`/api/v1/namespaces/${ns}`);
     // The controller's rules from deploy/base, less the source kinds; ConfigMaps from a role of their own.
-    const rules: unknown[] = [];
-    for (const doc of loadAll(
-      readFileSync(join(repoRoot, "deploy", "base", "rbac-controller.yaml"), "utf8"),
-    )) {
-      const obj = doc as { kind?: string; rules?: unknown[] };
-      if (obj?.kind === "ClusterRole") rules.push(...(obj.rules ?? []));
-    }
+    const rules = deployBaseRules("rbac-controller.yaml");
     const base = uniqueName("revoke-base");
     const reader = uniqueName("revoke-configmaps");
     const rbac = "/apis/rbac.authorization.k8s.io/v1";
