@@ -15,6 +15,7 @@ import { objectKey } from "../informers/informer.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
+import { applyTransform } from "./transform.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -506,7 +507,7 @@ export class Resolver {
     const result = informer
       ? computeResult(sub.request, informer, this.limits)
       : computeResult(sub.request, PENDING_VIEW, this.limits);
-    this.deliver(sub, result);
+    this.deliver(sub, applyTransform(sub.request, result, this.limits));
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {
