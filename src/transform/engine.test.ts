@@ -240,7 +240,7 @@ describe("a transform that fails at run time is TransformFailed, never a throw o
       reason: "bad base64 is an error, not a shorter value",
       text: "string(base64.decode(value))",
       shape: SINGLE,
-      input: single("not base64!"),
+      input: single("@@@!"),
       want: ["not base64"],
     },
     {
@@ -324,9 +324,35 @@ describe("a transform that fails at run time is TransformFailed, never a throw o
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
-  it("never puts the value read in a message", () => {
-    const got = run("int(value)", SINGLE, single("s3cr3t-token"));
+  it.each([
+    { reason: "a conversion error", text: "int(value)", keeps: "int() type error" },
+    {
+      reason: "a map lookup keyed by the value quotes the key",
+      text: "{'a': 1}[value]",
+      keeps: "No such key",
+    },
+    { reason: "a list index by the value", text: "[1][value]", keeps: "No such key" },
+    {
+      reason: "a duration parse quotes part of the text",
+      text: "duration(value)",
+      keeps: "Invalid duration string",
+    },
+    {
+      reason: "a key of the input is data too",
+      text: "value[value.k]",
+      keeps: "No such key",
+      input: { k: "s3cr3t-token" },
+    },
+  ])("never puts the value read in a message: $reason", ({ text, keeps, input }) => {
+    const got = run(text, SINGLE, single(input ?? "s3cr3t-token"));
     expect(got.ok).toBe(false);
-    if (!got.ok) expect(got.message).not.toContain("s3cr3t");
+    if (got.ok) return;
+    expect(got.message).toContain(keeps);
+    expect(got.message).not.toContain("cr3t");
+  });
+
+  it("keeps a key the expression itself names", () => {
+    const got = run("value.missing", SINGLE, single({ present: "s3cr3t-token" }));
+    expect(!got.ok && got.message).toContain("No such key: missing");
   });
 });

@@ -129,6 +129,43 @@ function headline(err: unknown): string {
   return first.length > 200 ? `${first.slice(0, 200)}...` : first;
 }
 
+/** How many characters of a value a message may repeat before it counts as showing the value. */
+const SHOWN = 4;
+
+/**
+ * `message` without the data it quotes. The library's messages quote what failed, and that can
+ * be the value read (`No such key: <value>` for `m[value]`, `Invalid duration string: <value>`),
+ * which must never reach a condition or an Event. A message that repeats any 4 characters of
+ * the value(s) or default that the expression itself does not contain keeps only its text
+ * before the first colon: it errs on the side of saying less.
+ */
+function withoutValues(message: string, text: string, input: TransformInput): string {
+  const leaves: string[] = [];
+  const collect = (v: unknown, depth: number) => {
+    if (depth > 100) return;
+    if (typeof v === "string" || typeof v === "number") leaves.push(String(v));
+    else if (Array.isArray(v)) for (const x of v) collect(x, depth + 1);
+    else if (v !== null && typeof v === "object") {
+      for (const [k, x] of Object.entries(v)) {
+        leaves.push(k);
+        collect(x, depth + 1);
+      }
+    }
+  };
+  // Sources are not collected: object names are in messages anyway, and their fixed keys
+  // (resourceVersion) would hide every message with a common word in it.
+  collect([input.value, input.values, input.default], 0);
+  const data = leaves.join("\u0000");
+  for (let i = 0; i + SHOWN <= message.length; i++) {
+    const window = message.slice(i, i + SHOWN);
+    if (!text.includes(window) && data.includes(window)) {
+      const colon = message.indexOf(":");
+      return `${colon > 0 ? message.slice(0, colon) : "the expression failed on the data"} (the data is not shown)`;
+    }
+  }
+  return message;
+}
+
 /** Functions refused at compile time, with why. */
 const REFUSED: Record<string, string> = {
   // The library runs matches() on JavaScript's backtracking RegExp, where one pattern can take
@@ -257,7 +294,7 @@ function evaluate(
     if (isReferenceError(err)) throw err;
     if (err instanceof RangeError) throw failed(`the transform ran out of room: ${headline(err)}`);
     throw failed(
-      `the transform failed: ${headline(err)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
+      `the transform failed: ${withoutValues(headline(err), text, input)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
     );
   } finally {
     engine.meter = outer;
