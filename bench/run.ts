@@ -18,6 +18,7 @@ import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/clien
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
+import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
 
 // ---------- options ----------
 
@@ -768,6 +769,9 @@ async function runSelectors(client: KubeClient, plane: ControlPlane, objects: nu
 // ---------- main ----------
 
 async function main(): Promise<void> {
+  // In process and first, before the control plane competes for the two cores.
+  log("measuring transforms");
+  const transforms = measureTransforms(quick);
   const plane = await startControlPlane({ log });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
@@ -815,6 +819,7 @@ async function main(): Promise<void> {
       sizes: results,
       fanOut: fan,
       selectors,
+      transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
     await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
@@ -836,6 +841,7 @@ function printTable(r: {
   sizes: SizeResult[];
   fanOut: { n: number; samples: Stats };
   selectors: { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost };
+  transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
   p(`\n${r.command}`);
@@ -882,6 +888,8 @@ function printTable(r: {
   p(
     `selectors: ${r.selectors.refs} Referables (half Single, half Multiple) over ${r.selectors.objects} objects: cold start ${r.selectors.coldStartSeconds.toFixed(1)} s, propagation p50 ${ms(r.selectors.latency.p50)} ms p99 ${ms(r.selectors.latency.p99)} ms, RSS ${r.selectors.cost.rssMiB} MiB, heap ${r.selectors.cost.heapMiB} MiB`,
   );
+  p("");
+  printTransforms(r.transforms, p);
 }
 
 await main();
