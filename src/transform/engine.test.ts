@@ -240,7 +240,7 @@ describe("a transform that fails at run time is TransformFailed, never a throw o
       reason: "bad base64 is an error, not a shorter value",
       text: "string(base64.decode(value))",
       shape: SINGLE,
-      input: single("@@@!"),
+      input: single("the text!"),
       want: ["not base64"],
     },
     {

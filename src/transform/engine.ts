@@ -12,7 +12,7 @@ import { Environment } from "@marcbachmann/cel-js";
 import { LRUCache } from "lru-cache";
 import { ReferenceError, isReferenceError } from "../errors.ts";
 import { CostExceeded, DEFAULT_COST_BUDGET, Meter, installMeter } from "./cost.ts";
-import { registerExtensions } from "./extensions.ts";
+import { ExtensionError, registerExtensions } from "./extensions.ts";
 import { toCel, toJson } from "./json.ts";
 
 /** The longest transform, in characters (the CRD's maxLength of spec.transform). */
@@ -294,7 +294,7 @@ function evaluate(
     if (isReferenceError(err)) throw err;
     if (err instanceof RangeError) throw failed(`the transform ran out of room: ${headline(err)}`);
     throw failed(
-      `the transform failed: ${withoutValues(headline(err), text, input)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
+      `the transform failed: ${err instanceof ExtensionError ? headline(err) : withoutValues(headline(err), text, input)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
     );
   } finally {
     engine.meter = outer;

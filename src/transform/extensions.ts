@@ -9,9 +9,20 @@ import type { Environment } from "@marcbachmann/cel-js";
 /** The largest string one extension call may build, in characters. */
 export const MAX_BUILT_STRING = 1 << 20;
 
+/**
+ * An error of an extension function. Its message is ours and never quotes the data, so the
+ * engine shows it as it is (the library's own messages may quote the value and are screened).
+ */
+export class ExtensionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ExtensionError";
+  }
+}
+
 /** Errors thrown inside a function are reported by the library as the call's runtime error. */
 function fail(message: string): never {
-  throw new Error(message);
+  throw new ExtensionError(message);
 }
 
 function checkBuilt(length: number, what: string): void {
