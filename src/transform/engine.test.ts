@@ -103,6 +103,24 @@ describe("a transform evaluates to JSON", () => {
       want: "db:5432",
     },
     {
+      reason: "format %s of a list and a map prints them as cel-go does: unquoted, keys sorted",
+      text: "'%s %s'.format([value.list, value.map])",
+      input: single({ list: ["a", 1, 2.5, null], map: { b: 2, a: "x" } }),
+      want: "[a, 1, 2.5, null] {a: x, b: 2}",
+    },
+    {
+      reason: "format rounds a tie to even, as Go does",
+      text: "'%.0f %.1f'.format([2.5, 0.25])",
+      input: single(null),
+      want: "2 0.2",
+    },
+    {
+      reason: "strings.quote escapes what is not printable",
+      text: "strings.quote(value)",
+      input: single('a"b\n'),
+      want: '"a\\"b\\n"',
+    },
+    {
       reason: "format with a precision on %f",
       text: "'%.2f'.format([value])",
       input: single(1.5),

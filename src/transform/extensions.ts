@@ -33,6 +33,9 @@ function checkBuilt(length: number, what: string): void {
 /** The receiver of `base64.decode(...)`: CEL sees `base64` as a constant of this type. */
 class Base64Namespace {}
 
+/** The receiver of `strings.quote(...)`, as {@link Base64Namespace}. */
+class StringsNamespace {}
+
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const BASE64_URL = /^[A-Za-z0-9_-]*={0,2}$/;
 
@@ -57,25 +60,52 @@ function replace(s: string, from: string, to: string, limit: bigint): string {
   return parts.slice(0, count + 1).join(to) + from + parts.slice(count + 1).join(from);
 }
 
-/** Formats one value as `%s` does: strings as they are, everything else as CEL prints it. */
+/** Formats one value as cel-go's `%s` does: strings unquoted, lists and maps (keys sorted) recursively. */
 function formatPlain(value: unknown): string {
   if (typeof value === "string") return value;
   if (typeof value === "bigint" || typeof value === "boolean") return String(value);
-  if (typeof value === "number") return Number.isInteger(value) ? value.toFixed(1) : String(value);
-  if (value === null) return "null";
+  if (typeof value === "number") {
+    if (Number.isNaN(value)) return "NaN";
+    if (!Number.isFinite(value)) return value > 0 ? "Infinity" : "-Infinity";
+    return String(value);
+  }
+  if (value === null || value === undefined) return "null";
   if (value instanceof Uint8Array) return Buffer.from(value).toString("utf8");
-  if (Array.isArray(value)) return `[${value.map(formatQuoted).join(", ")}]`;
-  if (value instanceof Map)
-    return `{${[...value].map(([k, v]) => `${formatQuoted(k)}: ${formatQuoted(v)}`).join(", ")}}`;
-  if (typeof value === "object")
-    return `{${Object.entries(value)
-      .map(([k, v]) => `${formatQuoted(k)}: ${formatQuoted(v)}`)
-      .join(", ")}}`;
-  return String(value);
+  if (value instanceof Date) return value.toISOString().replace(/\.000Z$/, "Z");
+  if (Array.isArray(value)) return `[${value.map(formatPlain).join(", ")}]`;
+  const name = (value as object).constructor?.name;
+  if (name === "Duration") return String(value);
+  if (name === "UnsignedInt") return String(value.valueOf());
+  if (name === "Type") return String((value as { name?: unknown }).name);
+  const entries: Array<[string, string]> =
+    value instanceof Map
+      ? [...value].map(([k, v]) => [formatPlain(k), formatPlain(v)])
+      : Object.entries(value as object).map(([k, v]) => [k, formatPlain(v)]);
+  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${k}: ${v}`).join(", ")}}`;
 }
 
-function formatQuoted(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : formatPlain(value);
+/** cel-go's `strings.quote`: the text in double quotes, with escapes for what is not printable. */
+function quote(text: string): string {
+  const escapes: Record<string, string> = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\x07": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+  };
+  let out = "";
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (escapes[ch] !== undefined) out += escapes[ch];
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else out += ch;
+  }
+  return `"${out}"`;
 }
 
 function asNumber(value: unknown, verb: string): number {
@@ -91,6 +121,17 @@ function asInteger(value: unknown, verb: string): bigint {
   if (value !== null && typeof value === "object" && value.constructor?.name === "UnsignedInt")
     return BigInt(String(value.valueOf()));
   return fail(`format: %${verb} takes an int or uint`);
+}
+
+/** `value` with `digits` decimals, a tie rounded to even as Go does (toFixed rounds it away from zero). */
+function fixed(value: number, digits: number): string {
+  if (!Number.isFinite(value)) return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+  const scaled = Math.abs(value) * 10 ** digits;
+  if (digits <= 15 && scaled < Number.MAX_SAFE_INTEGER && scaled % 1 === 0.5) {
+    const even = Math.floor(scaled) % 2 === 0 ? Math.floor(scaled) : Math.ceil(scaled);
+    return (Math.sign(value) * (even / 10 ** digits)).toFixed(digits);
+  }
+  return value.toFixed(digits);
 }
 
 const VERB = /%(?:\.(\d{1,3}))?([sdfeExXob%])/g;
@@ -112,7 +153,7 @@ function format(template: string, args: unknown[]): string {
         text = String(asInteger(arg, verb));
         break;
       case "f":
-        text = asNumber(arg, verb).toFixed(precision === undefined ? 6 : Number(precision));
+        text = fixed(asNumber(arg, verb), precision === undefined ? 6 : Number(precision));
         break;
       case "e":
       case "E": {
@@ -136,7 +177,7 @@ function format(template: string, args: unknown[]): string {
         text = asInteger(arg, verb).toString(8);
         break;
       default:
-        text = asInteger(arg, verb).toString(2);
+        text = typeof arg === "boolean" ? (arg ? "1" : "0") : asInteger(arg, verb).toString(2);
     }
     built += text.length;
     checkBuilt(template.length + built, "format");
@@ -156,6 +197,12 @@ export function registerExtensions(env: Environment): void {
     .registerFunction("referable.Base64Namespace.encode(bytes): string", (_ns: unknown, b: Uint8Array) =>
       Buffer.from(b).toString("base64"),
     )
+    .registerType("referable.StringsNamespace", StringsNamespace)
+    .registerConstant("strings", "referable.StringsNamespace", new StringsNamespace())
+    .registerFunction("referable.StringsNamespace.quote(string): string", (_ns: unknown, t: string) => {
+      checkBuilt(t.length * 4 + 2, "strings.quote");
+      return quote(t);
+    })
     .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) =>
       replace(s, a, b, -1n),
     )
