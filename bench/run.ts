@@ -18,6 +18,7 @@ import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/clien
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
+import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
 
 // ---------- options ----------
 
@@ -893,6 +894,9 @@ async function runClusterContent(
 // ---------- main ----------
 
 async function main(): Promise<void> {
+  // In process and first, before the control plane competes for the two cores.
+  log("measuring transforms");
+  const transforms = measureTransforms(quick);
   const plane = await startControlPlane({ log });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
@@ -949,6 +953,7 @@ async function main(): Promise<void> {
       fanOut: fan,
       selectors,
       content,
+      transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
     await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
@@ -972,6 +977,7 @@ function printTable(r: {
   selectors:
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
+  transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
   p(`\n${r.command}`);
@@ -1025,6 +1031,8 @@ function printTable(r: {
     p(
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
     );
+  p("");
+  printTransforms(r.transforms, p);
 }
 
 await main();

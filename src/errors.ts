@@ -20,6 +20,7 @@ export const Reasons = {
   InvalidSpec: "InvalidSpec",
   Forbidden: "Forbidden",
   ValueTooLarge: "ValueTooLarge",
+  TransformFailed: "TransformFailed",
   Pending: "Pending",
 } as const;
 
@@ -44,6 +45,8 @@ const RETRYABLE: Record<FailureReason, boolean> = {
   InvalidSpec: false,
   Forbidden: true,
   ValueTooLarge: true,
+  // The data may change into something the expression handles; the author may fix it too.
+  TransformFailed: true,
   Pending: true,
 };
 

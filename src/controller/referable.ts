@@ -42,6 +42,8 @@ export interface ReferableSpec {
   };
   policy?: { resolution?: "Required" | "Optional" };
   default?: unknown;
+  /** A CEL expression that shapes the value (see "Transforms" in docs/api.md). */
+  transform?: string;
 }
 
 /** A metav1.Condition. */
@@ -109,6 +111,7 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
     requireConditions: source.requireConditions,
     default: spec?.default,
     policy: spec?.policy?.resolution ? { resolution: spec.policy.resolution } : undefined,
+    transform: spec?.transform,
   };
   const hasName = source.name !== undefined && source.name !== "";
   if (hasName && source.selector !== undefined) {

@@ -76,7 +76,7 @@ export function desiredStatus(
       next.sources = keepReadVersions(previous, result.sources, result.values, true);
     } else {
       if (result.value !== undefined && result.value !== null) next.value = result.value;
-      const sources = result.source ? [result.source] : [];
+      const sources = "sources" in result ? result.sources : result.source ? [result.source] : [];
       next.sources = keepReadVersions(previous, sources, result.value, false);
     }
   } else if (UNOBSERVED.has(result.error.reason) && sameGeneration) {

@@ -7,6 +7,7 @@ import { ReferenceError } from "../errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
 import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";
+import { compileTransform, type CompiledTransform } from "../transform/index.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -35,6 +36,8 @@ export interface CompiledRequest {
   hasDefault: boolean;
   defaultValue: unknown;
   resolution: ResolutionPolicy;
+  /** The compiled `transform`, when the request has one. */
+  transform?: CompiledTransform;
   /** Text naming the source for messages: `ConfigMap team-a/db`, `ConfigMaps matching app=web in team-a`. */
   describe: string;
   /** What the source cache must keep of the objects this request reads. */
@@ -161,6 +164,13 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
   if (requireConditions.length > 0) extractors.push(conditionsExtractor(requireConditions));
   const hasDefault = raw.default !== undefined;
+  // Compiled here, with the rest of the spec, so a transform that does not parse or type-check is
+  // InvalidSpec before anything is read.
+  const transformText = optionalString(raw.transform, f("transform"), 4096);
+  const transform =
+    transformText === undefined
+      ? undefined
+      : compileTransform(transformText, { mode, hasDefault }, f("transform"));
   const describe =
     target === "external"
       ? `an external value`
@@ -185,6 +195,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     hasDefault,
     defaultValue: raw.default,
     resolution,
+    transform,
     describe,
     extractors,
     fieldKey: fieldPath && pathExtractor(fieldPath).key,

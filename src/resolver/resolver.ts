@@ -20,6 +20,7 @@ import { KindIndex } from "./kind-index.ts";
 import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
+import { applyTransform } from "./transform.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -312,7 +313,12 @@ export class Resolver {
     sub.index = index;
     // Interest first: every object decoded from now on keeps what `sub` reads.
     index.add(sub);
-    this.waiter.follow(1);
+    // Only a group with a dot can be a CRD's (the API server requires one): built-in kinds
+    // (ConfigMaps, Deployments, ...) need no CRD watch.
+    if (resource.group.includes(".")) {
+      sub.followsCrd = true;
+      this.waiter.follow(1);
+    }
     this.recompute(sub);
   }
 
@@ -419,7 +425,10 @@ export class Resolver {
     if (!index) return;
     sub.index = undefined;
     sub.resource = undefined;
-    this.waiter.follow(-1);
+    if (sub.followsCrd) {
+      sub.followsCrd = false;
+      this.waiter.follow(-1);
+    }
     index.remove(sub);
     if (index.all.size === 0) {
       index.close();
@@ -449,7 +458,7 @@ export class Resolver {
       index?.refresh(sub);
       return;
     }
-    this.deliver(sub, result);
+    this.deliver(sub, applyTransform(sub.request, result, this.limits));
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {

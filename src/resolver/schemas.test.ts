@@ -107,6 +107,7 @@ describe("the schemas have a field for every field of the TypeScript types, and 
     requireConditions: true,
     default: true,
     policy: true,
+    transform: true,
   } satisfies Record<keyof NamedReference | keyof ExternalReference, true>;
   const selectorFields = {
     apiVersion: true,
@@ -122,6 +123,7 @@ describe("the schemas have a field for every field of the TypeScript types, and 
     requireConditions: true,
     default: true,
     policy: true,
+    transform: true,
   } satisfies Record<keyof GenericSelector, true>;
 
   it.each([

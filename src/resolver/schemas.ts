@@ -164,6 +164,26 @@ const defaultSchema: JSONSchemaProps = {
   "x-kubernetes-preserve-unknown-fields": true,
 };
 
+/** What `transform` means, shared by the schemas here and the Referable CRD's `spec.transform`. */
+export const TRANSFORM_DESCRIPTION =
+  "A CEL expression that shapes the value before it is published, as Kubernetes CEL: the standard " +
+  "library, the strings extension (split, join, lowerAscii, replace, format...), base64.decode/encode " +
+  "and optional types (?. and orValue). Variables: value (mode Single: the value read, with its JSON type; " +
+  "a whole number is an int), values (mode Multiple: the list), sources (the objects read: apiVersion, kind, " +
+  "namespace, name, uid, resourceVersion) and default (only when default is set). The result, mapped to JSON, " +
+  "is the value; in mode Multiple a result that is not a list is the single value. Defaulted and Optional " +
+  "results are not transformed. An expression that does not parse or type-check is InvalidSpec; an error " +
+  "or a cost over budget while it runs is TransformFailed. " +
+  "Examples: \"'postgres://' + value + ':5432/app'\", \"string(base64.decode(value))\", " +
+  "\"values.size()\", \"{'host': value, 'port': 5432}\". Default: none (the value as read).";
+
+const transformSchema: JSONSchemaProps = {
+  type: "string",
+  description: TRANSFORM_DESCRIPTION,
+  minLength: 1,
+  maxLength: 4096,
+};
+
 const policySchema: JSONSchemaProps = {
   type: "object",
   description: "How and when the reference is resolved, with the meaning these fields have in Crossplane.",
@@ -217,6 +237,7 @@ export const genericReferenceSchema: JSONSchemaProps = deepFreeze({
     requireConditions: requireConditionsSchema,
     default: defaultSchema,
     policy: policySchema,
+    transform: transformSchema,
   },
   // `external` holds any JSON, so it has no type, and CEL cannot see a field without one (the API
   // server refuses `has(self.external)` as "undefined field"). "Exactly one of name and external"
@@ -352,6 +373,7 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
     requireConditions: requireConditionsSchema,
     default: defaultSchema,
     policy: policySchema,
+    transform: transformSchema,
   },
   "x-kubernetes-validations": [
     {

@@ -28,6 +28,8 @@ export class Sub implements Subscription {
   /** What makes two pushed results differ (see the resolver's fingerprint). */
   fingerprint: string | undefined;
   closed = false;
+  /** Counted among the subscriptions that keep CRDs watched (its kind may be a CRD's). */
+  followsCrd = false;
   /** An attach (discovery lookup) is under way. */
   attaching = false;
   retryTimer: NodeJS.Timeout | undefined;

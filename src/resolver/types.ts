@@ -65,6 +65,15 @@ interface ReferenceCommon {
    * @default { resolve: "IfNotPresent", resolution: "Required" }
    */
   policy?: Policy;
+  /**
+   * A CEL expression that shapes the value before it is returned (`"'postgres://' + value"`,
+   * `"string(base64.decode(value))"`): see "Transforms" in the API document for its variables,
+   * functions and limits. Results with reason `Defaulted` or `Optional` are not transformed.
+   * A Multiple selector's transform that returns something other than a list resolves to a
+   * single value (a {@link ResolvedValue} with `sources`).
+   * @default undefined (the value as read)
+   */
+  transform?: string;
 }
 
 /** A reference to one named object, read at `fieldPath`. */
@@ -170,9 +179,14 @@ export type ResolvedReason = Extract<Reason, "Available" | "Defaulted" | "Option
  * - `Available`: `value` was read from `source` (no source for an `external` literal);
  * - `Defaulted`: the source or field is missing and `value` is the reference's `default`;
  * - `Optional`: the source or field is missing, the policy is `Optional`, and there is no value.
+ *
+ * A `Multiple` selector whose transform returns something other than a list resolves to a value
+ * too, with the objects it was computed from in `sources` (test `"sources" in result`).
  */
 export type ResolvedValue =
   | { reason: "Available"; value: unknown; source?: SourceRef }
+  /** A `Multiple` selector whose transform returned one value, computed from `sources` in order. */
+  | { reason: "Available"; value: unknown; sources: SourceRef[]; source?: undefined }
   | { reason: "Defaulted"; value: unknown; source?: undefined }
   | { reason: "Optional"; value?: undefined; source?: undefined };
 

@@ -132,6 +132,46 @@ interface Case {
 
 const cases: Case[] = [
   {
+    reason: "a transform that compiles is allowed with the usual access check",
+    request: { object: referable(cm("db"), { transform: "'postgres://' + value" }) },
+    allowed: true,
+    asked: ["get /configmaps team-a db"],
+  },
+  {
+    reason: "a transform that does not parse is refused with its position, before any access check",
+    request: { object: referable(cm("db"), { transform: "value +" }) },
+    allowed: false,
+    asked: [],
+    code: 422,
+    message: "spec.transform: does not parse: Unexpected token: EOF (at line 1, column 8)",
+  },
+  {
+    reason: "a transform that does not type-check for its mode is refused",
+    request: {
+      object: referable(
+        { ...cm("db"), name: undefined, selector: {} },
+        { selection: { mode: "Single" }, transform: "values.size()" },
+      ),
+    },
+    allowed: false,
+    asked: [],
+    code: 422,
+    message:
+      "spec.transform: does not type-check: Unknown variable: values (values is bound in mode Multiple; use value) (at line 1, column 1)",
+  },
+  {
+    reason: "an update that only breaks the transform is refused, though the source is unchanged",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), { transform: "1 + 'a'" }),
+      oldObject: referable(cm("db")),
+    },
+    allowed: false,
+    asked: [],
+    code: 422,
+    message: "spec.transform: does not type-check: no such overload: int + string (at line 1, column 1)",
+  },
+  {
     reason: "a user who may get the named object is allowed",
     request: { object: referable(cm("db")) },
     allowed: true,

@@ -17,6 +17,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
+import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
   reviewResponse,
@@ -91,6 +92,11 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
       return allow();
     if (request.subResource) return allow();
     if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
+
+    // Checked on every write, before the access check's shortcut for an unchanged source: a
+    // transform changes how the value is presented, and one that cannot compile never runs.
+    const transformError = transformProblem(request.object);
+    if (transformError !== undefined) return refuse(422, "Invalid", transformError);
 
     const source = sourceOf(request.object);
     // Everything that decides what the controller reads sits in spec.source: an update that

@@ -350,6 +350,42 @@ describe("updates", () => {
   });
 });
 
+describe("spec.transform", () => {
+  const withTransform = (transform: string, name = uniqueName("rf")) =>
+    admin.request("POST", RF, {
+      body: {
+        apiVersion: "referable.dev/v1alpha1",
+        kind: "Referable",
+        metadata: { name, labels: webhook.labels },
+        spec: { source: configMap("db"), transform },
+      },
+    });
+
+  it("refuses a transform that does not parse, with its position, and stores nothing", async () => {
+    const name = uniqueName("rf");
+    const refused = await refusal(withTransform("'postgres://' + value +", name));
+    expect(refused).toContain("spec.transform: does not parse");
+    expect(refused).toContain("line 1, column");
+    const stored = await admin.request("GET", `${RF}/${name}`).catch((err: unknown) => err);
+    expect(isApiError(stored) && stored.statusCode).toBe(404);
+  });
+
+  it("refuses a transform that does not type-check, and an update that breaks one", async () => {
+    expect(await refusal(withTransform("values.size()"))).toContain("Unknown variable: values");
+    const name = uniqueName("rf");
+    await withTransform("'postgres://' + value", name);
+    const refused = await refusal(
+      admin.request("PATCH", `${RF}/${name}`, {
+        body: { spec: { transform: "1 + 'a'" } },
+        contentType: "application/merge-patch+json",
+      }),
+    );
+    expect(refused).toContain("does not type-check: no such overload: int + string");
+    const stored = await admin.request<{ spec: { transform: string } }>("GET", `${RF}/${name}`);
+    expect(stored.spec.transform).toBe("'postgres://' + value");
+  });
+});
+
 describe("the webhook's own certificate and outages", () => {
   it("rotating the serving certificate takes effect without a restart", async () => {
     const before = await presentedFingerprint(webhook.port, webhook.caFile);

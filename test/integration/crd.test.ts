@@ -472,6 +472,14 @@ withKubectl("kubectl with the Referable CRD", () => {
     expect(out).toContain("Exactly one of name and selector is set.");
   });
 
+  it("explain referable.spec.transform documents the variables, the errors and examples", async () => {
+    const out = await kubectl("explain", "referable.spec.transform");
+    expect(out).toContain("A CEL expression that shapes the value");
+    for (const part of ["value", "values", "sources", "TransformFailed", "InvalidSpec", "Examples:"])
+      expect(out).toContain(part);
+    expect(out).toContain("base64.decode(value)");
+  });
+
   it("get rf shows READY, REASON, VALUE, SOURCE and AGE", async () => {
     const named = await create("crd-get-name", { source: byName });
     const selected = await create("crd-get-selector", {

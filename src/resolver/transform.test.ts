@@ -1,0 +1,109 @@
+import { ReferenceError } from "../errors.ts";
+import { compileRequest, type AnyReference } from "./request.ts";
+import { applyTransform } from "./transform.ts";
+import type { ResolutionResult, SourceRef } from "./types.ts";
+
+const LIMITS = { maxValueBytes: 1024 };
+const SRC: SourceRef = {
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: "a",
+  name: "x",
+  uid: "u1",
+  resourceVersion: "1",
+};
+const SRC2: SourceRef = { ...SRC, name: "y", uid: "u2" };
+const named = (extra: Partial<AnyReference>): AnyReference =>
+  ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    namespace: "a",
+    name: "x",
+    fieldPath: "data.k",
+    ...extra,
+  }) as AnyReference;
+const multiple = (extra: Partial<AnyReference>): AnyReference =>
+  ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    namespace: "a",
+    fieldPath: "data.k",
+    mode: "Multiple",
+    ...extra,
+  }) as AnyReference;
+
+describe("applyTransform", () => {
+  it.each<{ reason: string; ref: AnyReference; result: ResolutionResult; want: unknown }>([
+    {
+      reason: "without a transform the result is unchanged",
+      ref: named({}),
+      result: { ok: true, reason: "Available", value: "v", source: SRC },
+      want: { ok: true, reason: "Available", value: "v", source: SRC },
+    },
+    {
+      reason: "an Available value is transformed and keeps its source",
+      ref: named({ transform: "value + '!'" }),
+      result: { ok: true, reason: "Available", value: "v", source: SRC },
+      want: { ok: true, reason: "Available", value: "v!", source: SRC },
+    },
+    {
+      reason: "a Defaulted value is the author's literal and is not transformed",
+      ref: named({ transform: "value + '!'", default: "d" }),
+      result: { ok: true, reason: "Defaulted", value: "d" },
+      want: { ok: true, reason: "Defaulted", value: "d" },
+    },
+    {
+      reason: "an Optional result has no value to transform",
+      ref: named({ transform: "value + '!'", policy: { resolution: "Optional" } }),
+      result: { ok: true, reason: "Optional" },
+      want: { ok: true, reason: "Optional" },
+    },
+    {
+      reason: "a failure stays the failure",
+      ref: named({ transform: "value + '!'" }),
+      result: { ok: false, error: new ReferenceError("SourceNotFound", "gone") },
+      want: { ok: false, error: expect.objectContaining({ reason: "SourceNotFound" }) },
+    },
+    {
+      reason: "mode Multiple: a list result is the values, with the same sources",
+      ref: multiple({ transform: "values.map(v, v + '!')" }),
+      result: { ok: true, reason: "Available", values: ["a", "b"], sources: [SRC, SRC2] },
+      want: { ok: true, reason: "Available", values: ["a!", "b!"], sources: [SRC, SRC2] },
+    },
+    {
+      reason: "mode Multiple: a single result is the value, computed from every source",
+      ref: multiple({ transform: "values.join(',')" }),
+      result: { ok: true, reason: "Available", values: ["a", "b"], sources: [SRC, SRC2] },
+      want: { ok: true, reason: "Available", value: "a,b", sources: [SRC, SRC2] },
+    },
+    {
+      reason: "a runtime error is TransformFailed, naming the source",
+      ref: named({ transform: "value.missing" }),
+      result: { ok: true, reason: "Available", value: {}, source: SRC },
+      want: {
+        ok: false,
+        error: expect.objectContaining({
+          reason: "TransformFailed",
+          message: expect.stringContaining("ConfigMap a/x: the transform failed: No such key: missing"),
+        }),
+      },
+    },
+    {
+      reason: "a result over maxValueBytes is TransformFailed, not ValueTooLarge",
+      ref: named({ transform: "value + value" }),
+      result: { ok: true, reason: "Available", value: "x".repeat(600), source: SRC },
+      want: { ok: false, error: expect.objectContaining({ reason: "TransformFailed" }) },
+    },
+  ])("$reason", ({ ref, result, want }) => {
+    expect(applyTransform(compileRequest(ref), result, LIMITS)).toEqual(want);
+  });
+
+  it("a transform that does not compile makes the request InvalidSpec, named by its field", () => {
+    expect(() => compileRequest(named({ transform: "value +" }), "spec")).toThrow(
+      expect.objectContaining({
+        reason: "InvalidSpec",
+        message: expect.stringMatching(/^spec\.transform: does not parse/),
+      }),
+    );
+  });
+});

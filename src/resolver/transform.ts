@@ -1,0 +1,54 @@
+/**
+ * Applies a request's `transform` to its result: the one place where a resolved value is
+ * shaped by CEL. Only `Available` results are transformed: a `Defaulted` value is the author's
+ * own literal, already in the shape they want, and an `Optional` result has no value to shape.
+ * A failure is `TransformFailed` (or whatever the engine reports), never a throw.
+ */
+import { ReferenceError, isReferenceError } from "../errors.ts";
+import type { CompiledRequest } from "./request.ts";
+import type { ResolutionResult, SourceRef } from "./types.ts";
+
+/** Limits of a transform's evaluation. */
+export interface TransformLimits {
+  /** The largest result, in bytes of JSON; larger is `TransformFailed`. */
+  maxValueBytes: number;
+  /** The cost budget of one evaluation. @default 1000000 (Kubernetes' per-call limit) */
+  costBudget?: number;
+}
+
+/**
+ * `result` with `request.transform` applied: unchanged without a transform or unless it is an
+ * `Available` success. In mode Multiple a result that is a list becomes `values` (beside the
+ * same `sources`), anything else the single `value` with `sources`. Never throws.
+ */
+export function applyTransform(
+  request: CompiledRequest,
+  result: ResolutionResult,
+  limits: TransformLimits,
+): ResolutionResult {
+  const transform = request.transform;
+  if (transform === undefined || !result.ok || result.reason !== "Available") return result;
+  const many = "values" in result;
+  const sources: SourceRef[] = many ? result.sources : result.source ? [result.source] : [];
+  try {
+    const { value } = transform.evaluate(
+      {
+        value: many ? undefined : result.value,
+        values: many ? result.values : undefined,
+        sources,
+        default: request.defaultValue,
+      },
+      limits,
+    );
+    if (!many) return { ok: true, reason: "Available", value, source: result.source };
+    if (Array.isArray(value)) return { ok: true, reason: "Available", values: value, sources };
+    return { ok: true, reason: "Available", value, sources };
+  } catch (err) {
+    const error = isReferenceError(err)
+      ? new ReferenceError(err.reason, `${request.describe}: ${err.message}`)
+      : new ReferenceError("TransformFailed", `${request.describe}: the transform failed unexpectedly`, {
+          cause: err,
+        });
+    return { ok: false, error };
+  }
+}

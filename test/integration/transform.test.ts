@@ -1,0 +1,247 @@
+/**
+ * Transforms on the real control plane: a Referable whose spec.transform shapes the value read
+ * from a ConfigMap, for each outcome the API document names. Successes land in status.value or
+ * status.values; a transform that does not compile is InvalidSpec with its position; one that
+ * fails at run time, runs over its cost budget or builds too much is TransformFailed, promptly,
+ * and the controller writes once and stays settled (no retry loop, no crash).
+ *
+ * The admission webhook is not running here (see admission.test.ts for its refusal), so a bad
+ * expression reaches the controller, as it does on a cluster without the webhook.
+ */
+import { jest } from "@jest/globals";
+import type { KubeClient } from "../../src/kube/client.ts";
+import {
+  getReferable,
+  SHARD_LABEL,
+  startTestController,
+  waitForReason,
+  type ReferableView,
+  type TestController,
+} from "../harness/controller.ts";
+import { adminClient, closeTestClients, createNamespace, uniqueName } from "../harness/kube.ts";
+
+jest.setTimeout(30_000);
+
+const RF = "/apis/referable.dev/v1alpha1/referables";
+
+let admin: KubeClient;
+let ns: string;
+let ctl: TestController;
+
+beforeAll(async () => {
+  admin = adminClient();
+  ns = await createNamespace(admin, "transform");
+  ctl = await startTestController();
+}, 60_000);
+afterAll(async () => {
+  await ctl?.stop();
+  await closeTestClients();
+});
+
+async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
+  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
+  });
+}
+
+async function createReferable(spec: Record<string, unknown>): Promise<string> {
+  const name = uniqueName("rf");
+  await admin.request("POST", RF, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: { [SHARD_LABEL]: ctl.shard } },
+      spec,
+    },
+  });
+  return name;
+}
+
+const byName = (name: string, fieldPath: string) => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: ns,
+  name,
+  fieldPath,
+});
+
+/** Proves the controller has processed everything before now: a new Referable it must reconcile. */
+async function barrier(): Promise<void> {
+  const cm = uniqueName("barrier");
+  await createConfigMap(cm, { v: cm });
+  const rf = await createReferable({ source: byName(cm, "data.v") });
+  await waitForReason(admin, rf, "Available", (v) => v.status.value === cm);
+}
+
+/** Waits for `reason`, then proves the Referable stopped being written: same resourceVersion after a barrier. */
+async function settlesAt(name: string, reason: string, extra?: (v: ReferableView) => boolean) {
+  const view = await waitForReason(admin, name, reason, extra, 20_000);
+  await barrier();
+  const later = await getReferable(admin, name);
+  expect(later.object.metadata?.resourceVersion).toBe(view.object.metadata?.resourceVersion);
+  return view;
+}
+
+describe("a transform shapes the value", () => {
+  let db: string;
+  let secretish: string;
+  beforeAll(async () => {
+    db = uniqueName("db");
+    secretish = uniqueName("creds");
+    await createConfigMap(db, { host: "db.internal", port: "5432" });
+    // A base64 field, as a ConfigMap copied from a Secret's data holds it.
+    await createConfigMap(secretish, { password: Buffer.from("s3cr3t-pass").toString("base64") });
+  });
+
+  it("formats a string, and follows the source when it changes", async () => {
+    const rf = await createReferable({
+      source: byName(db, "data.host"),
+      transform: "'postgres://' + value + ':5432/app'",
+    });
+    const view = await waitForReason(admin, rf, "Available");
+    expect(view.ready).toBe("True");
+    expect(view.status.value).toBe("postgres://db.internal:5432/app");
+    expect(view.status.sources?.[0]?.name).toBe(db);
+    await admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${db}`, {
+      body: { data: { host: "db2.internal" } },
+      contentType: "application/merge-patch+json",
+    });
+    await waitForReason(admin, rf, "Available", (v) => v.status.value === "postgres://db2.internal:5432/app");
+  });
+
+  it("decodes a base64 field of a ConfigMap", async () => {
+    const rf = await createReferable({
+      source: byName(secretish, "data.password"),
+      transform: "string(base64.decode(value))",
+    });
+    const view = await waitForReason(admin, rf, "Available");
+    expect(view.status.value).toBe("s3cr3t-pass");
+  });
+
+  it("gives a number from values.size() in mode Multiple, published as status.value", async () => {
+    const app = uniqueName("app");
+    for (const i of [1, 2, 3]) await createConfigMap(`${app}-${i}`, { v: String(i) }, { app });
+    const rf = await createReferable({
+      source: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        selector: { matchLabels: { app } },
+        fieldPath: "data.v",
+      },
+      selection: { mode: "Multiple" },
+      transform: "values.size()",
+    });
+    const view = await waitForReason(admin, rf, "Available");
+    // A Multiple-mode transform that returns one value publishes it as status.value, with
+    // every source it was computed from.
+    expect(view.status.value).toBe(3);
+    expect(view.status.values).toBeUndefined();
+    expect(view.status.sources?.map((s) => s.name)).toEqual([`${app}-1`, `${app}-2`, `${app}-3`]);
+  });
+
+  it("builds an object with a map literal", async () => {
+    const rf = await createReferable({
+      source: byName(db, "data"),
+      transform:
+        "{'host': value.host, 'port': int(value.port), 'tls': value.?tls.orValue('false') == 'true'}",
+    });
+    const view = await waitForReason(admin, rf, "Available", (v) => typeof v.status.value === "object");
+    expect(view.status.value).toEqual({
+      host: expect.stringMatching(/^db2?\.internal$/),
+      port: 5432,
+      tls: false,
+    });
+  });
+
+  it("leaves a Defaulted value as written", async () => {
+    const rf = await createReferable({
+      source: byName(uniqueName("absent"), "data.v"),
+      default: "as-written",
+      transform: "value + '-transformed'",
+    });
+    const view = await waitForReason(admin, rf, "Defaulted");
+    expect(view.status.value).toBe("as-written");
+  });
+});
+
+describe("a transform that fails says why, once", () => {
+  let cm: string;
+  let big: string;
+  beforeAll(async () => {
+    cm = uniqueName("data");
+    big = uniqueName("big");
+    await createConfigMap(cm, { v: "text", list: "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z" });
+    await createConfigMap(big, { v: "x".repeat(30_000) });
+  });
+
+  it("a parse error is InvalidSpec with the position", async () => {
+    const rf = await createReferable({ source: byName(cm, "data.v"), transform: "'postgres://' + value +" });
+    const view = await settlesAt(rf, "InvalidSpec");
+    expect(view.ready).toBe("False");
+    // The controller names request fields under spec.source (its prefix for the whole request).
+    expect(view.message).toMatch(/^spec(\.source)?\.transform: does not parse/);
+    expect(view.message).toMatch(/line 1, column \d+/);
+  });
+
+  it("a runtime error is TransformFailed with the library's message, and no value", async () => {
+    const rf = await createReferable({ source: byName(cm, "data"), transform: "value.missing + 'x'" });
+    const view = await settlesAt(rf, "TransformFailed");
+    expect(view.message).toContain("No such key: missing");
+    expect(view.status.value).toBeUndefined();
+  });
+
+  it("bad base64 is TransformFailed, not a shorter value", async () => {
+    const rf = await createReferable({
+      source: byName(cm, "data.v"),
+      transform: "string(base64.decode(value + '!'))",
+    });
+    const view = await settlesAt(rf, "TransformFailed");
+    expect(view.message).toContain("not base64");
+  });
+
+  it("a transform over its cost budget is TransformFailed, promptly", async () => {
+    const started = Date.now();
+    const rf = await createReferable({
+      source: byName(cm, "data.list"),
+      // 26^4 = 456,976 innermost steps, each several units: well over 1,000,000.
+      transform:
+        "cel.bind(l, value.split(','), l.map(a, l.map(b, l.map(c, l.map(d, a + b + c + d)))).size())",
+    });
+    const view = await settlesAt(rf, "TransformFailed");
+    expect(view.message).toContain("cost budget of 1000000");
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  it.each([
+    {
+      reason: "string doubling with nested binds",
+      transform:
+        "cel.bind(a, value + value, cel.bind(b, a + a, cel.bind(c, b + b, cel.bind(d, c + c, cel.bind(e, d + d, cel.bind(f, e + e, cel.bind(g, f + f, cel.bind(h, g + g, (h + h).size()))))))))",
+      message: "cost budget",
+    },
+    {
+      reason: "nested comprehensions over a 30,000-character split",
+      transform: "value.split('').map(a, value.split('').map(b, a + b)).size()",
+      message: "cost budget",
+    },
+    {
+      reason: "a replace that would multiply the value by itself",
+      transform: "value.replace('x', value)",
+      message: "replace would build a string",
+    },
+    {
+      reason: "a result far over the value size cap",
+      transform: "[value, value, value]",
+      message: "over the limit of 32768",
+    },
+  ])(
+    "a hostile expression ($reason) is TransformFailed and the controller carries on",
+    async ({ transform, message }) => {
+      const rf = await createReferable({ source: byName(big, "data.v"), transform });
+      const view = await settlesAt(rf, "TransformFailed");
+      expect(view.message).toContain(message);
+      expect(view.message).not.toContain("xxxxxxxxxx");
+    },
+  );
+});
