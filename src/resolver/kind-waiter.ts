@@ -133,7 +133,9 @@ export class KindWaiter {
     if (typeof group === "string" && typeof kind === "string") {
       if (event.type === "DELETED") this.established.delete(`${group}/${kind}`);
       else this.established.set(`${group}/${kind}`, value(ESTABLISHED) === null);
-      this.options.onCrdChange?.(group, kind);
+      // The first list tells of every CRD there is: no change to follow (attached
+      // subscriptions found their kinds in discovery as it is).
+      if (this.crds?.state.phase === "Synced") this.options.onCrdChange?.(group, kind);
     }
     // The conditions read is null when every wanted condition is met.
     if (event.type === "DELETED" || value(ESTABLISHED) !== null) return;

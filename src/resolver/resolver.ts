@@ -351,28 +351,37 @@ export class Resolver {
     const key = `${group}/${kind}`;
     if (this.crdChecks.has(key)) return;
     const check = async () => {
-      for (const sub of [...this.subs]) {
+      // One lookup per apiVersion, however many subscriptions read the kind.
+      const byApiVersion = new Map<string, Sub[]>();
+      for (const sub of this.subs) {
         const req = sub.request;
         const subGroup = req.apiVersion.includes("/") ? req.apiVersion.split("/")[0] : "";
         if (subGroup !== group || req.kind !== kind || !sub.index || !sub.resource) continue;
-        this.discovery.invalidate(req.apiVersion);
+        let list = byApiVersion.get(req.apiVersion);
+        if (!list) byApiVersion.set(req.apiVersion, (list = []));
+        list.push(sub);
+      }
+      for (const [apiVersion, subs] of byApiVersion) {
+        this.discovery.invalidate(apiVersion);
         let now: ResourceInfo | undefined;
         try {
-          now = await this.discovery.lookup(req.apiVersion, req.kind);
+          now = await this.discovery.lookup(apiVersion, kind);
         } catch {
           now = undefined;
         }
-        const was = sub.resource;
-        if (
-          sub.closed ||
-          (now &&
+        for (const sub of subs) {
+          const was = sub.resource;
+          if (sub.closed || !was) continue;
+          if (
+            now &&
             now.resource === was.resource &&
             now.namespaced === was.namespaced &&
-            now.verbs.join() === was.verbs.join())
-        )
-          continue;
-        this.detach(sub);
-        void this.attach(sub);
+            now.verbs.join() === was.verbs.join()
+          )
+            continue;
+          this.detach(sub);
+          void this.attach(sub);
+        }
       }
     };
     const timers = [0, 1000, 3000].map((delay) => {
