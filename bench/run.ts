@@ -44,7 +44,8 @@ const profile = process.argv.includes("--profile");
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
  */
-const controllerNodeOptions = arg("controller-node-options") ?? "--max-old-space-size=256";
+const controllerNodeOptions =
+  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=2";
 
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const RUN = `r${Date.now().toString(36)}`;

@@ -10,6 +10,20 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
 import { KubeClient } from "../../src/kube/client.ts";
 
+/** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
+export function deployBaseNodeOptions(): string {
+  const path = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "deploy", "base", "deployment.yaml");
+  for (const doc of loadAll(readFileSync(path, "utf8"))) {
+    const containers = (doc as { spec?: { template?: { spec?: { containers?: unknown[] } } } } | null)?.spec
+      ?.template?.spec?.containers as Array<{ env?: Array<{ name: string; value?: string }> }> | undefined;
+    for (const c of containers ?? []) {
+      const value = c.env?.find((e) => e.name === "NODE_OPTIONS")?.value;
+      if (value) return value;
+    }
+  }
+  throw new Error(`no NODE_OPTIONS in ${path}`);
+}
+
 /**
  * The rules of the ClusterRoles in these files of deploy/base (e.g. "rbac-controller.yaml"), so
  * a test can grant its own ServiceAccount exactly what the shipped controller gets.

@@ -17,6 +17,7 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
+  deployBaseNodeOptions,
   deployBaseRules,
   kubeConfigWithToken,
   serviceAccountToken,
@@ -28,8 +29,8 @@ import { killAllProcesses, startControllerProcess, type ControllerProcess } from
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const SHARD_LABEL = "test.referable.dev/shard";
-/** The heap cap of deploy/base/deployment.yaml. */
-const HEAP_CAP = "--max-old-space-size=256";
+/** The NODE_OPTIONS deploy/base/deployment.yaml ships: its heap cap. */
+const HEAP_CAP = deployBaseNodeOptions();
 /** ConfigMaps of about 1 MiB: together about 300 MiB, more than the heap cap. */
 const BIG_COUNT = 300;
 const BIG_BYTES = 1_000_000;
