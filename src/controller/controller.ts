@@ -220,6 +220,10 @@ export class ReferableController {
       return "done";
     }
     const tracked = this.track(obj);
+    // Nothing to say yet: the subscription pushes its first result (after a discovery lookup, or
+    // a targeted read of a source cached before anyone read it), which queues this Referable
+    // again. A "Pending" written now would only be overwritten a few milliseconds later.
+    if (!tracked.fixed && tracked.subscription && tracked.subscription.current === undefined) return "done";
     const result = tracked.fixed ?? this.unlessCycle(name, tracked.subscription?.current ?? PENDING);
     // If the cache has not seen our last write yet, compare against what we wrote.
     const written = tracked.written;

@@ -32,6 +32,12 @@ export interface KindResolver {
   peek?(apiVersion: string, kind: string): ResourceInfo | undefined;
   /** Forgets what is cached for a group version (e.g. a CRD of that group changed). */
   invalidate(apiVersion?: string): void;
+  /**
+   * Asks the API server afresh how `kind` is served: its resource, "Absent" when the server
+   * answered that it does not serve it, or "Unknown" when it could not tell (a network error, a
+   * 5xx): only a definite answer may withdraw anything.
+   */
+  recheck?(apiVersion: string, kind: string): Promise<ResourceInfo | "Absent" | "Unknown">;
 }
 
 /** Options for {@link Discovery}. */
@@ -55,6 +61,8 @@ interface GroupVersionEntry {
   backoffMs: number;
   /** Why the group version could not be read, for messages. */
   failure?: string;
+  /** The failure is the server's answer that it does not serve the group version (404). */
+  absent?: boolean;
 }
 
 // RFC 1123 subdomain for the group; DNS label-ish for the version.
@@ -118,6 +126,21 @@ export class Discovery implements KindResolver {
       "KindNotFound",
       `no kind ${kind} in ${gv}: ${why}; install its CRD or fix spec.source.apiVersion/kind`,
     );
+  }
+
+  async recheck(apiVersion: string, kind: string): Promise<ResourceInfo | "Absent" | "Unknown"> {
+    const { group, version } = parseApiVersion(apiVersion);
+    const gv = group ? `${group}/${version}` : version;
+    const previous = this.cache.get(gv);
+    this.cache.delete(gv);
+    const entry = await this.refresh(gv, group, version, undefined).catch(() => undefined);
+    if (!entry || (entry.failure !== undefined && !entry.absent)) {
+      // Could not tell: keep what was known, so a transient error withdraws nothing.
+      if (previous) this.cache.set(gv, previous);
+      else this.cache.delete(gv);
+      return "Unknown";
+    }
+    return entry.kinds?.get(kind) ?? "Absent";
   }
 
   peek(apiVersion: string, kind: string): ResourceInfo | undefined {
@@ -187,6 +210,7 @@ export class Discovery implements KindResolver {
         failure: isApiError(err, 404)
           ? `the API server does not serve ${gv}`
           : `discovery of ${gv} failed (${detail})`,
+        absent: isApiError(err, 404),
       };
     }
     this.cache.set(gv, entry);

@@ -332,12 +332,18 @@ export class Resolver {
     // for a moment after a restart, as the resource does.
     if (this.waiter.crdOf(resource.group, resource.kind) === "Established") return false;
     const apiVersion = resource.group ? `${resource.group}/${resource.version}` : resource.version;
+    const now = await this.recheck(apiVersion, resource.kind);
+    return now === "Absent" || (typeof now === "object" && now.resource !== resource.resource);
+  }
+
+  /** Discovery asked afresh; "Unknown" (withdraw nothing) when it could not tell. */
+  private async recheck(apiVersion: string, kind: string): Promise<ResourceInfo | "Absent" | "Unknown"> {
+    if (this.discovery.recheck) return this.discovery.recheck(apiVersion, kind);
     this.discovery.invalidate(apiVersion);
     try {
-      const now = await this.discovery.lookup(apiVersion, resource.kind);
-      return now.resource !== resource.resource;
+      return await this.discovery.lookup(apiVersion, kind);
     } catch (err) {
-      return isReferenceError(err) && err.reason === "KindNotFound";
+      return isReferenceError(err) && err.reason === "KindNotFound" ? "Absent" : "Unknown";
     }
   }
 
@@ -362,18 +368,16 @@ export class Resolver {
         list.push(sub);
       }
       for (const [apiVersion, subs] of byApiVersion) {
-        this.discovery.invalidate(apiVersion);
-        let now: ResourceInfo | undefined;
-        try {
-          now = await this.discovery.lookup(apiVersion, kind);
-        } catch {
-          now = undefined;
-        }
+        const now = await this.recheck(apiVersion, kind);
+        // Withdraw only on a definite answer: an unreachable server, or discovery that has not
+        // caught up with an established CRD, changes nothing (the later checks look again).
+        if (now === "Unknown") continue;
+        if (now === "Absent" && this.waiter.crdOf(group, kind) === "Established") continue;
         for (const sub of subs) {
           const was = sub.resource;
           if (sub.closed || !was) continue;
           if (
-            now &&
+            typeof now === "object" &&
             now.resource === was.resource &&
             now.namespaced === was.namespaced &&
             now.verbs.join() === was.verbs.join()

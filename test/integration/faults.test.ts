@@ -748,11 +748,13 @@ describe("status writes that fail", () => {
         }
         // Exactly the planned failures and then one success: not given up, and not retried more.
         expect({ n, outcomes: attempts.map((a) => a.outcome) }).toEqual({ n, outcomes: [...faults, "ok"] });
-        // Each retry waits at least the work queue's per-item backoff: 5 ms, doubling.
+        // Each retry waits at least the work queue's per-item backoff: 5 ms, doubling. The first
+        // may come sooner: its ConfigMap was cached before anyone read it, so the first result is
+        // pushed after a targeted read, and a push is new information, reconciled at once.
         const gaps = attempts.slice(1).map((a, i) => a.at - attempts[i]!.at);
         const short = gaps
           .map((gap, i) => ({ retry: i + 1, gap, min: 5 * 2 ** i }))
-          .filter((g) => g.gap < g.min);
+          .filter((g) => g.retry > 1 && g.gap < g.min);
         expect({ n, short }).toEqual({ n, short: [] });
       }
       // (Its first write may be a Pending status, before its kind was looked up.)
