@@ -53,7 +53,11 @@ export class ReferenceGraph {
   private readonly paths = new Map<string, string[]>();
 
   /** Adds or updates a Referable: its labels and what it reads. */
-  set(name: string, labels: Readonly<Record<string, string>> | undefined, reads: ReadsReferables | undefined): void {
+  set(
+    name: string,
+    labels: Readonly<Record<string, string>> | undefined,
+    reads: ReadsReferables | undefined,
+  ): void {
     const old = this.nodes.get(name);
     if (!old) {
       const node: Node = { labels, reads, matched: new Set() };
@@ -96,7 +100,8 @@ export class ReferenceGraph {
     const before = this.cyclic;
     this.cyclic = this.components();
     this.paths.clear();
-    for (const [name, component] of this.cyclic) if (before.get(name)?.key !== component.key) changed.add(name);
+    for (const [name, component] of this.cyclic)
+      if (before.get(name)?.key !== component.key) changed.add(name);
     for (const name of before.keys()) if (!this.cyclic.has(name)) changed.add(name);
     return changed;
   }
