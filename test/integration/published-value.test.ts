@@ -531,3 +531,31 @@ describe("7. writes and leadership", () => {
     expect((await getReferable(admin, rf)).status.value).toBe("two");
   }, 120_000);
 });
+
+describe("messages show what they hold (Also seen: U+202E)", () => {
+  it("a right-to-left override in a fieldPath is escaped in the condition message and the Event", async () => {
+    const scope = await newScope("bidi");
+    await createConfigMap(scope, "cm", { v: "x" });
+    const rf = `${scope.shard}-rf`;
+    // A path that parses, to a key the ConfigMap does not have: the message names the path.
+    await createReferable(scope, rf, { ...cmSource(scope, "cm"), fieldPath: "data.\u202eevil" });
+    await start(scope);
+    const invalid = await waitForReason(admin, rf, "FieldNotFound", () => true, WAIT_MS);
+    expect(invalid.message).toContain("\\u202e");
+    expect(invalid.message).not.toContain("\u202e");
+    const uid = invalid.object.metadata!.uid!;
+    const event = await waitFor(
+      "the FieldNotFound Event",
+      async () =>
+        (
+          await admin.request<{ items: Array<{ message: string; involvedObject: { uid: string } }> }>(
+            "GET",
+            "/api/v1/namespaces/default/events",
+          )
+        ).items.find((e) => e.involvedObject.uid === uid),
+      { timeoutMs: WAIT_MS },
+    );
+    expect(event.message).toContain("\\u202e");
+    expect(event.message).not.toContain("\u202e");
+  }, 120_000);
+});
