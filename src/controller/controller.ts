@@ -312,8 +312,9 @@ export class ReferableController {
     );
     const wait = tracked.lastWriteAt === undefined ? 0 : tracked.lastWriteAt + interval - performance.now();
     if (wait > 0) return { requeueAfterMs: wait };
+    const lastWriteAt = tracked.lastWriteAt;
     const outcome = await this.writeStatus(obj, base.status, baseVersion, desired, tracked);
-    if (repair && tracked.own === desired) {
+    if (repair && tracked.lastWriteAt !== lastWriteAt) {
       tracked.repairs = streak + 1;
       tracked.lastRepairAt = performance.now();
       this.options.metrics?.statusRepairs.inc();
