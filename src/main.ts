@@ -10,6 +10,7 @@ import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { ReferableController } from "./controller/controller.ts";
 import { EventRecorder } from "./controller/events.ts";
 import { LeaderElector } from "./controller/leader-election.ts";
+import { Manager } from "./manager.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
@@ -135,8 +136,6 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       return 1;
     }
   }
-  controller.start();
-
   let exitWith: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => (exitWith = resolve));
   let elector: LeaderElector | undefined;
@@ -151,10 +150,9 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     }, config.shutdownTimeoutMs);
     timer.unref();
     try {
-      controller.setLeader(false); // stop writing first
-      await elector?.stop(); // then release the lease, so a standby takes over at once
-      await controller.stop();
-      await resolver.stop();
+      // Stop writing, let the writes in flight finish, then release the lease (so a standby
+      // takes over at once, and after our last write), then close the caches.
+      await manager.stop();
       await Promise.all([closeServer(metricsServer), closeServer(probeServer), closeServer(webhookServer)]);
       await client.close();
       logger.info({}, "stopped");
@@ -190,10 +188,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
         }
       },
     });
-    void elector.run();
-  } else {
-    controller.setLeader(true);
   }
+  // Caches, then writers, then leadership.
+  const manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
+  void manager.start();
   logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
   return exited;
 }

@@ -42,6 +42,7 @@ export class ControllerMetrics {
   readonly informerSignals: Counter<"signal">;
   readonly propagation: Histogram;
   readonly statusWrites: Counter<"result">;
+  readonly statusRepairs: Counter;
   readonly events: Counter<"type">;
 
   constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
@@ -183,6 +184,11 @@ export class ControllerMetrics {
       registers,
     });
     for (const result of ["success", "conflict", "error"]) this.statusWrites.labels(result).inc(0);
+    this.statusRepairs = new Counter({
+      name: "referable_status_repairs_total",
+      help: "Status writes that put back a status someone else had changed (only the controller writes it)",
+      registers,
+    });
     this.events = new Counter({
       name: "referable_events_total",
       help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",

@@ -7,7 +7,8 @@
  * its caches and subscriptions warm; only the leader writes.
  */
 import { asError, isReferenceError, ReferenceError } from "../errors.ts";
-import { Informer, type InformerOptions } from "../informers/informer.ts";
+import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
+import { compileLabelSelector } from "../informers/label-selector.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
@@ -23,6 +24,7 @@ import {
   type Referable,
   type ReferableStatus,
 } from "./referable.ts";
+import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
 import { runWorkers, WorkQueue, type WorkResult } from "./workqueue.ts";
 
@@ -54,6 +56,14 @@ export interface ReferableControllerOptions {
    * @default 100
    */
   minWriteIntervalMs?: number;
+  /**
+   * Longest time between two writes that put back a status someone else changed. Each repair
+   * of one Referable within a minute of the last waits twice as long as the one before (from
+   * minWriteIntervalMs), up to this: a writer that forges a status in a loop cannot drive the
+   * controller into one.
+   * @default 30000
+   */
+  maxRepairIntervalMs?: number;
 }
 
 /** What the controller keeps for one Referable. */
@@ -67,15 +77,32 @@ interface Tracked {
   /** When the first not-yet-written push arrived, for the propagation histogram. */
   pushedAt: number | undefined;
   /** Our last write, until the informer has caught up with it. */
-  written: { baseResourceVersion: string | undefined; status: ReferableStatus } | undefined;
+  written:
+    | {
+        /** The resourceVersion the write was computed from. */
+        baseResourceVersion: string | undefined;
+        /** The resourceVersion the write made. */
+        resourceVersion: string | undefined;
+        status: ReferableStatus;
+      }
+    | undefined;
+  /**
+   * The status this replica last wrote while leading: what it computed, which it puts back
+   * whenever the stored status differs. Forgotten when leadership changes hands.
+   */
+  own: ReferableStatus | undefined;
   /** When a status write last succeeded (performance.now()), for minWriteIntervalMs. */
   lastWriteAt: number | undefined;
+  /** Repairs (writes putting back a status someone else changed) in the current streak. */
+  repairs: number;
+  /** When the last repair was written (performance.now()). */
+  lastRepairAt: number | undefined;
 }
 
 const PENDING: ResolutionResult = { ok: false, error: new ReferenceError("Pending", "resolving the source") };
 
-/** How many Referables a search for a cycle visits at most; longer chains are not followed. */
-const MAX_CYCLE_SEARCH = 64;
+/** A repair this long after the last one starts a new streak, at the shortest interval. */
+const REPAIR_STREAK_MS = 60_000;
 
 const isReferableKind = (apiVersion: string | undefined, kind: string | undefined): boolean =>
   kind === "Referable" && apiVersion?.split("/")[0] === REFERABLE_GROUP;
@@ -87,8 +114,11 @@ export class ReferableController {
   private readonly informer: Informer;
   private readonly queue: WorkQueue;
   private readonly tracked = new Map<string, Tracked>();
+  private readonly graph = new ReferenceGraph();
+  private graphFlushScheduled = false;
   private leader = false;
   private primed = false;
+  private cacheStarted = false;
   private workers: Promise<void> | undefined;
 
   constructor(options: ReferableControllerOptions) {
@@ -115,7 +145,10 @@ export class ReferableController {
     if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;
     this.informer = new Informer(informerOptions);
     this.informer.addListener({
-      onEvent: (event) => this.queue.add(event.object.metadata?.name ?? ""),
+      onEvent: (event) => {
+        this.follow(event);
+        this.queue.add(event.object.metadata?.name ?? "");
+      },
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
         // Subscribe every Referable in one go, before any source list returns: the source cache
@@ -129,12 +162,24 @@ export class ReferableController {
     });
   }
 
-  /** Starts watching Referables and reconciling them. */
+  /** Starts watching Referables and reconciling them: {@link startCache}, then {@link startWorkers}. */
   start(): void {
+    this.startCache();
+    this.startWorkers();
+  }
+
+  /** Starts the Referable cache; nothing is reconciled until {@link startWorkers}. */
+  startCache(): void {
+    if (this.cacheStarted) return;
+    this.cacheStarted = true;
+    this.informer.start();
+  }
+
+  /** Starts the workers that reconcile (and, once leading, write). */
+  startWorkers(): void {
     if (this.workers) return;
     const concurrency = this.options.concurrency ?? 8;
     this.options.metrics?.maxConcurrentReconciles.labels("referable").set(concurrency);
-    this.informer.start();
     this.workers = runWorkers(this.queue, concurrency, (name) => this.timedReconcile(name), {
       onError: (name, err) =>
         this.logger.warn({ referable: name, err: err.message }, "reconcile failed; retrying with backoff"),
@@ -158,8 +203,15 @@ export class ReferableController {
     this.options.metrics?.leaderStatus
       .labels(this.options.leaseName ?? "referable-controller")
       .set(leader ? 1 : 0);
+    if (!leader) return;
+    // What another leader wrote is not ours to put back: start from what is stored.
+    for (const t of this.tracked.values()) {
+      t.own = undefined;
+      t.repairs = 0;
+      t.lastRepairAt = undefined;
+    }
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
-    if (leader) for (const obj of this.informer.list()) this.queue.add(obj.metadata?.name ?? "");
+    for (const obj of this.informer.list()) this.queue.add(obj.metadata?.name ?? "");
   }
 
   /** Referables by their Ready reason, for the gauge. */
@@ -172,11 +224,19 @@ export class ReferableController {
     return counts;
   }
 
-  /** Stops taking work, lets running reconciles finish, and closes every subscription. */
-  async stop(): Promise<void> {
-    this.leader = false;
+  /**
+   * Stops writing and taking work, and resolves once every running reconcile (and the status
+   * write it may be making) has finished: after this, nothing of this replica writes.
+   */
+  async drain(): Promise<void> {
+    this.setLeader(false);
     await this.queue.shutDownWithDrain();
     await this.workers;
+  }
+
+  /** {@link drain}s, then closes the cache and every subscription. */
+  async stop(): Promise<void> {
+    await this.drain();
     await this.informer.stop();
     for (const t of this.tracked.values()) t.subscription?.close();
     this.tracked.clear();
@@ -220,43 +280,68 @@ export class ReferableController {
       return "done";
     }
     const tracked = this.track(obj);
+    this.flushGraph(name);
+    const current = tracked.subscription?.current;
+    const result = tracked.fixed ?? this.unlessCycle(name, current ?? PENDING);
     // Nothing to say yet: the subscription pushes its first result (after a discovery lookup, or
     // a targeted read of a source cached before anyone read it), which queues this Referable
     // again. A "Pending" written now would only be overwritten a few milliseconds later.
-    if (!tracked.fixed && tracked.subscription && tracked.subscription.current === undefined) return "done";
-    const result = tracked.fixed ?? this.unlessCycle(name, tracked.subscription?.current ?? PENDING);
-    // If the cache has not seen our last write yet, compare against what we wrote.
+    if (tracked.subscription && current === undefined && result === PENDING) return "done";
+    // If the cache has not seen our last write yet, compare against what we wrote, at the
+    // version that write made.
     const written = tracked.written;
-    const base: Referable =
-      written && written.baseResourceVersion === obj.metadata.resourceVersion
-        ? { ...obj, status: written.status }
-        : obj;
-    if (written && written.baseResourceVersion !== obj.metadata.resourceVersion) tracked.written = undefined;
+    const behind = written !== undefined && written.baseResourceVersion === obj.metadata.resourceVersion;
+    if (written && !behind) tracked.written = undefined;
+    const base: Referable = behind ? { ...obj, status: written.status } : obj;
+    const baseVersion = behind ? written.resourceVersion : obj.metadata.resourceVersion;
 
-    const desired = desiredStatus(base, result, this.options.now?.() ?? new Date());
+    const own = this.leader ? tracked.own : undefined;
+    const desired = desiredStatus(base, result, this.options.now?.() ?? new Date(), own);
     if (!desired || statusEquals(base.status, desired)) {
       tracked.pushedAt = undefined;
       return "done";
     }
     if (!this.leader) return "done";
-    const wait =
-      tracked.lastWriteAt === undefined
-        ? 0
-        : tracked.lastWriteAt + (this.options.minWriteIntervalMs ?? 100) - performance.now();
+    // The stored status is not what this replica wrote: someone else wrote it.
+    const repair = own !== undefined && !statusEquals(base.status, own);
+    const minInterval = this.options.minWriteIntervalMs ?? 100;
+    const streak =
+      repair &&
+      tracked.lastRepairAt !== undefined &&
+      performance.now() - tracked.lastRepairAt < REPAIR_STREAK_MS
+        ? tracked.repairs
+        : 0;
+    const interval = Math.min(
+      Math.max(minInterval, this.options.maxRepairIntervalMs ?? 30_000),
+      minInterval * 2 ** Math.min(streak, 30),
+    );
+    const wait = tracked.lastWriteAt === undefined ? 0 : tracked.lastWriteAt + interval - performance.now();
     if (wait > 0) return { requeueAfterMs: wait };
-    return this.writeStatus(obj, base.status, desired, tracked);
+    const lastWriteAt = tracked.lastWriteAt;
+    const outcome = await this.writeStatus(obj, base.status, baseVersion, desired, tracked);
+    if (repair && tracked.lastWriteAt !== lastWriteAt) {
+      tracked.repairs = streak + 1;
+      tracked.lastRepairAt = performance.now();
+      this.options.metrics?.statusRepairs.inc();
+      this.logger.warn(
+        { referable: name, repairs: tracked.repairs },
+        "put back a status someone else changed: only the controller writes a Referable's status",
+      );
+    }
+    return outcome;
   }
 
   private async writeStatus(
     obj: Referable,
     current: ReferableStatus | undefined,
+    baseVersion: string | undefined,
     desired: ReferableStatus,
     tracked: Tracked,
   ): Promise<WorkResult> {
     const name = obj.metadata.name;
     const metrics = this.options.metrics;
     try {
-      const body = statusPatch(obj.metadata.uid, desired);
+      const body = statusPatch(obj.metadata.uid, desired, baseVersion);
       const updated = await this.options.client.request<Referable>(
         "PATCH",
         `/apis/${REFERABLE_API_VERSION}/referables/${name}/status`,
@@ -267,8 +352,10 @@ export class ReferableController {
       );
       tracked.written = {
         baseResourceVersion: obj.metadata.resourceVersion,
-        status: updated.status ?? desired,
+        resourceVersion: updated.metadata?.resourceVersion,
+        status: desired,
       };
+      tracked.own = desired;
       // Only a write that succeeded starts the interval: a failed one is retried on the work
       // queue's growing backoff, which a requeueAfter here would reset.
       tracked.lastWriteAt = performance.now();
@@ -286,6 +373,8 @@ export class ReferableController {
         return "done";
       }
       if (isApiError(err, 409)) {
+        // The Referable changed since the version this status was computed from (another
+        // leader's write, a spec edit): recompute from the newer version, on the backoff.
         metrics?.statusWrites.labels("conflict").inc();
         return "requeue";
       }
@@ -323,15 +412,19 @@ export class ReferableController {
     const existing = this.tracked.get(name);
     if (existing && existing.specKey === specKey && existing.uid === obj.metadata.uid) return existing;
     existing?.subscription?.close();
+    const same = existing !== undefined && existing.uid === obj.metadata.uid;
     const tracked: Tracked = {
       uid: obj.metadata.uid,
       specKey,
       subscription: undefined,
       fixed: undefined,
       pushedAt: undefined,
-      written: existing?.uid === obj.metadata.uid ? existing?.written : undefined,
+      written: same ? existing?.written : undefined,
+      own: same ? existing?.own : undefined,
       // Kept across spec edits too: a spec rewritten in a loop must not write in one.
-      lastWriteAt: existing?.uid === obj.metadata.uid ? existing?.lastWriteAt : undefined,
+      lastWriteAt: same ? existing?.lastWriteAt : undefined,
+      repairs: same ? existing.repairs : 0,
+      lastRepairAt: same ? existing.lastRepairAt : undefined,
     };
     this.tracked.set(name, tracked);
     try {
@@ -374,49 +467,40 @@ export class ReferableController {
 
   /**
    * `result`, unless the Referable reads itself, directly (a selector that matches it) or
-   * through other Referables (a cycle): then InvalidSpec. Such a loop never settles when the
-   * field read changes with every write (metadata.resourceVersion, the status itself), so the
-   * controller refuses it rather than write forever. The reads are taken from the spec (a name)
-   * and from the current result's sources (a selector), of the Referables this controller sees.
+   * through other Referables (a cycle of any length): then InvalidSpec. Such a loop never
+   * settles when the field read changes with every write (metadata.resourceVersion, the status
+   * itself), so the controller refuses it rather than write forever. The cycles are those of the
+   * Referables this controller sees (see {@link ReferenceGraph}).
    */
   private unlessCycle(name: string, result: ResolutionResult): ResolutionResult {
-    const path = this.cycleFrom(name);
+    const path = this.graph.cycleOf(name);
     if (!path) return result;
     const message =
       path.length === 2
         ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
-        : `spec.source reads Referables in a cycle (${path.join(" → ")}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
+        : `spec.source reads Referables in a cycle of ${path.length - 1} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
     return { ok: false, error: new ReferenceError("InvalidSpec", message) };
   }
 
-  /** A path from `start` back to itself through the Referables each one reads, if one exists. */
-  private cycleFrom(start: string): string[] | undefined {
-    const visited = new Set<string>();
-    const walk = (name: string, path: string[]): string[] | undefined => {
-      for (const next of this.readsReferables(name)) {
-        if (next === start) return [...path, next];
-        if (visited.has(next) || visited.size >= MAX_CYCLE_SEARCH) continue;
-        visited.add(next);
-        const found = walk(next, [...path, next]);
-        if (found) return found;
-      }
-      return undefined;
-    };
-    return walk(start, [start]);
+  /** Keeps the reference graph in step with a Referable event, and schedules a look for new cycles. */
+  private follow(event: InformerEvent): void {
+    const obj = event.object as unknown as Referable;
+    const name = obj.metadata?.name;
+    if (!name) return;
+    if (event.type === "DELETED") this.graph.delete(name);
+    else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    // Once per burst of events (a relist delivers thousands at once), not once per event.
+    if (this.graphFlushScheduled) return;
+    this.graphFlushScheduled = true;
+    queueMicrotask(() => {
+      this.graphFlushScheduled = false;
+      this.flushGraph(undefined);
+    });
   }
 
-  /** The names of the Referables that `name` reads now: by its spec's name, and its result's sources. */
-  private readsReferables(name: string): string[] {
-    const out = new Set<string>();
-    const source = (this.informer.get(undefined, name) as unknown as Referable | undefined)?.spec?.source;
-    if (source?.name && isReferableKind(source.apiVersion, source.kind)) out.add(source.name);
-    const tracked = this.tracked.get(name);
-    const result = tracked?.fixed ?? tracked?.subscription?.current;
-    if (result?.ok) {
-      const sources = "sources" in result ? result.sources : result.source ? [result.source] : [];
-      for (const s of sources) if (isReferableKind(s.apiVersion, s.kind)) out.add(s.name);
-    }
-    return [...out];
+  /** Recomputes the cycles if the graph changed, and queues every Referable whose cycle changed. */
+  private flushGraph(reconciling: string | undefined): void {
+    for (const changed of this.graph.flush()) if (changed !== reconciling) this.queue.add(changed);
   }
 
   private forget(name: string): void {
@@ -425,5 +509,18 @@ export class ReferableController {
     tracked.subscription?.close();
     this.tracked.delete(name);
     if (tracked.uid) this.options.events?.forget(tracked.uid);
+  }
+}
+
+/** What a Referable reads among Referables, from its spec: the reference graph's edges. */
+function readsOf(obj: Referable): ReadsReferables | undefined {
+  const source = obj.spec?.source;
+  if (!source || !isReferableKind(source.apiVersion, source.kind)) return undefined;
+  if (source.name) return { name: source.name };
+  if (!source.selector) return undefined;
+  try {
+    return { selector: compileLabelSelector(source.selector) };
+  } catch {
+    return undefined; // an invalid selector reads nothing: the resolver reports it (InvalidSpec)
   }
 }

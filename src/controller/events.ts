@@ -2,12 +2,14 @@
  * Kubernetes Events for Ready transitions of Referables: `Normal` when a Referable becomes
  * Available, `Warning` with the reason otherwise. Rate-limited per object and overall, so a
  * flapping source cannot flood the API server; best effort (a failed Event never fails a
- * reconcile). Messages are condition messages, which never hold a value.
+ * reconcile). Messages are condition messages, which never hold a value, with control and bidi
+ * characters escaped.
  */
 import { asError } from "../errors.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { REFERABLE_API_VERSION, type Referable } from "./referable.ts";
+import { escapeUnsafeText } from "./safe-text.ts";
 
 /** Options for {@link EventRecorder}. */
 export interface EventRecorderOptions {
@@ -64,7 +66,8 @@ export class EventRecorder {
         resourceVersion: obj.metadata.resourceVersion,
       },
       reason,
-      message: message || (type === "Normal" ? "the value is available" : reason),
+      // Escaped here too, whoever the caller: an Event is read in terminals as much as a condition.
+      message: escapeUnsafeText(message || (type === "Normal" ? "the value is available" : reason)),
       type,
       source: { component },
       reportingComponent: component,

@@ -1,6 +1,6 @@
 import { ReferenceError } from "../errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
-import type { Referable } from "./referable.ts";
+import type { Referable, ReferableStatus } from "./referable.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");
@@ -97,14 +97,83 @@ describe("desiredStatus", () => {
     { reason: "SourceNotReady" as const, keeps: false, why: "requireConditions gate the value" },
     {
       reason: "Forbidden" as const,
-      keeps: true,
-      why: "not being allowed to look is not a fact about the source",
+      keeps: false,
+      why: "a value the controller may no longer read (its policy or RBAC) is withdrawn",
     },
+    { reason: "Pending" as const, keeps: true, why: "not having looked yet is no fact about the source" },
   ])("on $reason the value is kept=$keeps ($why)", ({ reason, keeps }) => {
     const first = desiredStatus(obj(), ok("arn:1"), T0)!;
     const next = desiredStatus(obj(first), err(reason), T1)!;
+    if (reason === "Pending") {
+      expect(next).toBeUndefined(); // nothing to write: the stored value stays
+      return;
+    }
     expect(next.value).toEqual(keeps ? "arn:1" : undefined);
+    expect(next.sources).toBeUndefined();
     expect(readyCondition(next)).toMatchObject({ status: "False", reason });
+  });
+
+  it("withdraws values in mode Multiple on Forbidden too", () => {
+    const many = desiredStatus(
+      obj(),
+      { ok: true, reason: "Available", values: [1, 2], sources: [src("1"), src("2", "u2")] },
+      T0,
+    )!;
+    const refused = desiredStatus(obj(many), err("Forbidden"), T1)!;
+    expect(refused.values).toBeUndefined();
+    expect(refused.sources).toBeUndefined();
+  });
+
+  it.each([
+    {
+      why: "a forged value under an error is dropped",
+      forged: (s: ReferableStatus): ReferableStatus => ({ ...s, value: "forged" }),
+      result: err("Forbidden"),
+    },
+    {
+      why: "a foreign condition is dropped",
+      forged: (s: ReferableStatus): ReferableStatus => ({
+        ...s,
+        conditions: [...(s.conditions ?? []), { ...readyCondition(s)!, type: "Hacked" }],
+      }),
+      result: err("Forbidden"),
+    },
+    {
+      why: "a changed lastTransitionTime is put back from what the controller wrote",
+      forged: (s: ReferableStatus): ReferableStatus => ({
+        ...s,
+        conditions: [{ ...readyCondition(s)!, lastTransitionTime: "1999-01-01T00:00:00Z" }],
+      }),
+      result: err("Forbidden"),
+    },
+    {
+      why: "a forged resourceVersion of a source is put back",
+      forged: (s: ReferableStatus): ReferableStatus => ({
+        ...s,
+        sources: [{ ...s.sources![0]!, resourceVersion: "999" }],
+      }),
+      result: ok("arn:1", "11"),
+    },
+    {
+      why: "while Pending, what the controller wrote is put back",
+      forged: (s: ReferableStatus): ReferableStatus => ({ ...s, value: "forged" }),
+      result: err("Pending"),
+    },
+  ])("given what it wrote itself, the controller puts back a forged status: $why", ({ forged, result }) => {
+    const own = desiredStatus(obj(), result.ok ? ok("arn:1", "10") : err("Forbidden"), T0)!;
+    const stored = forged(own);
+    const next = desiredStatus(obj(stored), result, T1, own)!;
+    expect(next).toEqual(own);
+    expect(statusEquals(next, stored)).toBe(false);
+  });
+
+  it("escapes control and bidi characters in messages, so a message shows what it holds", () => {
+    const next = desiredStatus(
+      obj(),
+      err("InvalidSpec", "fieldPath data.\u202eabc\n\u0007 does not parse"),
+      T0,
+    )!;
+    expect(readyCondition(next)!.message).toBe("fieldPath data.\\u202eabc\\u000a\\u0007 does not parse");
   });
 
   it("writes nothing for Pending when a status for this generation exists, so a restart never flaps", () => {
@@ -144,6 +213,14 @@ describe("statusPatch", () => {
     expect(statusPatch("u1", { value: { a: 1 } })).toEqual([
       { op: "test", path: "/metadata/uid", value: "u1" },
       { op: "add", path: "/status", value: { value: { a: 1 } } },
+    ]);
+  });
+
+  it("carries the resourceVersion the status was computed from, so a stale write is a 409", () => {
+    expect(statusPatch("u1", { value: 1 }, "42")).toEqual([
+      { op: "test", path: "/metadata/uid", value: "u1" },
+      { op: "replace", path: "/metadata/resourceVersion", value: "42" },
+      { op: "add", path: "/status", value: { value: 1 } },
     ]);
   });
 });

@@ -7,12 +7,17 @@
  */
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 import type { Condition, Referable, ReferableStatus } from "./referable.ts";
+import { escapeUnsafeText } from "./safe-text.ts";
 
 /** The condition type the controller owns. */
 export const READY = "Ready";
 
-/** Reasons under which the controller cannot see the source right now, so a value already read is kept. */
-const UNOBSERVED = new Set(["Pending", "Forbidden"]);
+/**
+ * Reasons under which the controller has not looked yet, so a value already read is kept. Not
+ * `Forbidden`: a value the controller may no longer read (its policy or RBAC) is withdrawn, as
+ * when its source is gone; a consumer must never keep reading what the controller may not.
+ */
+const UNOBSERVED = new Set(["Pending"]);
 
 /** JSON text with object keys sorted, so equal values give equal text. */
 export function stableStringify(value: unknown): string {
@@ -43,17 +48,24 @@ export function readyCondition(status: ReferableStatus | undefined): Condition |
  * The status `obj` should have given `result`; `undefined` when nothing should be written
  * (the result is Pending and the object already has a status for its generation: a restart
  * must not flap a Ready condition to Unknown).
+ *
+ * `own` is the status the controller itself last wrote, when it knows it: what carries over
+ * (a kept value, `lastTransitionTime`, the resourceVersions a value was read at) is then taken
+ * from it, never from what is stored, so a status written by anyone else is put back whole.
+ * Without it (a fresh start, a new leader) the stored status is all there is to go on.
  */
 export function desiredStatus(
   obj: Referable,
   result: ResolutionResult,
   now: Date,
+  own?: ReferableStatus,
 ): ReferableStatus | undefined {
-  const previous = obj.status ?? {};
+  const previous = own ?? obj.status ?? {};
   const generation = obj.metadata.generation ?? 0;
   const prevReady = readyCondition(previous);
   const sameGeneration = previous.observedGeneration === generation;
-  if (!result.ok && result.error.reason === "Pending" && prevReady && sameGeneration) return undefined;
+  // Nothing new to say: keep what the controller wrote (and put it back if someone changed it).
+  if (!result.ok && result.error.reason === "Pending" && prevReady && sameGeneration) return own;
 
   const [status, reason, message] = conditionOf(result);
   const condition: Condition = {
@@ -65,10 +77,9 @@ export function desiredStatus(
     lastTransitionTime:
       prevReady && prevReady.status === status ? prevReady.lastTransitionTime : rfc3339(now),
   };
-  const next: ReferableStatus = {
-    observedGeneration: generation,
-    conditions: [condition, ...(previous.conditions ?? []).filter((c) => c.type !== READY)],
-  };
+  // The controller owns the whole status: a condition of any other type is someone else's
+  // forgery (no other writer is expected) and is dropped.
+  const next: ReferableStatus = { observedGeneration: generation, conditions: [condition] };
 
   if (result.ok) {
     if ("values" in result) {
@@ -80,7 +91,7 @@ export function desiredStatus(
       next.sources = keepReadVersions(previous, sources, result.value, false);
     }
   } else if (UNOBSERVED.has(result.error.reason) && sameGeneration) {
-    // Not seeing the source is not a fact about it: keep what was read, flagged not Ready.
+    // Not having looked yet is not a fact about the source: keep what was read, flagged not Ready.
     if (previous.value !== undefined) next.value = previous.value;
     if (previous.values !== undefined) next.values = previous.values;
     if (previous.sources !== undefined) next.sources = previous.sources;
@@ -114,7 +125,7 @@ function conditionOf(result: ResolutionResult): [Condition["status"], string, st
     return [
       result.error.reason === "Pending" ? "Unknown" : "False",
       result.error.reason,
-      result.error.message,
+      escapeUnsafeText(result.error.message),
     ];
   }
   switch (result.reason) {
@@ -138,12 +149,20 @@ function rfc3339(date: Date): string {
 
 /**
  * A JSON patch (RFC 6902) that replaces the whole status of the object with `uid`. Not a merge
- * patch: merging would keep keys that an object-valued `value` has lost. The `test` of the uid
- * is a precondition, so a status is never written onto a re-created object of the same name.
+ * patch: merging would keep keys that an object-valued `value` has lost. Two preconditions: the
+ * `test` of the uid, so a status is never written onto a re-created object of the same name
+ * (422); and the resourceVersion the status was computed from, so a write computed from a state
+ * someone has since changed (another leader's write, a newer spec) fails with 409 Conflict
+ * instead of overtaking it.
  */
-export function statusPatch(uid: string | undefined, next: ReferableStatus): unknown[] {
+export function statusPatch(
+  uid: string | undefined,
+  next: ReferableStatus,
+  resourceVersion?: string,
+): unknown[] {
   const ops: unknown[] = [];
   if (uid) ops.push({ op: "test", path: "/metadata/uid", value: uid });
+  if (resourceVersion) ops.push({ op: "replace", path: "/metadata/resourceVersion", value: resourceVersion });
   ops.push({ op: "add", path: "/status", value: next });
   return ops;
 }

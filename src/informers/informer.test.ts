@@ -465,12 +465,6 @@ describe("Informer: failures", () => {
       message: "configmaps in namespace team-a",
     },
     {
-      reason: "401 on the list is Forbidden too",
-      err: new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 401, "Unauthorized", "no"),
-      want: { phase: "Failed", reason: "Forbidden" },
-      message: "grant it list and watch",
-    },
-    {
       reason: "404 on the list is KindNotFound",
       err: new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 404, "NotFound", "gone"),
       want: { phase: "Failed", reason: "KindNotFound" },
@@ -525,6 +519,21 @@ describe("Informer: failures", () => {
     await until("discovery asked", () => asked.length === 1);
     await quiesce();
     expect(recorder.states).toEqual(want.map((s) => expect.objectContaining(s)));
+    expect(informer.get("team-a", "a")).toBeDefined();
+  });
+
+  it("a 401 (a credential expired or rotated) is transient: no Forbidden, nothing cleared", async () => {
+    const kube = new FakeKube();
+    kube.put("a");
+    const { informer, recorder } = await startWatching(kube);
+    kube.listErrors = [
+      new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 401, "Unauthorized", "expired"),
+    ];
+    kube.last.fail(new Error("watch dropped"));
+    await jest.advanceTimersToNextTimerAsync(); // the backoff
+    await until("the relist's 401", () => kube.lists.length === 2);
+    await quiesce();
+    expect(recorder.states).toEqual([{ phase: "Synced" }]);
     expect(informer.get("team-a", "a")).toBeDefined();
   });
 

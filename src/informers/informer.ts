@@ -329,7 +329,9 @@ export class Informer<T extends Cached = KubeObject> {
 
   private async noteFailure(err: unknown): Promise<void> {
     const message = asError(err).message;
-    if (isApiError(err, 403) || isApiError(err, 401)) {
+    // 403 only: a 401 is a credential that expired or rotated, not access withdrawn, and under
+    // the contract a refusal withdraws values (the client reloads credentials on its own).
+    if (isApiError(err, 403)) {
       this.setState({
         phase: "Failed",
         reason: "Forbidden",

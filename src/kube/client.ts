@@ -66,7 +66,17 @@ export interface KubeClientOptions {
    * @default 10000
    */
   authCacheMs?: number;
+  /**
+   * How many times a request the API server turned away with 429 Too Many Requests (API
+   * Priority and Fairness, a max-inflight limit) is sent again after the `Retry-After` it gave,
+   * as client-go does; a 5xx that carries `Retry-After` too. Within the request's own timeout.
+   * @default 10
+   */
+  maxRetries?: number;
 }
+
+/** Longest `Retry-After` honoured, so a server (or proxy) cannot park a request for hours. */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /** Options of one request. */
 export interface RequestOptions {
@@ -139,6 +149,7 @@ export class KubeClient {
   private readonly authCacheMs: number;
   private readonly observe: ((o: RequestObservation) => void) | undefined;
   private readonly http2: boolean;
+  private readonly maxRetries: number;
   private auth: AuthState | undefined;
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
@@ -154,6 +165,7 @@ export class KubeClient {
     this.authCacheMs = options.authCacheMs ?? 10_000;
     this.observe = options.observe;
     this.http2 = options.http2 ?? false;
+    this.maxRetries = options.maxRetries ?? 10;
   }
 
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
@@ -174,12 +186,21 @@ export class KubeClient {
         init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
         (init.headers as Record<string, string>)["Content-Type"] = options.contentType ?? "application/json";
       }
-      const response = await fetch(this.url(path, options.query), init);
-      code = response.status;
-      const text = await response.text();
-      options.onBodyLength?.(text.length);
-      if (!response.ok) throw toApiError(method, path, response.status, text);
-      return (text ? JSON.parse(text) : undefined) as T;
+      const url = this.url(path, options.query);
+      for (let attempt = 0; ; attempt++) {
+        const response = await fetch(url, init);
+        code = response.status;
+        const text = await response.text();
+        options.onBodyLength?.(text.length);
+        if (response.ok) return (text ? JSON.parse(text) : undefined) as T;
+        const retryAfterMs =
+          attempt < this.maxRetries ? retryAfter(response.status, response.headers) : undefined;
+        if (retryAfterMs === undefined) throw toApiError(method, path, response.status, text);
+        // The server did not act on the request (a 429 is sent before any work): sending it
+        // again is safe whatever the verb. The wait ends early if the request is cancelled.
+        await abortableSleep(retryAfterMs, signal);
+        if (signal.aborted) throw toApiError(method, path, response.status, text);
+      }
     } finally {
       this.observe?.({
         method,
@@ -309,6 +330,35 @@ export class KubeClient {
     const connect = { keepAlive: true, keepAliveInitialDelay: 30_000, ...(await this.access.tls()) };
     return new Agent({ allowH2: this.http2, connect });
   }
+}
+
+/**
+ * How long to wait before sending a request again, from an answer: `Retry-After` (seconds) on a
+ * 429 (1 s when absent), or on a 5xx that sends one; undefined when the answer is not one to
+ * retry.
+ */
+export function retryAfter(
+  status: number,
+  headers: { get(name: string): string | null },
+): number | undefined {
+  if (status !== 429 && !(status >= 500 && status <= 599)) return undefined;
+  const header = headers.get("retry-after");
+  const seconds = header !== null && /^\s*\d+\s*$/.test(header) ? Number(header) : undefined;
+  if (seconds === undefined) return status === 429 ? 1_000 : undefined;
+  return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 function toApiError(method: string, path: string, statusCode: number, body: string): ApiError {

@@ -9,7 +9,7 @@ import { makeTestCa, presentedFingerprint, secretVolume, type TestCa } from "../
 import { InvalidAdmissionReview } from "./admission-review.ts";
 import type { AdmissionHandler } from "./admission.ts";
 import { startWebhookServer, WEBHOOK_PATH } from "./server.ts";
-import { describeCertificate, ServingCertificate } from "./serving-certificate.ts";
+import { describeCertificate, readKeyPair, ServingCertificate } from "./serving-certificate.ts";
 
 let dir: string;
 let ca: TestCa;
@@ -195,4 +195,23 @@ describe("ServingCertificate", () => {
       cert.close();
     }
   }, 30_000);
+});
+
+describe("readKeyPair", () => {
+  it.each([
+    { missing: ["cert"], why: "the certificate alone missing" },
+    { missing: ["key"], why: "the key alone missing: the certificate is named all the same" },
+    { missing: ["cert", "key"], why: "both missing, whichever read fails first" },
+  ])("names both files, and what failed, with $why", async ({ missing }) => {
+    const pair = await ca.issue(join(dir, `read-${missing.join("-")}`));
+    const certFile = missing.includes("cert") ? join(dir, "absent.crt") : pair.certFile;
+    const keyFile = missing.includes("key") ? join(dir, "absent.key") : pair.keyFile;
+    const err = (await readKeyPair(certFile, keyFile).catch((e: unknown) => e)) as Error;
+    expect(err.message).toContain(certFile);
+    expect(err.message).toContain(keyFile);
+    for (const file of missing)
+      expect(err.message).toContain(
+        `ENOENT: no such file or directory, open '${file === "cert" ? certFile : keyFile}'`,
+      );
+  });
 });

@@ -36,7 +36,20 @@ export interface ServingCertificateOptions {
 
 /** Reads a key pair and throws, naming the files, when the two do not make a usable TLS identity. */
 export async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
-  const [cert, key] = await Promise.all([readFile(certFile), readFile(keyFile)]);
+  // Both reads settle before anything is thrown: with Promise.all, whichever file failed first
+  // would name the error, so the message changed from run to run when both were missing.
+  const [certRead, keyRead] = await Promise.allSettled([readFile(certFile), readFile(keyFile)]);
+  if (certRead.status === "rejected" || keyRead.status === "rejected") {
+    const failed = [certRead, keyRead].flatMap((r) =>
+      r.status === "rejected" ? [(r.reason as Error).message] : [],
+    );
+    throw new Error(
+      `cannot read the serving certificate ${certFile} and key ${keyFile}: ${failed.join("; ")}`,
+      { cause: certRead.status === "rejected" ? certRead.reason : (keyRead as PromiseRejectedResult).reason },
+    );
+  }
+  const cert = certRead.value;
+  const key = keyRead.value;
   try {
     createSecureContext({ cert, key });
   } catch (err) {

@@ -532,6 +532,67 @@ export class FlakyStatusClient {
   }
 }
 
+/** One status write held by {@link GatedStatusClient}, and how it ended. */
+export interface HeldWrite {
+  name: string;
+  /** The HTTP status of the answer once released (0: a failure without an answer). */
+  readonly code: Promise<number>;
+  /** Sends it on. */
+  release(): void;
+}
+
+/**
+ * Our client's `request` and `watch`, passed through, except that while a Referable is held
+ * its status writes wait (as on a slow network) until the test releases them. `afterWrite` runs
+ * when a released write has been answered, before the controller sees the answer.
+ */
+export class GatedStatusClient {
+  readonly held: HeldWrite[] = [];
+  private readonly inner: KubeClient;
+  private readonly holding = new Set<string>();
+  private readonly afterWrite: ((name: string, code: number) => Promise<void>) | undefined;
+
+  constructor(inner: KubeClient, afterWrite?: (name: string, code: number) => Promise<void>) {
+    this.inner = inner;
+    this.afterWrite = afterWrite;
+  }
+
+  /** Holds the status writes of `name` from now on. */
+  hold(name: string): void {
+    this.holding.add(name);
+  }
+
+  readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
+
+  readonly request = async <T = KubeObject>(
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<T> => {
+    const match = method === "PATCH" ? STATUS_PATH.exec(path) : null;
+    if (!match || !this.holding.has(match[1]!)) return this.inner.request<T>(method, path, options);
+    const name = match[1]!;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let answered!: (code: number) => void;
+    const code = new Promise<number>((resolve) => (answered = resolve));
+    this.held.push({ name, code, release });
+    await released;
+    let status = 0;
+    try {
+      const answer = await this.inner.request<T>(method, path, options);
+      status = 200;
+      return answer;
+    } catch (err) {
+      status = isApiError(err) ? err.statusCode : 0;
+      throw err;
+    } finally {
+      await this.afterWrite?.(name, status);
+      answered(status);
+    }
+  };
+}
+
 /** What undici's fetch throws when the peer resets the connection. */
 function connectionReset(): Error {
   const cause = Object.assign(new Error("read ECONNRESET"), {
@@ -583,6 +644,8 @@ export async function startInProcessController(options: {
   client: KubeClient;
   writer: Pick<KubeClient, "request" | "watch">;
   shard: string;
+  /** The controller's own source policy. @default neither Secrets nor a denied kind */
+  policy?: { allowSecrets: boolean; denyKinds: string[] };
 }): Promise<InProcessController> {
   const logger = memoryLogger();
   const metrics = new ControllerMetrics({ defaultMetrics: false });
@@ -590,7 +653,7 @@ export async function startInProcessController(options: {
     client: options.client,
     logger,
     informerLingerMs: 0,
-    sourcePolicy: sourcePolicy({ allowSecrets: false, denyKinds: [] }),
+    sourcePolicy: sourcePolicy(options.policy ?? { allowSecrets: false, denyKinds: [] }),
     onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
   });
   const events = new EventRecorder({ client: options.client, instance: options.shard, logger });

@@ -462,6 +462,8 @@ describe("metrics and probes", () => {
         { result: "success" },
         (v) => v! >= available.length + missing.length + 1,
       ],
+      // Nobody but the controller wrote a status: nothing was put back.
+      ["referable_status_repairs_total", {}, (v) => v === 0],
     ];
     const got = expectations.map(([name, labels, ok]) => {
       const value = metricValue(text, name, labels);

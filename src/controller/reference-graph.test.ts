@@ -1,0 +1,160 @@
+import { compileLabelSelector } from "../informers/label-selector.ts";
+import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
+
+const byName = (name: string): ReadsReferables => ({ name });
+const bySelector = (matchLabels: Record<string, string>): ReadsReferables => ({
+  selector: compileLabelSelector({ matchLabels }),
+});
+
+/** A ring r0 → r1 → ... → r(n-1) → r0, by name. */
+function ring(graph: ReferenceGraph, n: number, prefix = "r"): void {
+  for (let i = 0; i < n; i++) graph.set(`${prefix}${i}`, undefined, byName(`${prefix}${(i + 1) % n}`));
+}
+
+describe("ReferenceGraph", () => {
+  it.each([
+    { n: 2, why: "the shortest ring of two" },
+    { n: 66, why: "longer than the 64 the old search stopped at" },
+    { n: 10_000, why: "as long as a cluster's worth: no recursion, no search limit" },
+  ])("sees every member of a ring of $n by name ($why)", ({ n }) => {
+    const graph = new ReferenceGraph();
+    ring(graph, n);
+    expect(graph.flush().size).toBe(n);
+    expect(graph.cyclicCount).toBe(n);
+    const path = graph.cycleOf("r0")!;
+    expect(path).toHaveLength(n + 1);
+    expect(path[0]).toBe("r0");
+    expect(path[1]).toBe("r1");
+    expect(path[n]).toBe("r0");
+    expect(graph.cycleOf(`r${n - 1}`)!.slice(0, 2)).toEqual([`r${n - 1}`, "r0"]);
+  });
+
+  it.each([
+    {
+      why: "a chain that ends is no cycle",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, byName("b"));
+        g.set("b", undefined, byName("c"));
+        g.set("c", undefined, undefined);
+      },
+      cyclic: [],
+    },
+    {
+      why: "a name that does not exist is no edge (yet)",
+      build: (g: ReferenceGraph) => g.set("a", undefined, byName("ghost")),
+      cyclic: [],
+    },
+    {
+      why: "a selector that matches the Referable itself is a cycle of one",
+      build: (g: ReferenceGraph) => g.set("a", { team: "x" }, bySelector({ team: "x" })),
+      cyclic: ["a"],
+    },
+    {
+      why: "a selector closes a ring made by names",
+      build: (g: ReferenceGraph) => {
+        g.set("a", { role: "head" }, byName("b"));
+        g.set("b", undefined, byName("c"));
+        g.set("c", undefined, bySelector({ role: "head" }));
+      },
+      cyclic: ["a", "b", "c"],
+    },
+    {
+      why: "a tail reading into a cycle is not a member of it",
+      build: (g: ReferenceGraph) => {
+        g.set("tail", undefined, byName("a"));
+        g.set("a", undefined, byName("b"));
+        g.set("b", undefined, byName("a"));
+      },
+      cyclic: ["a", "b"],
+    },
+    {
+      why: "two cycles joined by a one-way edge are two components",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, byName("b"));
+        g.set("b", { k: "v" }, byName("a"));
+        g.set("c", undefined, byName("d"));
+        g.set("d", undefined, bySelector({ k: "w" }));
+        g.set("e", { k: "w" }, byName("c"));
+      },
+      cyclic: ["a", "b", "c", "d", "e"],
+    },
+  ])("$why", ({ build, cyclic }) => {
+    const graph = new ReferenceGraph();
+    build(graph);
+    graph.flush();
+    const members = ["a", "b", "c", "d", "e", "tail", "ghost"].filter((n) => graph.cycleOf(n));
+    expect(members).toEqual(cyclic);
+  });
+
+  it.each([
+    {
+      why: "a label that stops matching breaks the cycle",
+      change: (g: ReferenceGraph) => g.set("a", { role: "other" }, byName("b")),
+      after: [],
+    },
+    {
+      why: "deleting a member breaks the cycle",
+      change: (g: ReferenceGraph) => g.delete("b"),
+      after: [],
+    },
+    {
+      why: "a new member lengthens the cycle",
+      change: (g: ReferenceGraph) => {
+        g.set("b", undefined, byName("n"));
+        g.set("n", undefined, byName("c"));
+      },
+      after: ["a", "b", "c", "n"],
+    },
+  ])("follows changes: $why", ({ change, after }) => {
+    const graph = new ReferenceGraph();
+    graph.set("a", { role: "head" }, byName("b"));
+    graph.set("b", undefined, byName("c"));
+    graph.set("c", undefined, bySelector({ role: "head" }));
+    expect([...graph.flush()].sort()).toEqual(["a", "b", "c"]);
+    change(graph);
+    const changed = graph.flush();
+    const members = ["a", "b", "c", "n"].filter((n) => graph.cycleOf(n));
+    expect(members).toEqual(after);
+    // Everything that was or is a member is told, so its status is recomputed.
+    expect([...changed].sort()).toEqual([...new Set(["a", "b", "c", ...after])].sort());
+  });
+
+  it("reports nothing changed when an update leaves every edge alone", () => {
+    const graph = new ReferenceGraph();
+    ring(graph, 3);
+    graph.flush();
+    graph.set("r0", { unrelated: "label" }, byName("r1"));
+    expect(graph.flush().size).toBe(0);
+    expect(graph.cycleOf("r0")).toEqual(["r0", "r1", "r2", "r0"]);
+  });
+
+  it("gives each member its shortest way back, not just any cycle of its component", () => {
+    const graph = new ReferenceGraph();
+    ring(graph, 5); // r0 → r1 → r2 → r3 → r4 → r0
+    // r1 now reads r2 and r4 by a selector: a shortcut r1 → r4 → r0 → r1.
+    graph.set("r2", { hop: "x" }, byName("r3"));
+    graph.set("r4", { hop: "x" }, byName("r0"));
+    graph.set("r1", undefined, bySelector({ hop: "x" }));
+    graph.flush();
+    expect(graph.cycleOf("r1")).toEqual(["r1", "r4", "r0", "r1"]);
+    expect(graph.cycleOf("r2")).toEqual(["r2", "r3", "r4", "r0", "r1", "r2"]);
+  });
+});
+
+describe("describeCycle", () => {
+  it.each([
+    { path: ["a", "b", "a"], want: "a → b → a", why: "short cycles in full" },
+    {
+      path: [...Array.from({ length: 8 }, (_, i) => `r${i}`), "r0"],
+      want: "r0 → r1 → r2 → r3 → r4 → r5 → r6 → r7 → r0",
+      why: "eight names still in full",
+    },
+    {
+      path: [...Array.from({ length: 66 }, (_, i) => `r${i}`), "r0"],
+      want: "r0 → r1 → r2 → r3 → … 58 more … → r62 → r63 → r64 → r65 → r0",
+      why: "long ones keep both ends and say how many are left out",
+    },
+  ])("$why", ({ path, want }) => {
+    expect(describeCycle(path)).toBe(want);
+  });
+});

@@ -1,0 +1,273 @@
+/**
+ * The graph of Referables reading Referables, and the cycles in it.
+ *
+ * A Referable reads another by name (`spec.source.name`) or by a label selector that matches it.
+ * Such a loop never settles when the field read changes with every write (its
+ * `metadata.resourceVersion`, its status), so every member of a cycle, of any length, is refused.
+ *
+ * The edges come from the specs and labels alone, never from a resolution result: a result can
+ * be an error (an ambiguous selector, the very InvalidSpec this graph causes), and a cycle that
+ * vanished whenever its members stopped resolving would flap. Edges are kept up to date as
+ * Referables change (a selector is matched against each Referable once, and again only when its
+ * labels or the selector change); the cycles, the strongly connected components, are recomputed
+ * in one linear pass (Tarjan's) only when an edge changed, at the next question asked.
+ */
+import type { CompiledSelector } from "../informers/label-selector.ts";
+
+/** What one Referable reads among Referables: by name, by selector, or none. */
+export interface ReadsReferables {
+  /** The Referable it names (`spec.source.name` of a Referable source). */
+  name?: string;
+  /** The selector of a Referable source. */
+  selector?: CompiledSelector;
+}
+
+interface Component {
+  members: readonly string[];
+  /** Size and a hash of the sorted members: comparing components costs O(1) per member. */
+  key: string;
+  /** The members as a set, made when a cycle is first searched in the component. */
+  set?: ReadonlySet<string>;
+}
+
+interface Node {
+  labels: Readonly<Record<string, string>> | undefined;
+  reads: ReadsReferables | undefined;
+  /** The Referables its selector matches now. */
+  matched: Set<string>;
+}
+
+/** How many names a cycle shows in a message before the middle is abbreviated. */
+const SHOWN_AT_MOST = 8;
+
+/** Referables and what they read among themselves; see the module comment. */
+export class ReferenceGraph {
+  private readonly nodes = new Map<string, Node>();
+  /** The Referables that read Referables by selector. */
+  private readonly selecting = new Set<string>();
+  /** Whether an edge changed since the components were computed. */
+  private dirty = false;
+  /** The component of each Referable on a cycle (its members, shared by them all). */
+  private cyclic = new Map<string, Component>();
+  /** A cycle through each member, computed when first asked for. */
+  private readonly paths = new Map<string, string[]>();
+
+  /** Adds or updates a Referable: its labels and what it reads. */
+  set(
+    name: string,
+    labels: Readonly<Record<string, string>> | undefined,
+    reads: ReadsReferables | undefined,
+  ): void {
+    const old = this.nodes.get(name);
+    if (!old) {
+      const node: Node = { labels, reads, matched: new Set() };
+      this.nodes.set(name, node);
+      this.matchAll(name, node);
+      this.matchAgainstSelectors(name, labels);
+      this.dirty = true;
+      return;
+    }
+    if (!sameReads(old.reads, reads)) {
+      old.reads = reads;
+      this.matchAll(name, old);
+      this.dirty = true;
+    }
+    if (!sameLabels(old.labels, labels)) {
+      old.labels = labels;
+      if (this.matchAgainstSelectors(name, labels)) this.dirty = true;
+    }
+  }
+
+  /** Removes a Referable (it was deleted). */
+  delete(name: string): void {
+    const node = this.nodes.get(name);
+    if (!node) return;
+    this.nodes.delete(name);
+    this.selecting.delete(name);
+    for (const s of this.selecting) this.nodes.get(s)!.matched.delete(name);
+    this.dirty = true;
+  }
+
+  /**
+   * Recomputes the cycles if an edge changed since the last time; returns the Referables whose
+   * cycle changed (joined one, left one, or are in one whose members changed), which need a new
+   * status.
+   */
+  flush(): Set<string> {
+    const changed = new Set<string>();
+    if (!this.dirty) return changed;
+    this.dirty = false;
+    const before = this.cyclic;
+    this.cyclic = this.components();
+    this.paths.clear();
+    for (const [name, component] of this.cyclic)
+      if (before.get(name)?.key !== component.key) changed.add(name);
+    for (const name of before.keys()) if (!this.cyclic.has(name)) changed.add(name);
+    return changed;
+  }
+
+  /**
+   * A shortest cycle from `name` back to itself (`[name, ..., name]`), or undefined when it is
+   * on none. Call {@link flush} first to see the latest changes.
+   */
+  cycleOf(name: string): string[] | undefined {
+    const component = this.cyclic.get(name);
+    if (!component) return undefined;
+    let path = this.paths.get(name);
+    if (!path) {
+      component.set ??= new Set(component.members);
+      path = this.shortestCycle(name, component.set);
+      this.paths.set(name, path);
+    }
+    return path;
+  }
+
+  /** How many Referables are on a cycle now (as of the last {@link flush}). */
+  get cyclicCount(): number {
+    return this.cyclic.size;
+  }
+
+  /** The names `name` reads: by name (whether that Referable exists or not) and by selector. */
+  private out(name: string): Iterable<string> {
+    const node = this.nodes.get(name);
+    if (!node) return [];
+    const target = node.reads?.name;
+    if (target === undefined || node.matched.has(target)) return node.matched;
+    return [target, ...node.matched];
+  }
+
+  /** Matches `node`'s selector (if any) against every Referable. */
+  private matchAll(name: string, node: Node): void {
+    node.matched.clear();
+    const selector = node.reads?.selector;
+    if (!selector) {
+      this.selecting.delete(name);
+      return;
+    }
+    this.selecting.add(name);
+    for (const [other, o] of this.nodes) if (selector.matches(o.labels)) node.matched.add(other);
+  }
+
+  /** Matches every selector against `name`'s labels; true when a match changed. */
+  private matchAgainstSelectors(name: string, labels: Readonly<Record<string, string>> | undefined): boolean {
+    let changed = false;
+    for (const s of this.selecting) {
+      const node = this.nodes.get(s)!;
+      const matches = node.reads!.selector!.matches(labels);
+      if (matches === node.matched.has(name)) continue;
+      if (matches) node.matched.add(name);
+      else node.matched.delete(name);
+      changed = true;
+    }
+    return changed;
+  }
+
+  /**
+   * Tarjan's strongly connected components, iteratively (a ring of ten thousand must not
+   * overflow the stack): every component of two or more, or of one that reads itself, by member.
+   */
+  private components(): Map<string, Component> {
+    const index = new Map<string, number>();
+    const low = new Map<string, number>();
+    const onStack = new Set<string>();
+    const stack: string[] = [];
+    const result = new Map<string, Component>();
+    let next = 0;
+    for (const root of this.nodes.keys()) {
+      if (index.has(root)) continue;
+      const frames: Array<{ name: string; edges: Iterator<string> }> = [];
+      const visit = (name: string) => {
+        index.set(name, next);
+        low.set(name, next);
+        next++;
+        stack.push(name);
+        onStack.add(name);
+        frames.push({ name, edges: this.out(name)[Symbol.iterator]() });
+      };
+      visit(root);
+      while (frames.length > 0) {
+        const frame = frames[frames.length - 1]!;
+        const step = frame.edges.next();
+        if (!step.done) {
+          const to = step.value;
+          if (!this.nodes.has(to)) continue; // names a Referable that does not exist (yet)
+          if (!index.has(to)) visit(to);
+          else if (onStack.has(to)) low.set(frame.name, Math.min(low.get(frame.name)!, index.get(to)!));
+          continue;
+        }
+        frames.pop();
+        const parent = frames[frames.length - 1];
+        if (parent) low.set(parent.name, Math.min(low.get(parent.name)!, low.get(frame.name)!));
+        if (low.get(frame.name) !== index.get(frame.name)) continue;
+        const members: string[] = [];
+        let member: string;
+        do {
+          member = stack.pop()!;
+          onStack.delete(member);
+          members.push(member);
+        } while (member !== frame.name);
+        if (members.length === 1 && ![...this.out(frame.name)].includes(frame.name)) continue;
+        members.sort();
+        const component: Component = { members, key: componentKey(members) };
+        for (const m of members) result.set(m, component);
+      }
+    }
+    return result;
+  }
+
+  /** Breadth-first search from `start` back to itself, within its component. */
+  private shortestCycle(start: string, members: ReadonlySet<string>): string[] {
+    const parent = new Map<string, string>();
+    const queue = [start];
+    for (let i = 0; i < queue.length; i++) {
+      const at = queue[i]!;
+      for (const to of this.out(at)) {
+        if (to === start) {
+          const back: string[] = [];
+          for (let n = at; n !== start; n = parent.get(n)!) back.push(n);
+          return [start, ...back.reverse(), start];
+        }
+        if (!members.has(to) || parent.has(to)) continue;
+        parent.set(to, at);
+        queue.push(to);
+      }
+    }
+    return [start, start]; // unreachable for a member of a cyclic component
+  }
+}
+
+/**
+ * A cycle for a message: `a → b → c → a`, with the middle left out when it is long
+ * (`a → b → c → d → … 62 more … → x → y → z → a`), so a message stays short whatever the ring.
+ */
+export function describeCycle(path: readonly string[]): string {
+  const names = path.slice(0, -1);
+  if (names.length <= SHOWN_AT_MOST) return path.join(" → ");
+  const head = names.slice(0, SHOWN_AT_MOST / 2);
+  const tail = names.slice(names.length - SHOWN_AT_MOST / 2);
+  const hidden = names.length - head.length - tail.length;
+  return [...head, `… ${hidden} more …`, ...tail, path[0]].join(" → ");
+}
+
+/** FNV-1a over the names, with the count: equal components give equal keys. */
+function componentKey(members: readonly string[]): string {
+  let hash = 0x811c9dc5;
+  for (const name of members) {
+    for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
+    hash = Math.imul(hash ^ 0xffff, 0x01000193); // a separator, so ["ab","c"] and ["a","bc"] differ
+  }
+  return `${members.length}:${(hash >>> 0).toString(16)}`;
+}
+
+function sameReads(a: ReadsReferables | undefined, b: ReadsReferables | undefined): boolean {
+  return a?.name === b?.name && a?.selector?.key === b?.selector?.key;
+}
+
+function sameLabels(
+  a: Readonly<Record<string, string>> | undefined,
+  b: Readonly<Record<string, string>> | undefined,
+): boolean {
+  const ka = Object.keys(a ?? {});
+  if (ka.length !== Object.keys(b ?? {}).length) return false;
+  return ka.every((k) => Object.hasOwn(b ?? {}, k) && a![k] === b![k]);
+}

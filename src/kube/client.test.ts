@@ -1,0 +1,118 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { isApiError, KubeClient, retryAfter } from "./client.ts";
+
+/** A real HTTP server that answers each request from a script, recording when it came. */
+async function scriptedServer(
+  answers: Array<(res: ServerResponse) => void>,
+): Promise<{ server: Server; url: string; arrivals: Array<{ at: number; body: string }> }> {
+  const arrivals: Array<{ at: number; body: string }> = [];
+  const server = createServer((req: IncomingMessage, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+    req.on("end", () => {
+      arrivals.push({ at: performance.now(), body });
+      const answer = answers[arrivals.length - 1] ?? ok;
+      answer(res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals };
+}
+
+const ok = (res: ServerResponse) => {
+  res.writeHead(200, { "Content-Type": "application/json" });
+  res.end(JSON.stringify({ kind: "ConfigMap" }));
+};
+const status =
+  (code: number, headers: Record<string, string> = {}) =>
+  (res: ServerResponse) => {
+    res.writeHead(code, { "Content-Type": "application/json", ...headers });
+    res.end(
+      JSON.stringify({
+        kind: "Status",
+        reason: code === 429 ? "TooManyRequests" : "InternalError",
+        message: "busy",
+      }),
+    );
+  };
+
+function clientOf(url: string, options: { maxRetries?: number } = {}): KubeClient {
+  return new KubeClient({
+    access: { server: url, tls: async () => ({}), headers: async () => ({}) },
+    ...options,
+  });
+}
+
+describe("KubeClient and 429 Too Many Requests", () => {
+  let server: Server | undefined;
+  let client: KubeClient | undefined;
+  afterEach(async () => {
+    await client?.close();
+    await new Promise((resolve) => server?.close(resolve));
+    server = undefined;
+    client = undefined;
+  });
+
+  it("sends the request again after the Retry-After the server gave, body and all", async () => {
+    const s = await scriptedServer([status(429, { "Retry-After": "1" }), ok]);
+    server = s.server;
+    client = clientOf(s.url);
+    const answer = await client.request("POST", "/api/v1/namespaces/a/events", { body: { n: 1 } });
+    expect(answer).toEqual({ kind: "ConfigMap" });
+    expect(s.arrivals.map((a) => a.body)).toEqual(['{"n":1}', '{"n":1}']);
+    expect(s.arrivals[1]!.at - s.arrivals[0]!.at).toBeGreaterThanOrEqual(950);
+  });
+
+  it("gives up after maxRetries and throws the 429", async () => {
+    const s = await scriptedServer([
+      status(429, { "Retry-After": "0" }),
+      status(429, { "Retry-After": "0" }),
+    ]);
+    server = s.server;
+    client = clientOf(s.url, { maxRetries: 1 });
+    const err: unknown = await client.request("GET", "/api/v1/configmaps").catch((e: unknown) => e);
+    expect(isApiError(err, 429)).toBe(true);
+    expect(s.arrivals).toHaveLength(2);
+  });
+
+  it("does not wait past the request's own timeout", async () => {
+    const s = await scriptedServer([status(429, { "Retry-After": "30" })]);
+    server = s.server;
+    client = clientOf(s.url);
+    const started = performance.now();
+    const err: unknown = await client
+      .request("GET", "/api/v1/configmaps", { timeoutMs: 300 })
+      .catch((e: unknown) => e);
+    expect(isApiError(err, 429)).toBe(true);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(s.arrivals).toHaveLength(1);
+  });
+});
+
+describe("retryAfter", () => {
+  const h = (value?: string) => ({
+    get: (name: string) => (name === "retry-after" ? (value ?? null) : null),
+  });
+  it.each([
+    { status: 429, header: "3", want: 3_000, why: "the server's Retry-After, in seconds" },
+    { status: 429, header: undefined, want: 1_000, why: "a 429 without one: client-go's one second" },
+    {
+      status: 429,
+      header: "Wed, 21 Oct 2015 07:28:00 GMT",
+      want: 1_000,
+      why: "a date is not honoured: one second",
+    },
+    {
+      status: 429,
+      header: "86400",
+      want: 60_000,
+      why: "capped, so a server cannot park a request for a day",
+    },
+    { status: 503, header: "2", want: 2_000, why: "a 5xx that says when to come back" },
+    { status: 500, header: undefined, want: undefined, why: "a plain 5xx is the caller's to retry" },
+    { status: 409, header: "1", want: undefined, why: "a conflict is never retried blindly" },
+  ])("$status $header: $why", ({ status: code, header, want }) => {
+    expect(retryAfter(code, h(header))).toBe(want);
+  });
+});
