@@ -19,6 +19,7 @@ import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { createResolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
+import { StartupGate } from "./startup.ts";
 
 /** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
 export function sourcePolicy(
@@ -103,6 +104,16 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   });
 
   let shuttingDown = false;
+  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
+  // namespace); until then /readyz says what is missing and how to fix it.
+  const startup = new StartupGate({
+    client,
+    leaderElect: config.leaderElect,
+    leaseNamespace: config.leaderElectionNamespace,
+    leaseName: config.leaderElectionId,
+    logger: logger.child({ part: "startup" }),
+  });
+  const stopChecks = new AbortController();
   const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
     metrics.setReferableCounts(controller.countByReason());
     metrics.sourceInformers.set(resolver.informerCount);
@@ -110,7 +121,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   });
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,
-    () => controller.synced && !shuttingDown,
+    () => startup.problem?.message ?? (controller.synced && !shuttingDown),
     () => true,
   );
   // Every replica serves the webhook, leader or not: admission must not wait for an election.
@@ -135,8 +146,6 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       return 1;
     }
   }
-  controller.start();
-
   let exitWith: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => (exitWith = resolve));
   let elector: LeaderElector | undefined;
@@ -144,6 +153,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   const shutdown = async (why: string, code: number) => {
     if (shuttingDown) return;
     shuttingDown = true;
+    stopChecks.abort();
     logger.info({ why }, "shutting down");
     const timer = setTimeout(() => {
       logger.error({ timeoutMs: config.shutdownTimeoutMs }, "graceful shutdown timed out");
@@ -169,7 +179,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   process.once("SIGTERM", () => void shutdown("SIGTERM", 0));
   process.once("SIGINT", () => void shutdown("SIGINT", 0));
 
-  if (config.leaderElect) {
+  const begin = () => {
+    controller.start();
+    if (!config.leaderElect) {
+      controller.setLeader(true);
+      return;
+    }
     elector = new LeaderElector({
       client,
       namespace: config.leaderElectionNamespace,
@@ -191,9 +206,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       },
     });
     void elector.run();
-  } else {
-    controller.setLeader(true);
-  }
+  };
+  void startup.waitUntilPassing(stopChecks.signal).then((passed) => {
+    if (passed && !shuttingDown) begin();
+  });
   logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
   return exited;
 }
