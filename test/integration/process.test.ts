@@ -256,7 +256,11 @@ describe("flags", () => {
     },
     {
       reason: "leader-election timing LeaderElector would refuse",
-      args: ["--leader-election-renew-deadline=2s", "--leader-election-retry-period=1800ms"],
+      args: [
+        "--leader-elect",
+        "--leader-election-renew-deadline=2s",
+        "--leader-election-retry-period=1800ms",
+      ],
       stderr: "--leader-election-renew-deadline (2000 ms) must be greater than 1.2 times",
     },
   ];
