@@ -22,6 +22,6 @@ export function nodeVersionSupported(version: string): boolean {
 
 if (!nodeVersionSupported(process.versions.node)) {
   throw new Error(
-    `referable needs Node.js >= ${MIN_NODE_VERSION}, but this is Node.js ${process.version}: upgrade Node.js (e.g. \`nvm install 24\`)`,
+    `referable needs Node.js >= ${MIN_NODE_VERSION}, but this is Node.js ${process.versions.node}: upgrade Node.js (e.g. \`nvm install 24\`)`,
   );
 }
