@@ -181,6 +181,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   const begin = () => {
     controller.start();
+    logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
     if (!config.leaderElect) {
       controller.setLeader(true);
       return;
@@ -210,7 +211,6 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   void startup.waitUntilPassing(stopChecks.signal).then((passed) => {
     if (passed && !shuttingDown) begin();
   });
-  logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
   return exited;
 }
 
