@@ -226,6 +226,7 @@ export class StartupGate {
         logger.debug({ check: problem.check }, "start-up check still failing");
       }
       await new Promise<void>((resolve) => {
+        if (signal.aborted) return resolve();
         const timer = setTimeout(done, waitMs);
         function done() {
           clearTimeout(timer);
