@@ -296,6 +296,34 @@ describe("helm template", () => {
   );
 });
 
+describe("helm template refuses values the chart does not know, saying which (values.schema.json)", () => {
+  const refused: Array<{ reason: string; set: string; says: string }> = [
+    {
+      reason: "a typo of replicaCount",
+      set: "replicas=3",
+      says: "additional properties 'replicas' not allowed",
+    },
+    {
+      reason: "an extra source kind without resources",
+      set: "extraSourceKinds[0].apiGroups[0]=example.com",
+      says: "at '/extraSourceKinds/0': missing property 'resources'",
+    },
+    {
+      reason: "a duration that is not one",
+      set: "leaderElection.leaseDuration=15",
+      says: "/leaderElection/leaseDuration",
+    },
+    { reason: "a log level the controller does not have", set: "logLevel=verbose", says: "/logLevel" },
+  ];
+  it.each(refused)(
+    "$reason",
+    async ({ set, says }) => {
+      await expect(template("rel", "ops", set)).rejects.toThrow(says);
+    },
+    STEP_MS,
+  );
+});
+
 // ---------------------------------------------------------------------------------------------
 // Installed on the control plane
 
