@@ -220,6 +220,15 @@ describe("helm template", () => {
         }),
     },
     {
+      reason: "semiSpaceMiB adds V8's young-generation size to the heap cap",
+      set: ["semiSpaceMiB=2"],
+      check: (o) =>
+        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env).toContainEqual({
+          name: "NODE_OPTIONS",
+          value: "--max-old-space-size=256 --max-semi-space-size=2",
+        }),
+    },
+    {
       reason: "heapCapMiB=0 leaves V8's default",
       set: ["heapCapMiB=0"],
       check: (o) =>
