@@ -212,7 +212,7 @@ describe("helm template", () => {
     },
     {
       reason: "heapCapMiB sets V8's heap cap",
-      set: ["heapCapMiB=512"],
+      set: ["heapCapMiB=512", "semiSpaceMiB=0"],
       check: (o) =>
         expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env).toContainEqual({
           name: "NODE_OPTIONS",
@@ -221,7 +221,7 @@ describe("helm template", () => {
     },
     {
       reason: "semiSpaceMiB adds V8's young-generation size to the heap cap",
-      set: ["semiSpaceMiB=2"],
+      set: ["heapCapMiB=256", "semiSpaceMiB=2"],
       check: (o) =>
         expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env).toContainEqual({
           name: "NODE_OPTIONS",
@@ -229,8 +229,8 @@ describe("helm template", () => {
         }),
     },
     {
-      reason: "heapCapMiB=0 leaves V8's default",
-      set: ["heapCapMiB=0"],
+      reason: "heapCapMiB=0 and semiSpaceMiB=0 leave V8's defaults",
+      set: ["heapCapMiB=0", "semiSpaceMiB=0"],
       check: (o) =>
         expect(
           controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env?.map((e) => e.name),
