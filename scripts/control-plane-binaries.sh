@@ -50,25 +50,10 @@ if have_pinned; then
   exit 0
 fi
 
-# Kubernetes 1.36 needs Go >= 1.26. Without one on the PATH, fetch the Go toolchain itself from
-# the module proxy (it is published there as the module golang.org/toolchain).
-GO_TOOLCHAIN="${REFERABLE_GO_TOOLCHAIN:-go1.26.8}"
-go_ok() { command -v go >/dev/null && [[ "$(go env GOVERSION 2>/dev/null)" =~ ^go1\.(2[6-9]|[3-9][0-9]) ]]; }
-if ! go_ok; then
-  TOOLCHAIN_DIR="$CACHE_ROOT/go-toolchain/$GO_TOOLCHAIN"
-  if [[ ! -x "$TOOLCHAIN_DIR/bin/go" ]]; then
-    proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
-    log "no Go >= 1.26 on the PATH: fetching $GO_TOOLCHAIN from the module proxy"
-    mkdir -p "$TOOLCHAIN_DIR.tmp"
-    curl -fsSL "$proxy/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN.linux-amd64.zip" -o "$TOOLCHAIN_DIR.zip"
-    unzip -q "$TOOLCHAIN_DIR.zip" -d "$TOOLCHAIN_DIR.tmp"
-    rm -rf "$TOOLCHAIN_DIR" && mv "$TOOLCHAIN_DIR.tmp/golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-amd64" "$TOOLCHAIN_DIR"
-    rm -rf "$TOOLCHAIN_DIR.tmp" "$TOOLCHAIN_DIR.zip"
-    chmod +x "$TOOLCHAIN_DIR"/bin/* "$TOOLCHAIN_DIR"/pkg/tool/*/* 2>/dev/null || true
-  fi
-  export PATH="$TOOLCHAIN_DIR/bin:$PATH"
-fi
-log "using $(go version)"
+# Kubernetes 1.36 needs Go >= 1.26; without one on the PATH, the toolchain comes from the proxy.
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+ensure_go
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/control-plane/build-$K8S_VERSION"
@@ -81,9 +66,12 @@ if ! flock -n 9; then
   if have_pinned; then echo "$OUT"; exit 0; fi
 fi
 cd "$WORK"
+# Go's own output (a line per module downloaded) goes here, not to the terminal.
+GO_LOG="$WORK/go.log"
+: >"$GO_LOG"
 
 log "reading the go.mod of k8s.io/kubernetes@$K8S_VERSION from the module proxy"
-K8S_MOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+K8S_MOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GO_LOG" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
 [[ -f "$K8S_MOD" ]] || { log "could not download k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 mapfile -t STAGING < <(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/.*#\1#p' "$K8S_MOD")
@@ -114,13 +102,13 @@ LDFLAGS+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/cli
 build() {
   local name=$1 pkg=$2 flags=$3 started=$SECONDS
   log "building $name from $pkg (minutes on the first run; later runs reuse Go's build cache)"
-  go build -trimpath -ldflags "$flags" -o "$OUT/$name.tmp" "$pkg"
+  quietly "$GO_LOG" "building $name" go build -trimpath -ldflags "$flags" -o "$OUT/$name.tmp" "$pkg"
   mv "$OUT/$name.tmp" "$OUT/$name"
   log "built $name in $((SECONDS - started))s"
 }
 
-log "downloading modules"
-go mod download 2>&1 | sed 's/^/[control-plane] /' >&2 || true
+log "downloading modules (Go's output: $GO_LOG)"
+quietly "$GO_LOG" "downloading modules" go mod download || true
 build etcd go.etcd.io/etcd/server/v3 "-s -w"
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$LDFLAGS"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$LDFLAGS"

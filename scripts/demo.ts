@@ -1,15 +1,17 @@
 /**
  * `npm run demo`: the main job on a machine with no cluster. Starts the local control plane
  * (the test harness's etcd + kube-apiserver), installs the CRD, runs the controller against it
- * as a separate process, applies examples/referables/, prints the table `kubectl get rf` would,
- * then changes sources and shows the values follow. Runs until Ctrl-C; `--exit` ends it after
- * the demonstration (for scripts and CI).
+ * as a separate process, applies examples/crds/ and examples/referables/, prints what
+ * `kubectl get rf` prints (kubectl itself runs), then changes sources and shows the values follow.
+ * Runs until Ctrl-C; `--exit` ends it after the demonstration (for scripts and CI). Everything it
+ * writes (the controller's log) is in one temporary folder, removed when it ends.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
 import { KubeClient, type KubeObject } from "../src/kube/client.ts";
@@ -17,6 +19,7 @@ import { Discovery } from "../src/kube/discovery.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { freePort } from "../test/harness/ports.ts";
 
+const execFileAsync = promisify(execFile);
 const exitAfter = process.argv.includes("--exit");
 const say = (line = "") => process.stdout.write(`${line}\n`);
 
@@ -58,64 +61,25 @@ async function applyFile(client: KubeClient, discovery: Discovery, file: string)
   }
 }
 
-interface Row {
-  name: string;
-  ready: string;
-  reason: string;
-  value: string;
-  source: string;
-  age: string;
-}
-
 async function referables(client: KubeClient): Promise<KubeObject[]> {
   const list = await client.request<{ items: KubeObject[] }>(
     "GET",
     "/apis/referable.dev/v1alpha1/referables",
   );
-  return list.items.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
+  return list.items;
 }
 
-function row(obj: KubeObject): Row {
-  const status = (obj.status ?? {}) as {
-    value?: unknown;
-    values?: unknown[];
-    conditions?: Array<Record<string, string>>;
-  };
-  const ready = status.conditions?.find((c) => c.type === "Ready");
-  const spec = obj.spec as { source: { name?: string; selector?: unknown } };
-  const shown = status.value !== undefined ? status.value : status.values;
-  const ageS = Math.round((Date.now() - Date.parse(String(obj.metadata!.creationTimestamp))) / 1000);
-  return {
-    name: obj.metadata!.name!,
-    ready: ready?.status ?? "",
-    reason: ready?.reason ?? "",
-    value: shown === undefined ? "" : typeof shown === "string" ? shown : JSON.stringify(shown),
-    source: spec.source.name ?? JSON.stringify(spec.source.selector),
-    age: `${ageS}s`,
-  };
+/** The reason of a Referable's Ready condition, "" when it has none yet. */
+function readyReason(obj: KubeObject): string {
+  const status = (obj.status ?? {}) as { conditions?: Array<Record<string, string>> };
+  return status.conditions?.find((c) => c.type === "Ready")?.reason ?? "";
 }
 
-/** The table `kubectl get rf` prints (same columns as the CRD's printer columns). */
-function table(objects: KubeObject[]): string {
-  const header: Row = {
-    name: "NAME",
-    ready: "READY",
-    reason: "REASON",
-    value: "VALUE",
-    source: "SOURCE",
-    age: "AGE",
-  };
-  const rows = [header, ...objects.map(row)];
-  const keys = Object.keys(header) as Array<keyof Row>;
-  const widths = keys.map((k) => Math.max(...rows.map((r) => r[k].length)));
-  return rows
-    .map((r) =>
-      keys
-        .map((k, i) => r[k].padEnd(widths[i]!))
-        .join("   ")
-        .trimEnd(),
-    )
-    .join("\n");
+/** Runs kubectl (the harness's, else the one on the PATH) against the demo's cluster. */
+async function kubectl(plane: ControlPlane, ...args: string[]): Promise<string> {
+  const bin = plane.binDir ? join(plane.binDir, "kubectl") : "kubectl";
+  const { stdout } = await execFileAsync(bin, [`--kubeconfig=${plane.kubeconfigPath}`, ...args]);
+  return stdout.trimEnd();
 }
 
 /** Times how long a Referable's status.value takes to satisfy `done` after `act`, watching it. */
@@ -152,6 +116,8 @@ async function main(): Promise<void> {
   let plane: ControlPlane | undefined;
   let controller: ChildProcess | undefined;
   let client: KubeClient | undefined;
+  const workDir = await mkdtemp(join(tmpdir(), "referable-demo-"));
+  const logFile = join(workDir, "controller.log");
   const cleanup = async () => {
     if (controller && controller.exitCode === null) {
       const exited = new Promise((r) => controller!.once("exit", r));
@@ -160,6 +126,7 @@ async function main(): Promise<void> {
     }
     await client?.close();
     await plane?.stop();
+    await rm(workDir, { recursive: true, force: true });
   };
   process.once("SIGINT", () => void cleanup().then(() => process.exit(0)));
   process.once("SIGTERM", () => void cleanup().then(() => process.exit(0)));
@@ -173,7 +140,6 @@ async function main(): Promise<void> {
     const discovery = new Discovery({ client });
 
     const [metricsPort, probePort] = [await freePort(), await freePort()];
-    const logFile = join(tmpdir(), `referable-demo-controller-${process.pid}.log`);
     const log = createWriteStream(logFile);
     say(`== starting the controller (logs: ${logFile}, metrics: http://127.0.0.1:${metricsPort}/metrics)`);
     controller = spawn(
@@ -190,24 +156,27 @@ async function main(): Promise<void> {
     controller.stdout!.pipe(log);
     controller.stderr!.pipe(log);
     controller.once("exit", (code) => {
-      if (code !== 0 && code !== null) say(`!! the controller exited with code ${code}; see ${logFile}`);
+      if (code !== 0 && code !== null) say(`!! the controller exited with code ${code}`);
     });
     await until("the controller to be ready", async () => {
       const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
       return res.status === 200 ? true : undefined;
     });
 
-    const dir = join(repoRoot, "examples", "referables");
-    const files = (await readdir(dir)).filter((f) => f.endsWith(".yaml")).sort();
-    say(`== applying examples/referables/ (${files.join(", ")})`);
-    for (const file of files) await applyFile(client, discovery, join(dir, file));
+    // The example CRD first, as `kubectl apply -f examples/crds/` does before the rest.
+    for (const folder of ["crds", "referables"]) {
+      const dir = join(repoRoot, "examples", folder);
+      const files = (await readdir(dir)).filter((f) => f.endsWith(".yaml")).sort();
+      say(`== applying examples/${folder}/ (${files.join(", ")})`);
+      for (const file of files) await applyFile(client, discovery, join(dir, file));
+    }
 
     await until("every Referable to have a Ready condition", async () => {
       const all = await referables(client!);
-      return all.every((o) => row(o).reason && row(o).reason !== "Pending") ? true : undefined;
+      return all.every((o) => readyReason(o) && readyReason(o) !== "Pending") ? true : undefined;
     });
     say("\n$ kubectl get rf");
-    say(table(await referables(client)));
+    say(await kubectl(plane, "get", "rf"));
 
     say("\n== the bucket reports Ready=True: artifacts-bucket-arn takes its value");
     const bucketMs = await follow(
@@ -223,7 +192,7 @@ async function main(): Promise<void> {
           },
         );
       },
-      (o) => row(o).reason === "Available",
+      (o) => readyReason(o) === "Available",
     );
     say(`   artifacts-bucket-arn became Available ${bucketMs.toFixed(0)} ms after the status change`);
 
@@ -256,21 +225,27 @@ async function main(): Promise<void> {
     say(`   cache-endpoints dropped it in ${cacheMs.toFixed(0)} ms`);
 
     say("\n$ kubectl get rf");
-    say(table(await referables(client)));
+    say(await kubectl(plane, "get", "rf"));
 
     if (exitAfter) {
       say("\n== done (--exit): stopping the controller and the control plane");
       await cleanup();
       return;
     }
-    const kubectl = plane.binDir ? join(plane.binDir, "kubectl") : "kubectl";
+    const kubectlBin = plane.binDir ? join(plane.binDir, "kubectl") : "kubectl";
     say(
-      `\nThe controller keeps running. Try:\n  export KUBECONFIG=${plane.kubeconfigPath}\n  ${kubectl} get rf -w`,
+      `\nThe controller keeps running. Try:\n  export KUBECONFIG=${plane.kubeconfigPath}\n  ${kubectlBin} get rf -w`,
     );
     say("Press Ctrl-C to stop everything.");
     await new Promise(() => undefined);
   } catch (err) {
     say(`!! demo failed: ${(err as Error).message}`);
+    // The log goes with the temporary folder: show its end first.
+    const tail = await readFile(logFile, "utf8").then(
+      (text) => text.trimEnd().split("\n").slice(-20).join("\n"),
+      () => "",
+    );
+    if (tail) say(`-- the controller's last log lines:\n${tail}`);
     await cleanup();
     process.exitCode = 1;
   }

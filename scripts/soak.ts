@@ -753,6 +753,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         plane.kubeconfigPath,
         "--referable-selector",
         `${SHARD_LABEL}=${shard}`,
+        "--leader-elect=true",
         "--leader-election-namespace",
         LEASE_NAMESPACE,
         "--informer-linger",

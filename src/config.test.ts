@@ -18,7 +18,7 @@ describe("parseConfig", () => {
       kubeconfig: undefined,
       metricsBindAddress: ":8080",
       healthProbeBindAddress: ":8081",
-      leaderElect: true,
+      leaderElect: false,
       leaderElectionNamespace: "referable-system",
       leaderElectionId: "referable-controller",
       leaseDurationMs: 15_000,
@@ -62,7 +62,7 @@ describe("parseConfig", () => {
       reason: "an empty environment variable counts as unset",
       argv: [],
       env: { POD_NAMESPACE: "", REFERABLE_LEADER_ELECT: "", REFERABLE_CONCURRENCY: "" },
-      want: { leaderElectionNamespace: "referable-system", leaderElect: true, concurrency: 8 },
+      want: { leaderElectionNamespace: "referable-system", leaderElect: false, concurrency: 8 },
     },
     {
       reason: "--flag=value and --flag value are the same",
@@ -81,19 +81,20 @@ describe("parseConfig", () => {
     },
     {
       reason: "bool flags take true/false and 1/0",
-      argv: ["--leader-elect=false", "--allow-secrets=1"],
-      want: { leaderElect: false, allowSecrets: true },
+      argv: ["--leader-elect=true", "--allow-secrets=1"],
+      want: { leaderElect: true, allowSecrets: true },
     },
     {
-      reason: "bool flags take 0 as false",
+      reason: "bool flags take 0 as false (and a flag wins over its environment variable)",
       argv: ["--leader-elect=0"],
+      env: { REFERABLE_LEADER_ELECT: "true" },
       want: { leaderElect: false },
     },
     {
       reason: "bool environment variables take the same forms",
       argv: [],
-      env: { REFERABLE_LEADER_ELECT: "false", REFERABLE_ALLOW_SECRETS: "true" },
-      want: { leaderElect: false, allowSecrets: true },
+      env: { REFERABLE_LEADER_ELECT: "1", REFERABLE_ALLOW_SECRETS: "true" },
+      want: { leaderElect: true, allowSecrets: true },
     },
     {
       reason: "durations are Go durations, in milliseconds",
@@ -156,11 +157,12 @@ describe("parseConfig", () => {
     {
       reason: "the smallest valid leader-election timing",
       argv: [
+        "--leader-elect",
         "--leader-election-lease-duration=3s",
         "--leader-election-renew-deadline=2s",
         "--leader-election-retry-period=1s",
       ],
-      want: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 1_000 },
+      want: { leaderElect: true, leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 1_000 },
     },
   ];
   it.each(cases)("$reason", ({ argv, env, want }) => {
@@ -250,23 +252,27 @@ describe("parseConfig", () => {
     },
     {
       reason: "the lease must outlast the renew deadline",
-      argv: ["--leader-election-lease-duration=10s"],
+      argv: ["--leader-elect", "--leader-election-lease-duration=10s"],
       want: "--leader-election-lease-duration (10000 ms) must be greater than --leader-election-renew-deadline (10000 ms)",
     },
     {
       reason: "the renew deadline must exceed the jittered retry period (as client-go requires)",
-      argv: ["--leader-election-renew-deadline=2s", "--leader-election-retry-period=1800ms"],
+      argv: [
+        "--leader-elect",
+        "--leader-election-renew-deadline=2s",
+        "--leader-election-retry-period=1800ms",
+      ],
       want: "--leader-election-renew-deadline (2000 ms) must be greater than 1.2 times --leader-election-retry-period (1800 ms)",
     },
     {
       reason: "a zero retry period",
-      argv: ["--leader-election-retry-period=0s"],
+      argv: ["--leader-elect", "--leader-election-retry-period=0s"],
       want: "--leader-election-retry-period must be greater than 0",
     },
     {
       reason: "leader-election timing from the environment is checked too",
       argv: [],
-      env: { REFERABLE_RENEW_DEADLINE: "20s" },
+      env: { REFERABLE_LEADER_ELECT: "true", REFERABLE_RENEW_DEADLINE: "20s" },
       want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
     },
   ];
@@ -327,7 +333,7 @@ describe("helpText", () => {
   const documented: Array<{ reason: string; flag: string; want: string }> = [
     { reason: "metrics default", flag: "--metrics-bind-address=VALUE", want: "default :8080" },
     { reason: "probe default", flag: "--health-probe-bind-address=VALUE", want: "default :8081" },
-    { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default true" },
+    { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default false" },
     { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
     { reason: "env var named", flag: "--concurrency=VALUE", want: "env REFERABLE_CONCURRENCY; default 8" },
     { reason: "empty default shown as quotes", flag: "--referable-selector=VALUE", want: 'default ""' },

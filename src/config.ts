@@ -73,8 +73,10 @@ const OPTIONS: OptionSpec[] = [
     flag: "leader-elect",
     env: "REFERABLE_LEADER_ELECT",
     kind: "bool",
-    default: "true",
-    help: "elect a leader on a Lease so only one replica writes",
+    // Off by default, as in kubebuilder's controllers: `npm start` against any cluster works
+    // without a namespace for the Lease. The Deployment (deploy/, the Helm chart) turns it on.
+    default: "false",
+    help: "elect a leader on a Lease so only one replica writes (the Deployment turns it on)",
   },
   {
     key: "leaderElectionNamespace",

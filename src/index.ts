@@ -17,6 +17,8 @@
  * This module never imports the controller.
  * @module
  */
+// First, so an unsupported Node.js gets one clear error before any dependency is evaluated.
+import "./node-version.ts";
 export { createResolver, Resolver } from "./resolver/resolver.ts";
 export type { ResolverOptions, Subscription, WatchCallback, WatchOptions } from "./resolver/resolver.ts";
 export { resolveReferences } from "./resolver/managed.ts";

@@ -20,6 +20,7 @@ import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { createResolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
+import { StartupGate } from "./startup.ts";
 
 /** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
 export function sourcePolicy(
@@ -104,6 +105,16 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   });
 
   let shuttingDown = false;
+  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
+  // namespace); until then /readyz says what is missing and how to fix it.
+  const startup = new StartupGate({
+    client,
+    leaderElect: config.leaderElect,
+    leaseNamespace: config.leaderElectionNamespace,
+    leaseName: config.leaderElectionId,
+    logger: logger.child({ part: "startup" }),
+  });
+  const stopChecks = new AbortController();
   const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
     metrics.setReferableCounts(controller.countByReason());
     metrics.sourceInformers.set(resolver.informerCount);
@@ -111,7 +122,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   });
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,
-    () => controller.synced && !shuttingDown,
+    () => startup.problem?.message ?? (controller.synced && !shuttingDown),
     () => true,
   );
   // Every replica serves the webhook, leader or not: admission must not wait for an election.
@@ -139,10 +150,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   let exitWith: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => (exitWith = resolve));
   let elector: LeaderElector | undefined;
+  let manager: Manager | undefined;
 
   const shutdown = async (why: string, code: number) => {
     if (shuttingDown) return;
     shuttingDown = true;
+    stopChecks.abort();
     logger.info({ why }, "shutting down");
     const timer = setTimeout(() => {
       logger.error({ timeoutMs: config.shutdownTimeoutMs }, "graceful shutdown timed out");
@@ -151,8 +164,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     timer.unref();
     try {
       // Stop writing, let the writes in flight finish, then release the lease (so a standby
-      // takes over at once, and after our last write), then close the caches.
-      await manager.stop();
+      // takes over at once, and after our last write), then close the caches. Before the
+      // start-up checks passed nothing was started but the caches' owners.
+      if (manager) await manager.stop();
+      else {
+        await controller.stop();
+        await resolver.stop();
+      }
       await Promise.all([closeServer(metricsServer), closeServer(probeServer), closeServer(webhookServer)]);
       await client.close();
       logger.info({}, "stopped");
@@ -167,32 +185,39 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   process.once("SIGTERM", () => void shutdown("SIGTERM", 0));
   process.once("SIGINT", () => void shutdown("SIGINT", 0));
 
-  if (config.leaderElect) {
-    elector = new LeaderElector({
-      client,
-      namespace: config.leaderElectionNamespace,
-      name: config.leaderElectionId,
-      identity: config.identity,
-      leaseDurationMs: config.leaseDurationMs,
-      renewDeadlineMs: config.renewDeadlineMs,
-      retryPeriodMs: config.retryPeriodMs,
-      logger: logger.child({ part: "leader-election" }),
-      onStartedLeading: () => controller.setLeader(true),
-      onStoppedLeading: () => {
-        controller.setLeader(false);
-        // As controller-runtime does: a replica that lost its lease exits and is restarted as
-        // a fresh candidate, rather than risk acting on a state it no longer owns.
-        if (!shuttingDown) {
-          logger.error({}, "lost the leader lease: exiting");
-          void shutdown("lost leadership", 1);
-        }
-      },
-    });
-  }
-  // Caches, then writers, then leadership.
-  const manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
-  void manager.start();
-  logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
+  const begin = () => {
+    if (config.leaderElect) {
+      elector = new LeaderElector({
+        client,
+        namespace: config.leaderElectionNamespace,
+        name: config.leaderElectionId,
+        identity: config.identity,
+        leaseDurationMs: config.leaseDurationMs,
+        renewDeadlineMs: config.renewDeadlineMs,
+        retryPeriodMs: config.retryPeriodMs,
+        logger: logger.child({ part: "leader-election" }),
+        onStartedLeading: () => controller.setLeader(true),
+        onStoppedLeading: () => {
+          controller.setLeader(false);
+          // As controller-runtime does: a replica that lost its lease exits and is restarted as
+          // a fresh candidate, rather than risk acting on a state it no longer owns.
+          if (!shuttingDown) {
+            logger.error({}, "lost the leader lease: exiting");
+            void shutdown("lost leadership", 1);
+          }
+        },
+      });
+    }
+    // Caches, then writers, then leadership.
+    manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
+    void manager.start();
+    logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
+  };
+  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
+  // namespace); until then /readyz says what is missing and how to fix it.
+  void startup.waitUntilPassing(stopChecks.signal).then((passed) => {
+    if (passed && !shuttingDown) begin();
+  });
   return exited;
 }
 

@@ -99,7 +99,7 @@ describe("startMetricsServer", () => {
 
 describe("startProbeServer", () => {
   let server: Server | undefined;
-  let ready = false;
+  let ready: boolean | string = false;
   let healthy = true;
   beforeAll(async () => {
     server = await startProbeServer(
@@ -110,8 +110,30 @@ describe("startProbeServer", () => {
   });
   afterAll(() => closeServer(server));
 
-  const cases: Array<{ reason: string; ready: boolean; healthy: boolean; path: string; want: number }> = [
-    { reason: "not ready before the caches sync", ready: false, healthy: true, path: "/readyz", want: 503 },
+  const cases: Array<{
+    reason: string;
+    ready: boolean | string;
+    healthy: boolean;
+    path: string;
+    want: number;
+    body?: string;
+  }> = [
+    {
+      reason: "not ready before the caches sync",
+      ready: false,
+      healthy: true,
+      path: "/readyz",
+      want: 503,
+      body: "caches not synced",
+    },
+    {
+      reason: "a start-up problem is the body, so a probe's failure says the fix",
+      ready: "the Referable CRD is not installed: run kubectl apply",
+      healthy: true,
+      path: "/readyz",
+      want: 503,
+      body: "the Referable CRD is not installed: run kubectl apply",
+    },
     { reason: "ready once synced", ready: true, healthy: true, path: "/readyz", want: 200 },
     { reason: "query strings are ignored", ready: true, healthy: true, path: "/readyz?verbose", want: 200 },
     { reason: "healthy while not ready", ready: false, healthy: true, path: "/healthz", want: 200 },
@@ -121,7 +143,9 @@ describe("startProbeServer", () => {
   it.each(cases)("$path is $want: $reason", async (c) => {
     ready = c.ready;
     healthy = c.healthy;
-    expect((await get(server, c.path)).status).toBe(c.want);
+    const got = await get(server, c.path);
+    expect(got.status).toBe(c.want);
+    if (c.body !== undefined) expect(got.body).toBe(c.body);
   });
 });
 

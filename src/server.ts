@@ -55,17 +55,23 @@ export async function startMetricsServer(
   return listen(server, address);
 }
 
-/** Serves /healthz (the process answers) and /readyz (`ready()` says so). */
+/**
+ * Serves /healthz (the process answers) and /readyz (`ready()` says so: true, false for "caches
+ * not synced", or a string saying why not, e.g. a start-up problem and its fix).
+ */
 export async function startProbeServer(
   address: string,
-  ready: () => boolean,
+  ready: () => boolean | string,
   healthy: () => boolean,
 ): Promise<Server | undefined> {
   const server = createServer((req, res) => {
     const path = req.url?.split("?")[0];
     if (path === "/healthz") res.writeHead(healthy() ? 200 : 500).end(healthy() ? "ok" : "unhealthy");
-    else if (path === "/readyz") res.writeHead(ready() ? 200 : 503).end(ready() ? "ok" : "caches not synced");
-    else res.writeHead(404).end();
+    else if (path === "/readyz") {
+      const state = ready();
+      if (state === true) res.writeHead(200).end("ok");
+      else res.writeHead(503).end(state === false ? "caches not synced" : state);
+    } else res.writeHead(404).end();
   });
   return listen(server, address);
 }

@@ -195,6 +195,48 @@ describe("Discovery.lookup", () => {
     },
   ];
 
+  const nearMisses: Array<{ reason: string; apiVersion: string; kind: string; want: string | undefined }> = [
+    {
+      reason: "a kind differing only in case",
+      apiVersion: "v1",
+      kind: "configmap",
+      want: 'did you mean "ConfigMap"?',
+    },
+    {
+      reason: "a plural is one edit away",
+      apiVersion: "apps/v1",
+      kind: "Deployments",
+      want: 'did you mean "Deployment"?',
+    },
+    {
+      reason: "a typo, in lower case",
+      apiVersion: "v1",
+      kind: "configmqp",
+      want: 'did you mean "ConfigMap"?',
+    },
+    { reason: "a missing letter", apiVersion: "v1", kind: "Nde", want: 'did you mean "Node"?' },
+    { reason: "two edits away is not a near miss", apiVersion: "v1", kind: "Nodexx", want: undefined },
+    {
+      reason: "an unrelated kind gets no suggestion",
+      apiVersion: "apps/v1",
+      kind: "Widget",
+      want: undefined,
+    },
+    {
+      reason: "a subresource's kind (Pod of pods/status) is never suggested",
+      apiVersion: "v1",
+      kind: "Pods",
+      want: undefined,
+    },
+  ];
+  it.each(nearMisses)("KindNotFound says did you mean: $reason", async ({ apiVersion, kind, want }) => {
+    const { discovery } = setup();
+    const err = await lookupError(discovery.lookup(apiVersion, kind));
+    expect(err.reason).toBe("KindNotFound");
+    if (want === undefined) expect(err.message).not.toContain("did you mean");
+    else expect(err.message).toContain(want);
+  });
+
   it.each(missing)("KindNotFound: $reason", async ({ apiVersion, kind, answer, want }) => {
     const { client, discovery } = setup();
     if (answer) client.answers.set(`/apis/${apiVersion}`, answer);

@@ -88,6 +88,28 @@ export function parseApiVersion(apiVersion: string): { group: string; version: s
   return { group, version };
 }
 
+/** Whether `a` becomes `b` by at most one insertion, deletion or substitution. */
+function withinOneEdit(a: string, b: string): boolean {
+  if (Math.abs(a.length - b.length) > 1) return false;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  // After the first difference the rest must match with the one edit applied.
+  return a.slice(i + 1) === b.slice(i + 1) || a.slice(i) === b.slice(i + 1) || a.slice(i + 1) === b.slice(i);
+}
+
+/**
+ * The served kinds a user probably meant by `kind`: those equal to it but for case, else those
+ * one edit away ignoring case (a plural, a typo). Kinds are case-sensitive, so "configmap" and
+ * "ConfigMaps" are otherwise a puzzling KindNotFound.
+ */
+export function similarKinds(kind: string, served: Iterable<string>): string[] {
+  const wanted = kind.toLowerCase();
+  const all = [...served].filter((k) => k !== kind);
+  const sameButCase = all.filter((k) => k.toLowerCase() === wanted);
+  if (sameButCase.length) return sameButCase.sort();
+  return all.filter((k) => withinOneEdit(k.toLowerCase(), wanted)).sort();
+}
+
 /** Cached discovery over a {@link KubeClient}. */
 export class Discovery implements KindResolver {
   private readonly client: Pick<KubeClient, "request">;
@@ -122,9 +144,11 @@ export class Discovery implements KindResolver {
     const info = entry?.kinds?.get(kind);
     if (info) return info;
     const why = entry?.failure ?? `the API server serves ${gv} but no kind ${kind} in it`;
+    const near = entry?.kinds ? similarKinds(kind, entry.kinds.keys()) : [];
+    const hint = near.length ? `; did you mean ${near.map((k) => JSON.stringify(k)).join(" or ")}?` : "";
     throw new ReferenceError(
       "KindNotFound",
-      `no kind ${kind} in ${gv}: ${why}; install its CRD or fix spec.source.apiVersion/kind`,
+      `no kind ${kind} in ${gv}: ${why}${hint}; install its CRD or fix spec.source.apiVersion/kind`,
     );
   }
 

@@ -4,14 +4,17 @@
 import { startControlPlane } from "./control-plane.ts";
 
 const plane = await startControlPlane();
-const kubectl = plane.binDir ? `${plane.binDir}/kubectl` : "kubectl";
 process.stdout.write(
   [
     "",
-    `kube-apiserver ${plane.version} is running at ${plane.server}`,
-    "Point kubectl at it:",
+    `kube-apiserver ${plane.version} is running at ${plane.server}, with the CRD of crds/ installed.`,
+    "In another terminal, point kubectl (the one built with the control plane) and the controller at it:",
     `  export KUBECONFIG=${plane.kubeconfigPath}`,
-    `  ${kubectl} get --raw /version`,
+    ...(plane.binDir ? [`  export PATH=${plane.binDir}:$PATH`] : []),
+    "  npm start",
+    "and in a third (the same two exports), the examples:",
+    "  kubectl apply -f examples/crds/ && kubectl wait --for=condition=Established -f examples/crds/ && kubectl apply -f examples/referables/",
+    "  kubectl get rf",
     "Press Ctrl-C to stop it (both processes end and the temporary folder is removed).",
     "",
   ].join("\n"),

@@ -4,7 +4,8 @@
  * generated scrape configuration, queried through its HTTP API like any dashboard or alert rule.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { access, constants, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { accessSync, constants } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "./kube.ts";
@@ -14,9 +15,9 @@ import { freePort } from "./ports.ts";
 export const PROMETHEUS_BIN = process.env.REFERABLE_PROMETHEUS_BIN ?? "/usr/bin/prometheus";
 
 /** Why Prometheus cannot run here (to skip with a clear message), or undefined when it can. */
-export async function prometheusUnavailable(): Promise<string | undefined> {
+export function prometheusUnavailable(): string | undefined {
   try {
-    await access(PROMETHEUS_BIN, constants.X_OK);
+    accessSync(PROMETHEUS_BIN, constants.X_OK);
     return undefined;
   } catch {
     return `${PROMETHEUS_BIN} is not installed (Debian: apt-get install prometheus; or set REFERABLE_PROMETHEUS_BIN)`;

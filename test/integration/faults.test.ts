@@ -46,6 +46,7 @@ const WAIT_MS = 60_000;
 const LEASE_MS = 3_000;
 const RETRY_MS = 500;
 const LEASE_ARGS = [
+  "--leader-elect=true",
   "--leader-election-lease-duration",
   `${LEASE_MS}ms`,
   "--leader-election-renew-deadline",

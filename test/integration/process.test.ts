@@ -29,6 +29,7 @@ const LEASE_ID = "referable-under-test";
 const LEASE_MS = 3_000;
 const RETRY_MS = 500;
 const LEASE_ARGS = [
+  "--leader-elect=true",
   "--leader-election-id",
   LEASE_ID,
   "--leader-election-lease-duration",
@@ -223,7 +224,7 @@ describe("flags", () => {
       ["--kubeconfig=VALUE", 'env KUBECONFIG; default ""'],
       ["--metrics-bind-address=VALUE", "default :8080"],
       ["--health-probe-bind-address=VALUE", "default :8081"],
-      ["--leader-elect[=true|false]", "default true"],
+      ["--leader-elect[=true|false]", "default false"],
       ["--leader-election-lease-duration=VALUE", "default 15s"],
       ["--leader-election-renew-deadline=VALUE", "default 10s"],
       ["--leader-election-retry-period=VALUE", "default 2s"],
@@ -255,7 +256,11 @@ describe("flags", () => {
     },
     {
       reason: "leader-election timing LeaderElector would refuse",
-      args: ["--leader-election-renew-deadline=2s", "--leader-election-retry-period=1800ms"],
+      args: [
+        "--leader-elect",
+        "--leader-election-renew-deadline=2s",
+        "--leader-election-retry-period=1800ms",
+      ],
       stderr: "--leader-election-renew-deadline (2000 ms) must be greater than 1.2 times",
     },
   ];

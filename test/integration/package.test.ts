@@ -1,0 +1,107 @@
+/**
+ * The package as a consumer gets it: `npm pack` (which builds dist/ through `prepare`), the
+ * tarball installed into a new project, and the clone installed by path; each imported with
+ * `import` and `require` on the first try, and an unsupported Node.js refused with one clear
+ * error. No cluster is needed; it lives here because it is slow (a real npm install).
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { repoRoot } from "../harness/control-plane.ts";
+
+const execFileAsync = promisify(execFile);
+const STEP_MS = 300_000;
+
+let tmp: string;
+let tarball: string;
+let packed: string[];
+
+/** Runs npm in `cwd` (the machine's npm, as a user would). */
+async function npm(cwd: string, ...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync("npm", args, { cwd, maxBuffer: 16 * 1024 * 1024 });
+  return stdout;
+}
+
+/** Runs a consumer's script with this Node.js (>= 22.19); resolves with its stdout. */
+async function run(cwd: string, file: string, code: string): Promise<string> {
+  await writeFile(join(cwd, file), code);
+  const { stdout } = await execFileAsync(process.execPath, [file], { cwd });
+  return stdout.trim();
+}
+
+const ESM = `import { createResolver, Reasons, isReferenceError } from "referable";
+console.log(typeof createResolver, Reasons.Available, typeof isReferenceError);`;
+const CJS = `const { createResolver, Reasons } = require("referable");
+console.log(typeof createResolver, Reasons.Available);`;
+
+beforeAll(async () => {
+  tmp = await mkdtemp(join(tmpdir(), "referable-package-test-"));
+  const [info] = JSON.parse(await npm(repoRoot, "pack", "--json", "--pack-destination", tmp)) as Array<{
+    filename: string;
+    files: Array<{ path: string }>;
+  }>;
+  tarball = join(tmp, info!.filename);
+  packed = info!.files.map((f) => f.path);
+}, STEP_MS);
+
+afterAll(async () => {
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+});
+
+describe("npm pack", () => {
+  const needed: Array<{ reason: string; path: string }> = [
+    { reason: "the entry point, built by prepare", path: "dist/index.js" },
+    { reason: "the types of the entry point", path: "dist/index.d.ts" },
+    { reason: "the Node.js version check, evaluated first", path: "dist/node-version.js" },
+    { reason: "the CRD, for consumers that install it", path: "crds/referable.dev_referables.yaml" },
+    { reason: "the API reference", path: "docs/api.md" },
+    { reason: "the library guide", path: "docs/library.md" },
+  ];
+  it.each(needed)("holds $path: $reason", ({ path }) => {
+    expect(packed).toContain(path);
+  });
+
+  it("holds no tests and no TypeScript sources", () => {
+    expect(packed.filter((p) => /\.test\.|^src\/|^test\//.test(p))).toEqual([]);
+  });
+});
+
+describe("installed into a new project", () => {
+  const ways: Array<{ reason: string; install: () => string }> = [
+    { reason: "the npm pack tarball", install: () => tarball },
+    { reason: "the clone, by path (a link)", install: () => repoRoot },
+  ];
+  it.each(ways)(
+    "from $reason: import and require work on the first try",
+    async ({ install }) => {
+      const project = await mkdtemp(join(tmp, "consumer-"));
+      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", install());
+      expect(await run(project, "esm.mjs", ESM)).toBe("function Available function");
+      expect(await run(project, "cjs.cjs", CJS)).toBe("function Available");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "on an unsupported Node.js, importing it throws one error naming the version needed",
+    async () => {
+      const project = await mkdtemp(join(tmp, "old-node-"));
+      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      // Node 20 itself may not be on this machine: the same check, with the version it reads faked.
+      const out = await run(
+        project,
+        "old.mjs",
+        `Object.defineProperty(process.versions, "node", { value: "20.19.0" });
+try { await import("referable"); console.log("imported"); } catch (err) { console.log(err.message); }`,
+      );
+      expect(out).toBe(
+        "referable needs Node.js >= 22.19.0, but this is Node.js 20.19.0: upgrade Node.js (e.g. `nvm install 24`)",
+      );
+    },
+    STEP_MS,
+  );
+});
