@@ -125,7 +125,7 @@ describe("access withdrawn", () => {
     await admin.request("DELETE", `${rbac}/clusterrolebindings/${reader}`);
     const view = await waitForReason(admin, name, "Forbidden", () => true, 30_000);
     expect(view.message).toContain("configmaps");
-  });
+  }, 90_000);
 });
 
 describe("discovery follows CRDs", () => {
@@ -165,7 +165,7 @@ describe("discovery follows CRDs", () => {
       fieldPath: "spec.size",
     });
     await waitForReason(admin, fresh, "InvalidSpec", () => true, 20_000);
-  });
+  }, 90_000);
 
   it("a CRD deleted for good is KindNotFound once discovery confirms it, and its value is cleared", async () => {
     const tc = await startTestController();
@@ -190,5 +190,5 @@ describe("discovery follows CRDs", () => {
     expect(view.status.value).toBeUndefined();
     const stored = await admin.request<KubeObject>("GET", `${RF}/${name}`);
     expect((stored.status as { value?: unknown }).value).toBeUndefined();
-  });
+  }, 90_000);
 });
