@@ -252,10 +252,14 @@ const cases: Case[] = [
     want: { reason: "Available", value: "abc", sources: ["db"] },
   },
   {
-    reason: "a default over the limit is ValueTooLarge too",
+    reason: "a default over the limit is ValueTooLarge too, and the message says it is the default",
     ref: named({ default: "x".repeat(100) }),
     limits: { maxValueBytes: 10 },
-    want: { reason: "ValueTooLarge", message: ["102 bytes"] },
+    want: {
+      reason: "ValueTooLarge",
+      message: ["102 bytes", "the default of", "set a smaller default"],
+      notInMessage: ["value read from"],
+    },
   },
   {
     reason: "an external literal over the limit is ValueTooLarge",
