@@ -62,15 +62,18 @@ export function adminClient(): KubeClient {
 }
 
 /** A client that authenticates with a bearer token (e.g. a ServiceAccount's). */
-export function tokenClient(token: string): KubeClient {
-  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token) });
+export function tokenClient(token: string, base?: KubeConfig): KubeClient {
+  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token, base) });
   openClients.push(client);
   return client;
 }
 
-/** A kubeconfig for the test cluster that authenticates with `token` instead of the admin certificate. */
-export function kubeConfigWithToken(token: string): KubeConfig {
-  const admin = testKubeConfig();
+/**
+ * A kubeconfig for the test cluster (or the cluster of `base`, e.g. a private control plane's)
+ * that authenticates with `token` instead of the admin certificate.
+ */
+export function kubeConfigWithToken(token: string, base?: KubeConfig): KubeConfig {
+  const admin = base ?? testKubeConfig();
   const cluster = admin.getCurrentCluster();
   if (!cluster) throw new Error("the test kubeconfig has no cluster");
   const kc = new KubeConfig();

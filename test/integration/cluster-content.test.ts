@@ -7,14 +7,19 @@
  * deploy/base (its rules, bound to a ServiceAccount of this test). A cache of whole objects
  * crash-looped here; this one must stay up, keep its values right, and still push a change,
  * both while the big objects arrive on its watch and after a restart that lists them all.
+ *
+ * It runs on a control plane of its own: 300 MB of ConfigMaps would otherwise pass through the
+ * cluster-wide ConfigMap watch of every other test file running beside it.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { KubeConfig } from "@kubernetes/client-node";
+import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import { clientFor } from "../harness/faults.ts";
 import {
-  adminClient,
   closeTestClients,
   createNamespace,
   deployBaseNodeOptions,
@@ -36,6 +41,7 @@ const BIG_COUNT = 300;
 const BIG_BYTES = 1_000_000;
 const WAIT_MS = 60_000;
 
+let plane: PrivateControlPlane;
 let admin: KubeClient;
 let tenant: KubeClient;
 let sourceNs: string;
@@ -44,11 +50,9 @@ let controllerNs: string;
 let shard: string;
 let kubeconfigDir: string;
 let kubeconfigPath: string;
-const clusterObjects: string[] = [];
 
 async function createClusterObject(path: string, body: KubeObject): Promise<void> {
   await admin.request("POST", path, { body });
-  clusterObjects.push(`${path}/${body.metadata!.name}`);
 }
 
 async function setValue(name: string, value: string): Promise<void> {
@@ -119,7 +123,13 @@ function startController(): Promise<ControllerProcess> {
 }
 
 beforeAll(async () => {
-  admin = adminClient();
+  plane = await startControlPlane({
+    private: true,
+    log: (line) => process.stderr.write(`[cluster-content control-plane] ${line}\n`),
+  });
+  admin = clientFor(plane.kubeconfigPath);
+  const planeConfig = new KubeConfig();
+  planeConfig.loadFromFile(plane.kubeconfigPath);
   sourceNs = await createNamespace(admin, "content-src");
   tenantNs = await createNamespace(admin, "content-tenant");
   controllerNs = await createNamespace(admin, "content-ctrl");
@@ -143,7 +153,9 @@ beforeAll(async () => {
   const controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
   kubeconfigDir = mkdtempSync(join(tmpdir(), "referable-content-"));
   kubeconfigPath = join(kubeconfigDir, "kubeconfig");
-  writeFileSync(kubeconfigPath, kubeConfigWithToken(controllerToken).exportConfig(), { mode: 0o600 });
+  writeFileSync(kubeconfigPath, kubeConfigWithToken(controllerToken, planeConfig).exportConfig(), {
+    mode: 0o600,
+  });
 
   // The tenant: ConfigMaps in its own namespace, nothing else.
   await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${tenantNs}/roles`, {
@@ -163,7 +175,7 @@ beforeAll(async () => {
       subjects: [{ kind: "ServiceAccount", name: "tenant", namespace: tenantNs }],
     },
   });
-  tenant = tokenClient(await serviceAccountToken(admin, tenantNs, "tenant"));
+  tenant = tokenClient(await serviceAccountToken(admin, tenantNs, "tenant"), planeConfig);
 
   // What the Referables read: one ConfigMap by name, two by a selector.
   const cm = (name: string, v: string, labels?: Record<string, string>) =>
@@ -197,18 +209,13 @@ beforeAll(async () => {
     { selector: { matchLabels: { app: "web" } } },
     { selection: { mode: "Multiple" } },
   );
-});
+}, 180_000);
 
 afterAll(async () => {
   await killAllProcesses();
-  if (admin) {
-    await admin
-      .request("DELETE", RF, { query: { labelSelector: `${SHARD_LABEL}=${shard}` } })
-      .catch(() => undefined);
-    for (const path of clusterObjects) await admin.request("DELETE", path).catch(() => undefined);
-    for (const ns of [sourceNs, tenantNs, controllerNs])
-      if (ns) await admin.request("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
-  }
+  // The whole control plane goes, and its 300 MB with it.
+  await admin?.close();
+  await plane?.stop();
   if (kubeconfigDir) rmSync(kubeconfigDir, { recursive: true, force: true });
   await closeTestClients();
 });
