@@ -45,7 +45,7 @@ const profile = process.argv.includes("--profile");
  * ships, so the numbers are those of the shipped configuration.
  */
 const controllerNodeOptions =
-  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=2";
+  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=8";
 
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const RUN = `r${Date.now().toString(36)}`;
