@@ -174,6 +174,13 @@ function slim(obj: KubeObject): KubeObject {
 
 const DECIMAL = /^[0-9]{1,30}$/;
 
+/** The refresh queue's key of a target: requests for the same objects are read once. */
+function refreshKey(target: RefreshTarget): string {
+  return "name" in target
+    ? `n:${objectKey(target.namespace, target.name)}`
+    : `s:${target.namespace ?? ""}:${target.labelSelector}`;
+}
+
 /**
  * Orders two resourceVersions: negative when `a` is older, positive when newer, 0 when equal or
  * not comparable (either absent or not a decimal integer, as an aggregated API may send).
@@ -419,7 +426,11 @@ export class Informer<T extends Cached = KubeObject> {
     return Math.max(1, Math.min(this.pageSize, Math.floor(this.pageBytes / (this.bytesPerObject ?? 1))));
   }
 
-  private sleepUnlessStopped(ms: number): Promise<void> {
+  /**
+   * A refresh round's backoff. Not `sleep`: its `wake` belongs to the list/watch loop. A stop
+   * does not cut it short; the round checks `running` when it ends (the timer holds no exit).
+   */
+  private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, ms);
       timer.unref?.();
@@ -457,11 +468,7 @@ export class Informer<T extends Cached = KubeObject> {
    * read together, one round at a time; a failed round is retried with backoff.
    */
   refresh(target: RefreshTarget): void {
-    const key =
-      "name" in target
-        ? `n:${objectKey(target.namespace, target.name)}`
-        : `s:${target.namespace ?? ""}:${target.labelSelector}`;
-    this.refreshQueue.set(key, target);
+    this.refreshQueue.set(refreshKey(target), target);
     if (!this.refreshing) {
       this.refreshing = true;
       // After the current burst of requests (a resolver flush asks for many at once).
@@ -480,10 +487,7 @@ export class Informer<T extends Cached = KubeObject> {
         } catch (err) {
           if (!this.running) return;
           for (const t of targets) {
-            const key =
-              "name" in t
-                ? `n:${objectKey(t.namespace, t.name)}`
-                : `s:${t.namespace ?? ""}:${t.labelSelector}`;
+            const key = refreshKey(t);
             if (!this.refreshQueue.has(key)) this.refreshQueue.set(key, t);
           }
           this.refreshFailures++;
@@ -492,12 +496,12 @@ export class Informer<T extends Cached = KubeObject> {
             { path: this.path, err: asError(err).message },
             "refresh read failed; retrying with backoff",
           );
-          await this.sleepUnlessStopped(this.backoff(this.refreshFailures));
+          await this.pause(this.backoff(this.refreshFailures));
         }
       }
     } finally {
+      // The loop ends with the queue drained (requests made meanwhile joined it) or stopped.
       this.refreshing = false;
-      if (this.refreshQueue.size > 0 && this.running) this.refresh(this.refreshQueue.values().next().value!);
     }
   }
 

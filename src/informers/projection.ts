@@ -153,12 +153,26 @@ export function project(
   maxBytes: number,
   pool?: StringPool,
 ): Projection {
+  return projectFor(obj, () => extractors, maxBytes, pool);
+}
+
+/**
+ * {@link project}, with the extractors chosen from the object's identity (`wanted` is asked
+ * once, with the identity the projection then keeps: it is read from the object only once).
+ */
+export function projectFor(
+  obj: KubeObject,
+  wanted: (meta: ProjectedMeta) => Iterable<Extractor>,
+  maxBytes: number,
+  pool?: StringPool,
+): Projection {
+  const meta = projectMeta(obj, pool);
   let reads: Map<string, Read> | undefined;
-  for (const x of extractors) {
+  for (const x of wanted(meta)) {
     if (reads?.has(x.key)) continue;
     (reads ??= new Map()).set(x.key, x.read(obj, maxBytes));
   }
-  return new Proj(projectMeta(obj, pool), reads);
+  return new Proj(meta, reads);
 }
 
 /** Keeps only the reads whose keys `keep` accepts; true when anything was dropped. */

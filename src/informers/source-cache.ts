@@ -15,7 +15,7 @@ import type { Logger } from "../log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
 import { informerKey, InformerPool, type InformerLease } from "./pool.ts";
 import {
-  project,
+  projectFor,
   pruneReads,
   StringPool,
   type Extractor,
@@ -117,7 +117,7 @@ export class InformerSourceCache implements SourceCache {
       perInformer: (key, resource) => {
         const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone"> = {
           decode: (obj) =>
-            project(obj, this.extractorsFor(key, obj.metadata), this.maxReadBytes, this.strings),
+            projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, this.strings),
           same: sameProjection,
         };
         const confirm = options.confirmGone;
@@ -152,11 +152,8 @@ export class InformerSourceCache implements SourceCache {
     const informer = lease.informer;
     informer.addListener(interest);
     let released = false;
-    const wanted = (meta: ProjectedMeta): Set<string> => {
-      const keys = new Set<string>();
-      for (const i of this.interests.get(key) ?? []) for (const x of i.extractorsFor(meta)) keys.add(x.key);
-      return keys;
-    };
+    const wanted = (meta: ProjectedMeta): Set<string> =>
+      new Set(Array.from(this.extractorsFor(key, meta), (x) => x.key));
     return {
       resource,
       get state() {
@@ -190,25 +187,7 @@ export class InformerSourceCache implements SourceCache {
     };
   }
 
-  private *extractorsFor(key: string, metadata: unknown): Iterable<Extractor> {
-    const interests = this.interests.get(key);
-    if (!interests || interests.size === 0) return;
-    // The interests are asked about the identity before the projection is made.
-    const meta = toMeta(metadata);
-    for (const interest of interests) yield* interest.extractorsFor(meta);
+  private *extractorsFor(key: string, meta: ProjectedMeta): Iterable<Extractor> {
+    for (const interest of this.interests.get(key) ?? []) yield* interest.extractorsFor(meta);
   }
-}
-
-function toMeta(metadata: unknown): ProjectedMeta {
-  const m = (metadata ?? {}) as Record<string, unknown>;
-  const s = (v: unknown) => (typeof v === "string" ? v : undefined);
-  return {
-    name: s(m.name) ?? "",
-    namespace: s(m.namespace),
-    uid: s(m.uid),
-    resourceVersion: s(m.resourceVersion),
-    generation: typeof m.generation === "number" ? m.generation : undefined,
-    labels: m.labels && typeof m.labels === "object" ? (m.labels as Record<string, string>) : undefined,
-    deletionTimestamp: s(m.deletionTimestamp),
-  };
 }
