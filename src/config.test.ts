@@ -25,6 +25,10 @@ describe("parseConfig", () => {
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
       concurrency: 8,
+      statusWriteRate: 25,
+      statusWriteBurst: 5,
+      statusWriteBudget: 500,
+      statusWriteBudgetBurst: 1000,
       maxValueBytes: 32_768,
       allowSecrets: false,
       denyKinds: [],
@@ -225,6 +229,21 @@ describe("parseConfig", () => {
       want: '--concurrency (env REFERABLE_CONCURRENCY): "-1" is not a whole number',
     },
     { reason: "zero workers", argv: ["--concurrency=0"], want: "--concurrency must be at least 1" },
+    {
+      reason: "no status writes",
+      argv: ["--status-write-rate=0"],
+      want: "--status-write-rate must be at least 1",
+    },
+    {
+      reason: "no burst of status writes",
+      argv: ["--status-write-burst=0"],
+      want: "--status-write-burst must be at least 1",
+    },
+    {
+      reason: "a budget with no burst",
+      argv: ["--status-write-budget-burst=0"],
+      want: "--status-write-budget-burst must be at least 1",
+    },
     {
       reason: "an unknown log level",
       argv: ["--log-level=trace"],

@@ -5,6 +5,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { JITTER_FACTOR } from "./controller/leader-election.ts";
+import { WRITE_POLICY_DEFAULTS } from "./controller/write-policy.ts";
 import { parseBindAddress } from "./server.ts";
 
 /** The parsed configuration. */
@@ -20,6 +21,10 @@ export interface Config {
   readonly retryPeriodMs: number;
   readonly identity: string;
   readonly concurrency: number;
+  readonly statusWriteRate: number;
+  readonly statusWriteBurst: number;
+  readonly statusWriteBudget: number;
+  readonly statusWriteBudgetBurst: number;
   readonly maxValueBytes: number;
   readonly allowSecrets: boolean;
   readonly denyKinds: readonly string[];
@@ -133,6 +138,38 @@ const OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "8",
     help: "Referables reconciled at once",
+  },
+  {
+    key: "statusWriteRate",
+    flag: "status-write-rate",
+    env: "REFERABLE_STATUS_WRITE_RATE",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.rate),
+    help: "status writes a second one Referable may make, sustained; a source changing faster is coalesced, and its last value always written",
+  },
+  {
+    key: "statusWriteBurst",
+    flag: "status-write-burst",
+    env: "REFERABLE_STATUS_WRITE_BURST",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.burst),
+    help: "status writes one Referable may make at once after a quiet spell",
+  },
+  {
+    key: "statusWriteBudget",
+    flag: "status-write-budget",
+    env: "REFERABLE_STATUS_WRITE_BUDGET",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.budget),
+    help: "status writes a second for the whole controller, sustained (the API server is shared); 0 for no budget",
+  },
+  {
+    key: "statusWriteBudgetBurst",
+    flag: "status-write-budget-burst",
+    env: "REFERABLE_STATUS_WRITE_BUDGET_BURST",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.budgetBurst),
+    help: "status writes the whole controller may make at once after a quiet spell",
   },
   {
     key: "maxValueBytes",
@@ -291,6 +328,10 @@ export function parseConfig(
   if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
   const config = out as unknown as Config;
   if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
+  if (config.statusWriteRate < 1) throw new ConfigError("--status-write-rate must be at least 1");
+  if (config.statusWriteBurst < 1) throw new ConfigError("--status-write-burst must be at least 1");
+  if (config.statusWriteBudget > 0 && config.statusWriteBudgetBurst < 1)
+    throw new ConfigError("--status-write-budget-burst must be at least 1");
   if (config.leaderElect) validateLeaderElection(config);
   return Object.freeze(out) as unknown as Config;
 }

@@ -99,6 +99,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     events,
     logger: logger.child({ part: "controller" }),
     concurrency: config.concurrency,
+    writePolicy: {
+      rate: config.statusWriteRate,
+      burst: config.statusWriteBurst,
+      budget: config.statusWriteBudget,
+      budgetBurst: config.statusWriteBudgetBurst,
+    },
     watchdogMs: config.watchdogMs,
     labelSelector: config.referableSelector,
     leaseName: config.leaderElectionId,

@@ -43,6 +43,7 @@ export class ControllerMetrics {
   readonly propagation: Histogram;
   readonly statusWrites: Counter<"result">;
   readonly statusRepairs: Counter;
+  readonly statusWritesDeferred: Counter<"reason">;
   readonly events: Counter<"type">;
 
   constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
@@ -189,6 +190,13 @@ export class ControllerMetrics {
       help: "Status writes that put back a status someone else had changed (only the controller writes it)",
       registers,
     });
+    this.statusWritesDeferred = new Counter({
+      name: "referable_status_writes_deferred_total",
+      help: "Status writes the write policy made wait, by reason: rate (one Referable over its rate; coalesced) or budget (the controller over its budget; queued)",
+      labelNames: ["reason"],
+      registers,
+    });
+    for (const reason of ["rate", "budget"]) this.statusWritesDeferred.labels(reason).inc(0);
     this.events = new Counter({
       name: "referable_events_total",
       help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
@@ -196,7 +204,11 @@ export class ControllerMetrics {
       registers,
     });
     for (const type of ["Normal", "Warning", "Dropped"]) this.events.labels(type).inc(0);
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+    // The event-loop delay histogram samples every 100 ms, not prom-client's 10: at 10 ms its
+    // timer woke an idle controller about 190 times a second, most of its CPU at rest
+    // (BENCHMARKS.md, "At rest"). A stall of the loop still shows in every sample it delays.
+    if (options.defaultMetrics ?? true)
+      collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
   }
 
   /** Replaces the Referables-by-reason gauge with fresh counts (unknown reasons count under their own). */

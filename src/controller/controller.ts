@@ -27,6 +27,7 @@ import {
 import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
 import { runWorkers, WorkQueue, type WorkResult } from "./workqueue.ts";
+import { WritePolicy, type TokenBucket, type WritePolicyOptions } from "./write-policy.ts";
 
 /** Options for {@link ReferableController}. */
 export interface ReferableControllerOptions {
@@ -49,18 +50,15 @@ export interface ReferableControllerOptions {
   /** Clock for condition timestamps. @default () => new Date() */
   now?: () => Date;
   /**
-   * Shortest time between two status writes of one Referable. The first change after a quiet
-   * spell is written at once; a source changing faster than this has its changes coalesced,
-   * and the last one is always written. Bounds the writes of a hot source, and of a loop the
-   * controller cannot see (e.g. Referables reading each other across shards).
-   * @default 100
+   * When status writes may be made: a rate and burst per Referable, and a budget for the whole
+   * controller. See {@link WritePolicy}.
    */
-  minWriteIntervalMs?: number;
+  writePolicy?: WritePolicyOptions;
   /**
    * Longest time between two writes that put back a status someone else changed. Each repair
    * of one Referable within a minute of the last waits twice as long as the one before (from
-   * minWriteIntervalMs), up to this: a writer that forges a status in a loop cannot drive the
-   * controller into one.
+   * 100 ms), up to this: a writer that forges a status in a loop cannot drive the controller
+   * into one.
    * @default 30000
    */
   maxRepairIntervalMs?: number;
@@ -91,7 +89,9 @@ interface Tracked {
    * whenever the stored status differs. Forgotten when leadership changes hands.
    */
   own: ReferableStatus | undefined;
-  /** When a status write last succeeded (performance.now()), for minWriteIntervalMs. */
+  /** This Referable's share of the write policy, made at its first write. */
+  bucket: TokenBucket | undefined;
+  /** When a status write last succeeded (performance.now()), for the repair backoff. */
   lastWriteAt: number | undefined;
   /** Repairs (writes putting back a status someone else changed) in the current streak. */
   repairs: number;
@@ -103,6 +103,8 @@ const PENDING: ResolutionResult = { ok: false, error: new ReferenceError("Pendin
 
 /** A repair this long after the last one starts a new streak, at the shortest interval. */
 const REPAIR_STREAK_MS = 60_000;
+/** The shortest interval between a write and a repair after it: the first step of the backoff. */
+const REPAIR_BASE_MS = 100;
 
 const isReferableKind = (apiVersion: string | undefined, kind: string | undefined): boolean =>
   kind === "Referable" && apiVersion?.split("/")[0] === REFERABLE_GROUP;
@@ -114,6 +116,7 @@ export class ReferableController {
   private readonly informer: Informer;
   private readonly queue: WorkQueue;
   private readonly tracked = new Map<string, Tracked>();
+  private readonly writePolicy: WritePolicy;
   private readonly graph = new ReferenceGraph();
   private graphFlushScheduled = false;
   private leader = false;
@@ -124,6 +127,7 @@ export class ReferableController {
   constructor(options: ReferableControllerOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
+    this.writePolicy = new WritePolicy(options.writePolicy);
     const metrics = options.metrics;
     const labels = { name: "referable", controller: "referable" };
     this.queue = new WorkQueue({
@@ -273,7 +277,11 @@ export class ReferableController {
     }
   }
 
-  private async reconcile(name: string): Promise<WorkResult> {
+  /**
+   * `reserved`: this reconcile follows a wait for a place in the controller's write budget,
+   * already taken with the Referable's token.
+   */
+  private async reconcile(name: string, reserved = false): Promise<WorkResult> {
     const obj = this.informer.get(undefined, name) as unknown as Referable | undefined;
     if (!obj) {
       this.forget(name);
@@ -304,19 +312,35 @@ export class ReferableController {
     if (!this.leader) return "done";
     // The stored status is not what this replica wrote: someone else wrote it.
     const repair = own !== undefined && !statusEquals(base.status, own);
-    const minInterval = this.options.minWriteIntervalMs ?? 100;
     const streak =
       repair &&
       tracked.lastRepairAt !== undefined &&
       performance.now() - tracked.lastRepairAt < REPAIR_STREAK_MS
         ? tracked.repairs
         : 0;
-    const interval = Math.min(
-      Math.max(minInterval, this.options.maxRepairIntervalMs ?? 30_000),
-      minInterval * 2 ** Math.min(streak, 30),
-    );
-    const wait = tracked.lastWriteAt === undefined ? 0 : tracked.lastWriteAt + interval - performance.now();
-    if (wait > 0) return { requeueAfterMs: wait };
+    if (repair && tracked.lastWriteAt !== undefined) {
+      const interval = Math.min(
+        Math.max(REPAIR_BASE_MS, this.options.maxRepairIntervalMs ?? 30_000),
+        REPAIR_BASE_MS * 2 ** Math.min(streak, 30),
+      );
+      const wait = tracked.lastWriteAt + interval - performance.now();
+      if (wait > 0) return { requeueAfterMs: wait };
+    }
+    if (!reserved) {
+      const admission = this.writePolicy.admit((tracked.bucket ??= this.writePolicy.bucket()));
+      // Over the Referable's rate: coalesced; the look after the wait computes from the latest result.
+      if (admission.write === false) {
+        this.options.metrics?.statusWritesDeferred.labels("rate").inc();
+        return { requeueAfterMs: admission.retryAfterMs };
+      }
+      // Over the controller's budget: a place is reserved; wait for it, then compute again, as
+      // the result may have moved on meanwhile.
+      if (admission.write === "after") {
+        this.options.metrics?.statusWritesDeferred.labels("budget").inc();
+        await new Promise((resolve) => setTimeout(resolve, admission.waitMs));
+        return this.reconcile(name, true);
+      }
+    }
     const lastWriteAt = tracked.lastWriteAt;
     const outcome = await this.writeStatus(obj, base.status, baseVersion, desired, tracked);
     if (repair && tracked.lastWriteAt !== lastWriteAt) {
@@ -356,8 +380,8 @@ export class ReferableController {
         status: desired,
       };
       tracked.own = desired;
-      // Only a write that succeeded starts the interval: a failed one is retried on the work
-      // queue's growing backoff, which a requeueAfter here would reset.
+      // Only a write that succeeded starts the repair interval: a failed one is retried on the
+      // work queue's growing backoff, which a requeueAfter here would reset.
       tracked.lastWriteAt = performance.now();
     } catch (err) {
       if (isApiError(err, 404)) return "done"; // deleted meanwhile: nothing to write
@@ -422,6 +446,7 @@ export class ReferableController {
       written: same ? existing?.written : undefined,
       own: same ? existing?.own : undefined,
       // Kept across spec edits too: a spec rewritten in a loop must not write in one.
+      bucket: same ? existing.bucket : undefined,
       lastWriteAt: same ? existing?.lastWriteAt : undefined,
       repairs: same ? existing.repairs : 0,
       lastRepairAt: same ? existing.lastRepairAt : undefined,

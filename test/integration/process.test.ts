@@ -229,6 +229,10 @@ describe("flags", () => {
       ["--leader-election-renew-deadline=VALUE", "default 10s"],
       ["--leader-election-retry-period=VALUE", "default 2s"],
       ["--concurrency=VALUE", "default 8"],
+      ["--status-write-rate=VALUE", "default 25"],
+      ["--status-write-burst=VALUE", "default 5"],
+      ["--status-write-budget=VALUE", "default 500"],
+      ["--status-write-budget-burst=VALUE", "default 1000"],
       ["--referable-selector=VALUE", 'default ""'],
     ];
     const lines = help.split("\n");
@@ -237,8 +241,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 21 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(22);
+    // 25 options and --help, each on two lines, after a 3-line header.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(26);
     expect(p.stderr()).toBe("");
   }, 60_000);
 
