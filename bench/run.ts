@@ -10,10 +10,12 @@
  * Numbers go in the table, never in assertions.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
+import { statusPatch } from "../src/controller/status.ts";
+import type { ReferableStatus } from "../src/controller/referable.ts";
 import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/client.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
@@ -36,9 +38,14 @@ const selectorRefs = Number(arg("selector-refs") ?? (quick ? 100 : 1000));
 /** The cluster-content scenario: Referables, and unreferenced ConfigMaps of about 1 MiB beside them. */
 const contentRefs = Number(arg("content-refs") ?? (quick ? 100 : 1000));
 const contentObjects = Number(arg("content-objects") ?? (quick ? 20 : 400));
+/** The hot-source scenario: one source rewritten every this many ms, each period a phase. */
+const hotPeriods = (arg("hot-periods") ?? "200,50,20").split(",").map(Number);
+const hotUpdates = Number(arg("hot-updates") ?? (quick ? 40 : 200));
+/** The idle scenario: how long the settled controller is watched doing nothing. */
+const idleSeconds = Number(arg("idle-seconds") ?? (quick ? 10 : 60));
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
-/** Which scenarios run: sizes (with propagation), fanout, selectors, content. @default all */
-const scenarios = new Set((arg("scenarios") ?? "sizes,fanout,selectors,content").split(","));
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle. @default all */
+const scenarios = new Set((arg("scenarios") ?? "sizes,hot,fanout,selectors,content,idle").split(","));
 const profile = process.argv.includes("--profile");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
@@ -137,13 +144,17 @@ function compiledMain(): Promise<string> {
   return compiled;
 }
 
-async function startController(kubeconfig: string, selector: string): Promise<Controller> {
+async function startController(
+  kubeconfig: string,
+  selector: string,
+  extraArgs: readonly string[] = ["--leader-elect=false"],
+): Promise<Controller> {
   const [metricsPort, probePort] = [await freePort(), await freePort()];
   const args = [
     ...(profile ? ["--cpu-prof", `--cpu-prof-dir=${join(repoRoot, "bench", "profiles")}`] : []),
     await compiledMain(),
     `--kubeconfig=${kubeconfig}`,
-    "--leader-elect=false",
+    ...extraArgs,
     `--referable-selector=${selector}`,
     "--log-level=warn",
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
@@ -212,7 +223,7 @@ function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
 class ReferableWatch {
   readonly latest = new Map<
     string,
-    { value: unknown; values: unknown; reason: string | undefined; rv: string }
+    { value: unknown; values: unknown; reason: string | undefined; rv: string; uid: string; status: unknown }
   >();
   private stream: WatchStream | undefined;
   private listeners = new Set<(name: string) => void>();
@@ -259,6 +270,8 @@ class ReferableWatch {
       values: status.values,
       reason: status.conditions?.find((c) => c.type === "Ready")?.reason,
       rv: obj.metadata!.resourceVersion!,
+      uid: obj.metadata!.uid!,
+      status,
     });
     for (const l of this.listeners) l(name);
   }
@@ -349,8 +362,7 @@ async function deleteFixtures(client: KubeClient, label: string): Promise<void> 
 }
 
 /** N Referables, each over a source of its own: half ConfigMaps, half Widgets (a CRD kind). */
-async function makeNamedFixture(client: KubeClient, n: number): Promise<Fixture> {
-  const label = `${RUN}-n${n}`;
+async function makeNamedFixture(client: KubeClient, n: number, label = `${RUN}-n${n}`): Promise<Fixture> {
   const labels = { "bench-set": label };
   const sources = Array.from({ length: n }, (_, i) => ({
     kind: (i % 2 ? "Widget" : "ConfigMap") as "ConfigMap" | "Widget",
@@ -663,11 +675,18 @@ async function runSize(
   };
 }
 
-async function runFanOut(
-  client: KubeClient,
-  plane: ControlPlane,
-  n: number,
-): Promise<{ n: number; samples: Stats }> {
+interface FanOutResult {
+  n: number;
+  /** Source write ack → every Referable shows the value, per round. */
+  samples: Stats;
+  /**
+   * The floor: the same n status writes (the controller's JSON patch, with its uid and
+   * resourceVersion preconditions) sent straight from here, `concurrency` at a time.
+   */
+  writeFloor: Array<{ concurrency: number; ms: number }>;
+}
+
+async function runFanOut(client: KubeClient, plane: ControlPlane, n: number): Promise<FanOutResult> {
   log(`fan-out: one source read by ${n} Referables`);
   const label = `${RUN}-fan`;
   const labels = { "bench-set": label };
@@ -689,7 +708,7 @@ async function runFanOut(
   const samples: number[] = [];
   for (let round = 1; round <= (quick ? 3 : 5); round++) {
     const value = `fan-${round}`;
-    let remaining = new Set(names);
+    const remaining = new Set(names);
     const done = new Promise<void>((resolve) => {
       const off = watch.onChange((name) => {
         if (watch.latest.get(name)?.value === value) remaining.delete(name);
@@ -703,12 +722,182 @@ async function runFanOut(
     const acked = performance.now();
     await done;
     samples.push(performance.now() - acked);
-    remaining = new Set();
+  }
+  await c.stop();
+
+  // The floor: how fast this API server takes the same n status writes, the controller's own
+  // patch with its preconditions, with nothing else to do (no watch to follow, no value to read).
+  const writeFloor: FanOutResult["writeFloor"] = [];
+  let round = 0;
+  for (const concurrency of [8, 16, 32]) {
+    round++;
+    const t0 = performance.now();
+    await pool(names, concurrency, async (name) => {
+      const seen = watch.latest.get(name)!;
+      await client.request("PATCH", `${RF}/${name}/status`, {
+        body: statusPatch(
+          seen.uid,
+          { ...(seen.status as ReferableStatus), value: `floor-${round}` },
+          seen.rv,
+        ),
+        contentType: "application/json-patch+json",
+        timeoutMs: 120_000,
+      });
+    });
+    writeFloor.push({ concurrency, ms: performance.now() - t0 });
+    // Let the watch catch up, so the next round's preconditions hold.
+    await until(
+      "the floor's writes to show",
+      () => (names.every((name) => watch.latest.get(name)?.value === `floor-${round}`) ? true : undefined),
+      60_000,
+    );
+  }
+  watch.close();
+  await deleteFixtures(client, label);
+  return { n, samples: stats(samples), writeFloor };
+}
+
+interface HotResult {
+  periodMs: number;
+  updates: number;
+  /** Values that status.value showed (each value is distinct; one skipped was coalesced). */
+  shown: number;
+  /** Per update: its write's ack → status.value shows it or a later value. */
+  latency: Stats;
+  statusWrites: number;
+}
+
+/**
+ * One source rewritten every `periodMs`, one write after the other (each waits for the previous
+ * one's ack, so the API server applies them in order), read by one Referable. Measures the share
+ * of values that status.value shows and how long until it shows each value or a later one.
+ */
+async function runHotSource(client: KubeClient, plane: ControlPlane): Promise<HotResult[]> {
+  const label = `${RUN}-hot`;
+  const labels = { "bench-set": label };
+  await createSource(client, "ConfigMap", label, "v0", labels);
+  await createReferable(client, label, labels, {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    namespace: NS,
+    name: label,
+    fieldPath: "data.value",
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until("the hot Referable Ready", () => (watch.readyCount() >= 1 ? true : undefined), 60_000);
+  const results: HotResult[] = [];
+  for (const periodMs of hotPeriods) {
+    log(`hot source: one write every ${periodMs} ms, ${hotUpdates} writes`);
+    const prefix = `hot${periodMs}-`;
+    const ackedAt: number[] = [];
+    const seenAt: number[] = [];
+    const shown = new Set<number>();
+    let latestSeen = -1;
+    const off = watch.onChange(() => {
+      const value = watch.latest.get(label)?.value;
+      if (typeof value !== "string" || !value.startsWith(prefix)) return;
+      const j = Number(value.slice(prefix.length));
+      shown.add(j);
+      const now = performance.now();
+      for (let k = latestSeen + 1; k <= j; k++) seenAt[k] = now;
+      latestSeen = Math.max(latestSeen, j);
+    });
+    const before = await scrape(c);
+    const start = performance.now();
+    for (let k = 0; k < hotUpdates; k++) {
+      const wait = start + k * periodMs - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      await setSource(client, "ConfigMap", label, `${prefix}${k}`);
+      ackedAt[k] = performance.now();
+    }
+    await until(
+      "the last hot value to show",
+      () => (latestSeen === hotUpdates - 1 ? true : undefined),
+      30_000,
+    ).catch(() => log(`hot source: the last value never showed (latest ${latestSeen})`));
+    off();
+    const after = await scrape(c);
+    const writesOf = (m: Map<string, number>) => sumOf(m, 'referable_status_writes_total{result="success"}');
+    const latencies: number[] = [];
+    for (let k = 0; k < hotUpdates; k++)
+      if (seenAt[k] !== undefined) latencies.push(Math.max(0, seenAt[k]! - ackedAt[k]!));
+    results.push({
+      periodMs,
+      updates: hotUpdates,
+      shown: shown.size,
+      latency: stats(latencies),
+      statusWrites: writesOf(after) - writesOf(before),
+    });
   }
   await c.stop();
   watch.close();
   await deleteFixtures(client, label);
-  return { n, samples: stats(samples) };
+  return results;
+}
+
+interface IdleResult {
+  referables: number;
+  seconds: number;
+  /** CPU (user + system) the controller used while nothing changed, per minute. */
+  cpuSecondsPerMinute: number;
+  rssMiB: number;
+  leaderElection: boolean;
+}
+
+/** The process's user + system CPU seconds, from /proc (Linux). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces): utime is the 14th field, stime the 15th.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+async function rssMiBOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+  return Number((kib / 1024).toFixed(1));
+}
+
+/**
+ * The controller at rest, as the Deployment runs it (leader election on): a few Referables,
+ * settled, then `idleSeconds` in which nothing changes and nobody scrapes it. CPU and RSS are
+ * read from /proc, so the measurement itself does not wake the process.
+ */
+async function runIdle(client: KubeClient, plane: ControlPlane, referables: number): Promise<IdleResult> {
+  log(`idle: ${referables} Referables, leader election on, ${idleSeconds} s of nothing`);
+  const label = `${RUN}-idle`;
+  const fx = await makeNamedFixture(client, referables, label);
+  const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${fx.label}`, [
+    "--leader-elect=true",
+    `--leader-election-namespace=${NS}`,
+    `--leader-election-id=${label}`,
+  ]);
+  await until(
+    "the idle Referables Ready",
+    () => (watch.readyCount() >= referables ? true : undefined),
+    60_000,
+  );
+  watch.close();
+  // Let start-up settle: the first GCs, the first leader renewals.
+  await new Promise((r) => setTimeout(r, 5000));
+  const pid = c.proc.pid!;
+  const cpu0 = await cpuSeconds(pid);
+  await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+  const cpu1 = await cpuSeconds(pid);
+  const rssMiB = await rssMiBOf(pid);
+  await c.stop();
+  await deleteFixtures(client, fx.label);
+  return {
+    referables,
+    seconds: idleSeconds,
+    cpuSecondsPerMinute: Number((((cpu1 - cpu0) * 60) / idleSeconds).toFixed(3)),
+    rssMiB,
+    leaderElection: true,
+  };
 }
 
 async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
@@ -918,6 +1107,7 @@ async function main(): Promise<void> {
     const results: SizeResult[] = [];
     if (scenarios.has("sizes"))
       for (const n of sizes) results.push(await runSize(client, plane, n, baseline.heapMiB));
+    const hot = scenarios.has("hot") ? await runHotSource(client, plane) : undefined;
     const fan = scenarios.has("fanout") ? await runFanOut(client, plane, fanOut) : undefined;
     const selectors = scenarios.has("selectors")
       ? await runSelectors(client, plane, selectorObjects, selectorRefs)
@@ -925,6 +1115,7 @@ async function main(): Promise<void> {
     const content = scenarios.has("content")
       ? await runClusterContent(client, plane, contentRefs, contentObjects)
       : undefined;
+    const idleResult = scenarios.has("idle") ? await runIdle(client, plane, 10) : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -945,15 +1136,20 @@ async function main(): Promise<void> {
         selectorRefs,
         contentRefs,
         contentObjects,
+        hotPeriods,
+        hotUpdates,
+        idleSeconds,
         controllerNodeOptions,
         etcd: "--unsafe-no-fsync (test data)",
       },
       floor,
       baseline,
       sizes: results,
+      hot,
       fanOut: fan,
       selectors,
       content,
+      idle: idleResult,
       transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
@@ -974,10 +1170,12 @@ function printTable(r: {
   floor: Floor;
   baseline: Cost;
   sizes: SizeResult[];
-  fanOut: { n: number; samples: Stats } | undefined;
+  hot: HotResult[] | undefined;
+  fanOut: FanOutResult | undefined;
   selectors:
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
+  idle: IdleResult | undefined;
   transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
@@ -1019,9 +1217,29 @@ function printTable(r: {
     );
   }
   p("");
-  if (r.fanOut)
+  if (r.hot) {
     p(
-      `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds)`,
+      "| hot source: one write every | values shown | p50 ms | p99 ms | max ms | p99 / 200 ms row's p99 | status writes |",
+    );
+    p("|---:|---:|---:|---:|---:|---:|---:|");
+    const base = r.hot.find((h) => h.periodMs === 200)?.latency.p99;
+    for (const h of r.hot)
+      p(
+        `| ${h.periodMs} ms | ${h.shown}/${h.updates} (${((100 * h.shown) / h.updates).toFixed(1)}%) | ${ms(h.latency.p50)} | ${ms(h.latency.p99)} | ${ms(h.latency.max)} | ${base ? (h.latency.p99 / base).toFixed(2) : "-"} | ${h.statusWrites} |`,
+      );
+    p(`(floor in the same run: p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms)`);
+    p("");
+  }
+  if (r.fanOut) {
+    const floor = Math.min(...r.fanOut.writeFloor.map((f) => f.ms));
+    p(
+      `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds); ` +
+        `floor (${r.fanOut.n} status writes straight to the API server): ${r.fanOut.writeFloor.map((f) => `${ms(f.ms)} ms at ${f.concurrency} in flight`).join(", ")}; p50 / best floor ${(r.fanOut.samples.p50 / floor).toFixed(2)}`,
+    );
+  }
+  if (r.idle)
+    p(
+      `idle: ${r.idle.referables} Referables, leader election ${r.idle.leaderElection ? "on" : "off"}, ${r.idle.seconds} s with nothing changing and no scrape: CPU ${r.idle.cpuSecondsPerMinute.toFixed(3)} s per minute, RSS ${r.idle.rssMiB} MiB`,
     );
   if (r.selectors)
     p(
