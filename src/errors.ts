@@ -2,7 +2,7 @@
  * Typed errors shared by every layer. Each carries the contract's condition `reason` and whether
  * retrying the same operation later can help, so callers branch on data, not on message text.
  *
- * Test with {@link isReferenceError}, not `instanceof` alone: `instanceof` fails across two
+ * Test with {@link isResolutionError}, not `instanceof` alone: `instanceof` fails across two
  * copies of this module (Jest's module registry, or two installed versions of the package).
  */
 
@@ -50,10 +50,10 @@ const RETRYABLE: Record<FailureReason, boolean> = {
   Pending: true,
 };
 
-const BRAND = Symbol.for("referable.dev/ReferenceError");
+const BRAND = Symbol.for("referable.dev/ResolutionError");
 
 /** A resolution failure with a stable machine reason and a message that says what to fix. */
-export class ReferenceError extends Error {
+export class ResolutionError extends Error {
   /** The contract's condition reason. */
   readonly reason: FailureReason;
   /** Whether a later retry of the same reference can succeed without a spec change. */
@@ -62,14 +62,14 @@ export class ReferenceError extends Error {
 
   constructor(reason: FailureReason, message: string, options?: { cause?: unknown; retryable?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "ReferenceError";
+    this.name = "ResolutionError";
     this.reason = reason;
     this.retryable = options?.retryable ?? RETRYABLE[reason];
   }
 }
 
-/** True for a {@link ReferenceError} from any copy of this module. */
-export function isReferenceError(err: unknown): err is ReferenceError {
+/** True for a {@link ResolutionError} from any copy of this module. */
+export function isResolutionError(err: unknown): err is ResolutionError {
   return typeof err === "object" && err !== null && (err as Record<symbol, unknown>)[BRAND] === true;
 }
 

@@ -50,7 +50,7 @@ export {
   genericSelectorSchema,
 } from "./resolver/schemas.ts";
 export type { JSONSchemaProps } from "./resolver/schemas.ts";
-export { ReferenceError, Reasons, isReferenceError } from "./errors.ts";
+export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";
 export type { FailureReason, Reason } from "./errors.ts";
 export type { LabelSelector, LabelSelectorRequirement } from "./informers/label-selector.ts";
 export { compileFieldPath, evaluateFieldPath } from "./fieldpath/index.ts";

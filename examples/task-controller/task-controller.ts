@@ -15,7 +15,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import {
   isApiError,
-  isReferenceError,
+  isResolutionError,
   resolveReferences,
   type GenericReference,
   type KubeClient,
@@ -249,7 +249,7 @@ export class TaskController {
       const message = `spec.sourceLocationArnRef resolves to ${arn === undefined ? "nothing" : `a ${typeof arn}`}, not a string`;
       return { ready: false, reason: "InvalidValue", message, observedGeneration };
     } catch (err) {
-      if (!isReferenceError(err)) throw err;
+      if (!isResolutionError(err)) throw err;
       // Its reason is stable API (SourceNotFound, FieldNotFound, ...); the resolver pushes again
       // when waiting can change the outcome, so there is nothing to retry here.
       return { ready: false, reason: err.reason, message: err.message, observedGeneration };

@@ -538,7 +538,7 @@ describe("computeResult", () => {
     ]);
   });
 
-  it("failures carry the ReferenceError's retryable flag", () => {
+  it("failures carry the ResolutionError's retryable flag", () => {
     const got = resolveIn(named(), [], limits);
     expect(got.ok).toBe(false);
     if (!got.ok) expect(got.error.retryable).toBe(true);

@@ -8,7 +8,7 @@
  * request's interest did not cover: then the result is {@link NOT_KEPT}, never a guess, and the
  * caller has the object read again.
  */
-import { ReferenceError, isReferenceError, type FailureReason } from "../errors.ts";
+import { ResolutionError, isResolutionError, type FailureReason } from "../errors.ts";
 import type { Projection, Read } from "../informers/projection.ts";
 import type { SourceView } from "../informers/source-cache.ts";
 import type { CompiledRequest } from "./request.ts";
@@ -50,7 +50,7 @@ export const MAX_VALUES = 4096;
 
 const fail = (reason: FailureReason, message: string): ResolutionResult => ({
   ok: false,
-  error: new ReferenceError(reason, message),
+  error: new ResolutionError(reason, message),
 });
 
 /** Resolves `req` against `view`; never throws. */
@@ -59,9 +59,9 @@ export function computeResult(req: CompiledRequest, view: SourceView, limits: Co
     return compute(req, view, limits);
   } catch (err) {
     if (err === notKeptSignal) return NOT_KEPT;
-    // A path's evaluation throws a ReferenceError (e.g. ValueTooLarge for a JSONPath that
+    // A path's evaluation throws a ResolutionError (e.g. ValueTooLarge for a JSONPath that
     // selects too much): that is a result, not a crash of the caller's listener.
-    if (isReferenceError(err)) return { ok: false, error: err };
+    if (isResolutionError(err)) return { ok: false, error: err };
     throw err;
   }
 }

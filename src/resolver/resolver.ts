@@ -9,7 +9,7 @@
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { asError, isReferenceError, ReferenceError } from "../errors.ts";
+import { asError, isResolutionError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
@@ -173,7 +173,7 @@ export class Resolver {
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
-      this.deliver(sub, { ok: false, error: toReferenceError(err) });
+      this.deliver(sub, { ok: false, error: toResolutionError(err) });
       return sub;
     }
     const sub = new Sub(request, callback, (s) => this.unsubscribe(s));
@@ -190,19 +190,19 @@ export class Resolver {
     return sub;
   }
 
-  /** Resolves a reference once: the value with its source, or throws a ReferenceError. */
+  /** Resolves a reference once: the value with its source, or throws a ResolutionError. */
   async resolve(ref: GenericReference): Promise<ResolvedValue> {
     const result = await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         "resolve() takes a reference; use resolveSelector() for a selector",
       );
     return stripOk(result) as ResolvedValue;
   }
 
-  /** Resolves a selector once: every value with its source, in order, or throws a ReferenceError. */
+  /** Resolves a selector once: every value with its source, in order, or throws a ResolutionError. */
   async resolveSelector(selector: GenericSelector): Promise<ResolvedValues> {
     const result = await this.once(selector);
     if (!result.ok) throw result.error;
@@ -250,7 +250,7 @@ export class Resolver {
       if (!isPending(result)) finish(result);
     });
     const timer = setTimeout(() => {
-      const pending = new ReferenceError(
+      const pending = new ResolutionError(
         "Pending",
         `no result within ${timeoutMs} ms: the first list of ${sub.current ? "the source kind" : "it"} has not completed`,
       );
@@ -283,7 +283,7 @@ export class Resolver {
       resource = await this.discovery.lookup(req.apiVersion, req.kind);
     } catch (err) {
       if (sub.closed) return;
-      const error = toReferenceError(err);
+      const error = toResolutionError(err);
       this.deliver(sub, { ok: false, error });
       if (error.retryable) this.waiter.wait(sub);
       return;
@@ -343,7 +343,7 @@ export class Resolver {
     try {
       return await this.discovery.lookup(apiVersion, kind);
     } catch (err) {
-      return isReferenceError(err) && err.reason === "KindNotFound" ? "Absent" : "Unknown";
+      return isResolutionError(err) && err.reason === "KindNotFound" ? "Absent" : "Unknown";
     }
   }
 
@@ -400,18 +400,18 @@ export class Resolver {
     done.unref?.();
   }
 
-  private checkResource(req: CompiledRequest, resource: ResourceInfo): ReferenceError | undefined {
+  private checkResource(req: CompiledRequest, resource: ResourceInfo): ResolutionError | undefined {
     if (resource.namespaced && !req.namespace) {
-      return new ReferenceError("InvalidSpec", `${req.kind} is namespaced: set the source's namespace`);
+      return new ResolutionError("InvalidSpec", `${req.kind} is namespaced: set the source's namespace`);
     }
     if (!resource.namespaced && req.namespace) {
-      return new ReferenceError(
+      return new ResolutionError(
         "InvalidSpec",
         `${req.kind} is cluster-scoped: remove the source's namespace`,
       );
     }
     if (!resource.verbs.includes("list") || !resource.verbs.includes("watch")) {
-      return new ReferenceError(
+      return new ResolutionError(
         "InvalidSpec",
         `${req.kind} (${resource.resource}) cannot be watched: the API server offers only ${resource.verbs.join(", ") || "no verbs"} on it`,
         { retryable: false },
@@ -421,7 +421,7 @@ export class Resolver {
     if (req.namespace !== undefined) source.namespace = req.namespace;
     if (req.name !== undefined) source.name = req.name;
     const refusal = this.options.sourcePolicy?.(resource, source);
-    if (refusal) return new ReferenceError("Forbidden", refusal);
+    if (refusal) return new ResolutionError("Forbidden", refusal);
     return undefined;
   }
 
@@ -520,9 +520,9 @@ function stripOk(result: ResolutionResult): unknown {
   return rest;
 }
 
-function toReferenceError(err: unknown): ReferenceError {
-  if (isReferenceError(err)) return err;
-  return new ReferenceError("Pending", `could not resolve yet: ${asError(err).message}`, { cause: err });
+function toResolutionError(err: unknown): ResolutionError {
+  if (isResolutionError(err)) return err;
+  return new ResolutionError("Pending", `could not resolve yet: ${asError(err).message}`, { cause: err });
 }
 
 function placeholderRequest(ref: unknown): CompiledRequest {

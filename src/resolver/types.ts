@@ -7,7 +7,7 @@
  * at run time, because most of them arrive as JSON from the API server.
  */
 
-import type { Reason, ReferenceError } from "../errors.ts";
+import type { Reason, ResolutionError } from "../errors.ts";
 import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
 
 /** Whether a missing source or field is an error (`Required`) or resolves to no value (`Optional`). */
@@ -217,4 +217,4 @@ export interface ResolvedValues {
  * });
  */
 export type ResolutionResult<T extends ResolvedValue | ResolvedValues = ResolvedValue | ResolvedValues> =
-  ({ ok: true } & T) | { ok: false; error: ReferenceError };
+  ({ ok: true } & T) | { ok: false; error: ResolutionError };

@@ -13,7 +13,7 @@
 import { jest } from "@jest/globals";
 import { ReferableController } from "../../src/controller/controller.ts";
 import { EventRecorder } from "../../src/controller/events.ts";
-import { isReferenceError } from "../../src/errors.ts";
+import { isResolutionError } from "../../src/errors.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
 import { sourcePolicy } from "../../src/main.ts";
 import type { Logger } from "../../src/log.ts";
@@ -373,7 +373,7 @@ describe("sources that cannot be read", () => {
       const direct = await stack.resolver
         .resolve({ apiVersion, kind: "ConfigMap", namespace: ns, name: "x", fieldPath: "data.v" })
         .catch((e: unknown) => e);
-      expect(isReferenceError(direct) && direct.reason).toBe("InvalidSpec");
+      expect(isResolutionError(direct) && direct.reason).toBe("InvalidSpec");
     },
   );
 

@@ -31,8 +31,8 @@ async function run(cwd: string, file: string, code: string): Promise<string> {
   return stdout.trim();
 }
 
-const ESM = `import { createResolver, Reasons, isReferenceError } from "referable";
-console.log(typeof createResolver, Reasons.Available, typeof isReferenceError);`;
+const ESM = `import { createResolver, Reasons, isResolutionError } from "referable";
+console.log(typeof createResolver, Reasons.Available, typeof isResolutionError);`;
 const CJS = `const { createResolver, Reasons } = require("referable");
 console.log(typeof createResolver, Reasons.Available);`;
 
