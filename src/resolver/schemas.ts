@@ -353,7 +353,10 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
     minMatch: {
       type: "integer",
       format: "int32",
-      description: "Multiple only: fewer matches than this is not resolved (TooFewMatches). Default 1.",
+      description:
+        "Multiple only: the fewest values. Matches not ready or without the field are left out; fewer " +
+        "values is SourceNotReady while not-ready matches would make up the difference, else missing: " +
+        "default or Optional apply, otherwise SourceNotFound, FieldNotFound or TooFewMatches. Default 1.",
       minimum: 0,
     },
     maxMatch: {

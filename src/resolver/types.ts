@@ -25,8 +25,9 @@ export interface Policy {
    */
   resolve?: ResolvePolicy;
   /**
-   * `Optional` makes a missing source or field resolve with reason `Optional` and no value,
-   * where `Required` fails with `SourceNotFound` or `FieldNotFound`.
+   * `Optional` makes a missing source or field resolve with reason `Optional` and no value
+   * (a `Multiple` selector: empty lists), where `Required` fails with `SourceNotFound`,
+   * `FieldNotFound` or, for a `Multiple` selector, `TooFewMatches`.
    * @default "Required"
    */
   resolution?: ResolutionPolicy;
@@ -55,8 +56,10 @@ interface ReferenceCommon {
    */
   requireConditions?: RequiredCondition[];
   /**
-   * Any JSON value to use when the source or the field is missing; it wins over
-   * `policy.resolution: Optional` and resolves with reason `Defaulted`.
+   * Any JSON value to use when the source or the field is missing (for a `Multiple` selector:
+   * when it gives fewer than `minMatch` values for want of matches or fields, and then the
+   * default, as a list, stands for the whole list); it wins over `policy.resolution: Optional`
+   * and resolves with reason `Defaulted`.
    * @default undefined (no default)
    */
   default?: unknown;
@@ -137,8 +140,12 @@ export interface GenericSelector extends ReferenceCommon {
    */
   mode?: SelectionMode;
   /**
-   * `Multiple` only: fewer matches than this fails with `TooFewMatches`; 0 lets no match resolve
-   * to an empty list.
+   * `Multiple` only: the fewest values the selection must give. Matches not ready yet, or without
+   * the field, give no value and are left out. Fewer values while not-ready matches would make up
+   * the difference is `SourceNotReady`; otherwise the selection is missing, so `default` or
+   * `policy.resolution: Optional` apply, else it fails with `SourceNotFound` (nothing matches),
+   * `FieldNotFound` (enough objects match, too few have the field) or `TooFewMatches` (too few
+   * objects match). 0 lets no match resolve to an empty list.
    * @default 1
    */
   minMatch?: number;
