@@ -58,13 +58,14 @@ export class ResolutionError extends Error {
   readonly reason: FailureReason;
   /** Whether a later retry of the same reference can succeed without a spec change. */
   readonly retryable: boolean;
-  readonly [BRAND] = true;
 
   constructor(reason: FailureReason, message: string, options?: { cause?: unknown; retryable?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "ResolutionError";
     this.reason = reason;
     this.retryable = options?.retryable ?? RETRYABLE[reason];
+    // Defined, not declared, so the brand stays out of the class's public type.
+    Object.defineProperty(this, BRAND, { value: true });
   }
 }
 

@@ -11,7 +11,7 @@ import type { KindHandle, KindInterest, SourceCache } from "../informers/source-
 import type { KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { ResolutionError } from "../errors.ts";
-import { createResolver, type Resolver } from "./resolver.ts";
+import { Resolver } from "./resolver.ts";
 import type { AnyReference } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
 
@@ -148,7 +148,7 @@ afterEach(async () => {
 function setup() {
   const cache = new FakeCache();
   // CRDs are not followed here: the fake cache serves one kind.
-  resolver = createResolver({ cache, discovery, watchCustomResourceDefinitions: false });
+  resolver = new Resolver({ cache, discovery, watchCustomResourceDefinitions: false });
   const pushed: ResolutionResult[] = [];
   return { cache, kind: cache.kind, resolver, pushed, push: (r: ResolutionResult) => pushed.push(r) };
 }

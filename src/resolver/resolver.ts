@@ -33,17 +33,12 @@ export type { Subscription, WatchCallback } from "./subscription.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
-  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
-  kubeConfig?: KubeConfig;
-  /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
-  client?: KubeClient;
-  /** Discovery to share; one over the client is made when absent. */
-  discovery?: KindResolver;
   /**
-   * The source cache to read from (shared with other resolvers; not stopped by
-   * {@link Resolver.stop}); one over the client is made when absent.
+   * Where to connect, with whose credentials: a `KubeConfig` of `@kubernetes/client-node` (2.x),
+   * for example one that `loadFromDefault()` filled. The resolver makes its own connection from
+   * it and closes it on {@link Resolver.stop}.
    */
-  cache?: SourceCache;
+  kubeConfig: KubeConfig;
   /** Structured logger (pino-compatible). @default a silent logger */
   logger?: Logger;
   /** Largest value, in bytes of JSON; larger gives `ValueTooLarge`. @default 32768 */
@@ -88,6 +83,26 @@ export interface ResolverOptions {
   onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
 }
 
+/**
+ * How the controller and the tests wire a resolver to parts they share (a client with its
+ * request metrics, discovery, a source cache, or fakes of the last two): not part of the package's
+ * API, which takes a `kubeConfig` only.
+ * @internal
+ */
+export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
+  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
+  kubeConfig?: KubeConfig;
+  /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
+  client?: KubeClient;
+  /** Discovery to share; one over the client is made when absent. */
+  discovery?: KindResolver;
+  /**
+   * The source cache to read from (shared with other resolvers; not stopped by
+   * {@link Resolver.stop}); one over the client is made when absent.
+   */
+  cache?: SourceCache;
+}
+
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
   /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
@@ -103,7 +118,7 @@ export class Resolver {
   private readonly ownsCache: boolean;
   private readonly waiter: KindWaiter;
   private readonly logger: Logger;
-  private readonly options: ResolverOptions;
+  private readonly options: ResolverWiring;
   private readonly limits: ComputeLimits;
   private readonly indexes = new Map<string, KindIndex>();
   private readonly subs = new Set<Sub>();
@@ -112,7 +127,11 @@ export class Resolver {
   private flushScheduled = false;
   private stopped = false;
 
-  constructor(options: ResolverOptions) {
+  /**
+   * Use {@link createResolver}; the constructor also takes the internal wiring.
+   * @internal
+   */
+  constructor(options: ResolverWiring) {
     if (!options.client && !options.kubeConfig && (!options.cache || !options.discovery))
       throw new Error("createResolver needs a kubeConfig or a client");
     this.options = options;
@@ -166,7 +185,11 @@ export class Resolver {
    * `watch` returns (an invalid reference, or a kind whose informer is already synced), so a
    * callback must not rely on the returned subscription being assigned yet.
    */
-  watch(ref: AnyReference, callback: WatchCallback, options: WatchOptions = {}): Subscription {
+  watch(
+    ref: GenericReference | GenericSelector,
+    callback: WatchCallback,
+    options: WatchOptions = {},
+  ): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
@@ -553,7 +576,10 @@ function placeholderRequest(ref: unknown): CompiledRequest {
   };
 }
 
-/** Makes a resolver; see {@link ResolverOptions} for what it can be told. */
+/**
+ * Makes a resolver; see {@link ResolverOptions} for what it can be told. Make one per process
+ * and share it: every reference to a kind then shares one list and one watch.
+ */
 export function createResolver(options: ResolverOptions): Resolver {
   return new Resolver(options);
 }

@@ -42,7 +42,7 @@ export interface RequiredCondition {
 }
 
 /** The fields every reference and selector shares. */
-interface ReferenceCommon {
+export interface ReferenceCommon {
   /** The source's API version (`group/version`, or `v1` for the core group). */
   apiVersion: string;
   /** The source's kind (`LocationS3`, `ConfigMap`). */
@@ -192,7 +192,7 @@ export type ResolvedReason = Extract<Reason, "Available" | "Defaulted" | "Option
  */
 export type ResolvedValue =
   | { reason: "Available"; value: unknown; source?: SourceRef }
-  /** A `Multiple` selector whose transform returned one value, computed from `sources` in order. */
+  // A `Multiple` selector whose transform returned one value, computed from `sources` in order.
   | { reason: "Available"; value: unknown; sources: SourceRef[]; source?: undefined }
   | { reason: "Defaulted"; value: unknown; source?: undefined }
   | { reason: "Optional"; value?: undefined; source?: undefined };

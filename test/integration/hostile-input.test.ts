@@ -18,7 +18,7 @@ import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "..
 import { sourcePolicy } from "../../src/main.ts";
 import type { Logger } from "../../src/log.ts";
 import { ControllerMetrics } from "../../src/metrics.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { Resolver } from "../../src/resolver/resolver.ts";
 import { getReferable, SHARD_LABEL, waitForReason, type ReferableView } from "../harness/controller.ts";
 import {
   adminClient,
@@ -59,7 +59,7 @@ async function startStack(options: { maxValueBytes?: number; logger?: Logger } =
   const shard = uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
   const logger = options.logger;
-  const resolver = createResolver({
+  const resolver = new Resolver({
     client,
     informerLingerMs: 0,
     kindRetryMs: [200, 2000],

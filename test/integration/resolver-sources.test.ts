@@ -4,7 +4,7 @@
  * forbids a kind, and one shared informer per kind.
  */
 import type { KubeClient } from "../../src/kube/client.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { createResolver, Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
   closeTestClients,
@@ -230,7 +230,7 @@ describe("RBAC", () => {
 describe("informer sharing", () => {
   it("serves 100 references to one kind with one informer and one watch, and closes it with the last", async () => {
     const client = adminClient();
-    const shared = createResolver({ client, informerLingerMs: 0 });
+    const shared = new Resolver({ client, informerLingerMs: 0 });
     const name = uniqueName("shared");
     await createConfigMap(name, { k: "v" });
     const recs = Array.from({ length: 100 }, () => new ResultRecorder());
