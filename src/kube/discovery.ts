@@ -12,11 +12,15 @@ import { isApiError, type KubeClient } from "./client.ts";
 export interface ResourceInfo {
   /** API group, "" for the core group. */
   group: string;
+  /** API version within the group (`v1`, `v1beta1`). */
   version: string;
   /** The plural resource name, as served. */
   resource: string;
+  /** The kind, as served (`ConfigMap`). */
   kind: string;
+  /** Whether objects of the kind live in a namespace. */
   namespaced: boolean;
+  /** The verbs the API server serves for the resource (`list`, `watch`, ...). */
   verbs: readonly string[];
 }
 

@@ -9,7 +9,9 @@ import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues }
 
 /** The two calls the helper needs from a resolver. */
 export interface ReferenceReader {
+  /** Resolves a reference once, or throws a `ResolutionError`; as {@link Resolver.resolve}. */
   resolve(ref: GenericReference): Promise<ResolvedValue>;
+  /** Resolves a selector once, or throws a `ResolutionError`; as {@link Resolver.resolveSelector}. */
   resolveSelector(selector: GenericSelector): Promise<ResolvedValues>;
 }
 
@@ -42,7 +44,12 @@ export interface ResolveReferencesResult<T> {
   /** Whether any target differs from the input. */
   changed: boolean;
   /** The targets that were resolved (not skipped), with the reason of each. */
-  resolved: Array<{ target: string; reason: ResolvedValue["reason"] }>;
+  resolved: Array<{
+    /** The target field, as given in {@link ReferenceField.target}. */
+    target: string;
+    /** Why it resolved as it did: `Available`, `Defaulted` or `Optional`. */
+    reason: ResolvedValue["reason"];
+  }>;
   /** The targets left alone because `IfNotPresent` found a value already there. */
   skipped: string[];
 }

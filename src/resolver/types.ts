@@ -191,11 +191,40 @@ export type ResolvedReason = Extract<Reason, "Available" | "Defaulted" | "Option
  * too, with the objects it was computed from in `sources` (test `"sources" in result`).
  */
 export type ResolvedValue =
-  | { reason: "Available"; value: unknown; source?: SourceRef }
-  // A `Multiple` selector whose transform returned one value, computed from `sources` in order.
-  | { reason: "Available"; value: unknown; sources: SourceRef[]; source?: undefined }
-  | { reason: "Defaulted"; value: unknown; source?: undefined }
-  | { reason: "Optional"; value?: undefined; source?: undefined };
+  | {
+      /** Read from the source. */
+      reason: "Available";
+      /** The value read (or the `external` literal), with its JSON type. */
+      value: unknown;
+      /** The object it was read from; absent for an `external` literal. */
+      source?: SourceRef;
+    }
+  | {
+      /** Computed by a `Multiple` selector's transform that returned one value. */
+      reason: "Available";
+      /** The transform's result. */
+      value: unknown;
+      /** The objects it was computed from, in order. */
+      sources: SourceRef[];
+      /** Never set: see `sources`. */
+      source?: undefined;
+    }
+  | {
+      /** The source or field is missing and the reference has a `default`. */
+      reason: "Defaulted";
+      /** The reference's `default`, as written. */
+      value: unknown;
+      /** Never set: nothing was read. */
+      source?: undefined;
+    }
+  | {
+      /** The source or field is missing, the policy is `Optional`, and there is no default. */
+      reason: "Optional";
+      /** Never set: there is no value. */
+      value?: undefined;
+      /** Never set: nothing was read. */
+      source?: undefined;
+    };
 
 /**
  * The outcome of resolving a `Multiple` {@link GenericSelector}: `values[i]` was read from
@@ -224,4 +253,13 @@ export interface ResolvedValues {
  * });
  */
 export type ResolutionResult<T extends ResolvedValue | ResolvedValues = ResolvedValue | ResolvedValues> =
-  ({ ok: true } & T) | { ok: false; error: ResolutionError };
+  | ({
+      /** Resolved: the rest is a {@link ResolvedValue} or {@link ResolvedValues}. */
+      ok: true;
+    } & T)
+  | {
+      /** Not resolved now. */
+      ok: false;
+      /** Why: its `reason` is the condition reason, `retryable` whether waiting can help. */
+      error: ResolutionError;
+    };
