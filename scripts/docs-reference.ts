@@ -24,7 +24,14 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const REFERENCE = join(root, "docs", "reference");
 const UPDATE = "npm run docs:update";
 /** The hand-written Markdown whose relative links are checked. */
-const LINKED = ["README.md", "docs/api.md", "docs/library.md", "deploy/README.md"];
+const LINKED = [
+  "README.md",
+  "SECURITY.md",
+  "BENCHMARKS.md",
+  "docs/api.md",
+  "docs/library.md",
+  "deploy/README.md",
+];
 /** The guide whose TypeScript examples must compile against the package's exports. */
 const SNIPPETS = "docs/library.md";
 

@@ -17,8 +17,8 @@
  * This is the whole public API: what is not exported here (the raw-JSON Kubernetes client, the
  * informers, field-path compilation, the controller) is internal and may change in any release.
  * Read and write your own objects with `@kubernetes/client-node`. `etc/referable.api.md` lists
- * every export with its type; a test compares it with the build, so a change here is a reviewed
- * diff. This module never imports the controller.
+ * every export with its type, and `npm test` fails when the build differs from it, so a change
+ * here is a reviewed diff. This module never imports the controller.
  * @packageDocumentation
  */
 // First, so an unsupported Node.js gets one clear error before any dependency is evaluated.
