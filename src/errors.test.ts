@@ -1,6 +1,6 @@
-import { ReferenceError, asError, isReferenceError } from "./errors.ts";
+import { ResolutionError, asError, isResolutionError } from "./errors.ts";
 
-describe("ReferenceError", () => {
+describe("ResolutionError", () => {
   it.each([
     {
       reason: "InvalidSpec" as const,
@@ -10,19 +10,20 @@ describe("ReferenceError", () => {
     { reason: "SourceNotFound" as const, retryable: true, why: "a source may appear later" },
     { reason: "Forbidden" as const, retryable: true, why: "RBAC may be granted later" },
   ])("$reason is retryable=$retryable ($why)", ({ reason, retryable }) => {
-    const err = new ReferenceError(reason, "something");
+    const err = new ResolutionError(reason, "something");
     expect(err.reason).toBe(reason);
     expect(err.retryable).toBe(retryable);
-    expect(isReferenceError(err)).toBe(true);
+    expect(isResolutionError(err)).toBe(true);
+    expect(err.name).toBe("ResolutionError");
   });
 
   it("is recognised without instanceof, as a copy from another module instance would be", () => {
-    const err = new ReferenceError("KindNotFound", "x");
+    const err = new ResolutionError("KindNotFound", "x");
     const foreign = Object.assign(Object.create(Error.prototype), err);
-    foreign[Symbol.for("referable.dev/ReferenceError")] = true;
-    expect(isReferenceError(foreign)).toBe(true);
-    expect(isReferenceError(new Error("plain"))).toBe(false);
-    expect(isReferenceError({ reason: "InvalidSpec" })).toBe(false);
+    foreign[Symbol.for("referable.dev/ResolutionError")] = true;
+    expect(isResolutionError(foreign)).toBe(true);
+    expect(isResolutionError(new Error("plain"))).toBe(false);
+    expect(isResolutionError({ reason: "InvalidSpec" })).toBe(false);
   });
 
   it("asError never returns a non-Error", () => {

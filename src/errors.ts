@@ -2,25 +2,39 @@
  * Typed errors shared by every layer. Each carries the contract's condition `reason` and whether
  * retrying the same operation later can help, so callers branch on data, not on message text.
  *
- * Test with {@link isReferenceError}, not `instanceof` alone: `instanceof` fails across two
+ * Test with {@link isResolutionError}, not `instanceof` alone: `instanceof` fails across two
  * copies of this module (Jest's module registry, or two installed versions of the package).
  */
 
 /** Every `Ready` reason of the contract (section 2 of the API document). */
 export const Reasons = {
+  /** Ready=True: the value was read from the source(s). */
   Available: "Available",
+  /** Ready=True: the source or field is missing and the `default` was used. */
   Defaulted: "Defaulted",
+  /** Ready=True: the source or field is missing, the policy is `Optional`, no default: no value. */
   Optional: "Optional",
+  /** No object of that name, or none matches the selector. */
   SourceNotFound: "SourceNotFound",
+  /** The object exists but has nothing at `fieldPath`. */
   FieldNotFound: "FieldNotFound",
+  /** The object does not yet report `requireConditions`. */
   SourceNotReady: "SourceNotReady",
+  /** The API server serves no such apiVersion/kind (yet). */
   KindNotFound: "KindNotFound",
+  /** Mode `Single` and more than one object matches. */
   AmbiguousSelector: "AmbiguousSelector",
+  /** Mode `Multiple` and fewer than `minMatch` objects match. */
   TooFewMatches: "TooFewMatches",
+  /** The reference cannot be resolved as written (the only reason that is not retryable). */
   InvalidSpec: "InvalidSpec",
+  /** The resolver may not list and watch the kind (RBAC), or `sourcePolicy` refused it. */
   Forbidden: "Forbidden",
+  /** The value is over `maxValueBytes`, or a `Multiple` selector gives more than `maxValues`. */
   ValueTooLarge: "ValueTooLarge",
+  /** The `transform` failed on this value. */
   TransformFailed: "TransformFailed",
+  /** The kind's first list has not completed. */
   Pending: "Pending",
 } as const;
 
@@ -50,26 +64,27 @@ const RETRYABLE: Record<FailureReason, boolean> = {
   Pending: true,
 };
 
-const BRAND = Symbol.for("referable.dev/ReferenceError");
+const BRAND = Symbol.for("referable.dev/ResolutionError");
 
 /** A resolution failure with a stable machine reason and a message that says what to fix. */
-export class ReferenceError extends Error {
+export class ResolutionError extends Error {
   /** The contract's condition reason. */
   readonly reason: FailureReason;
   /** Whether a later retry of the same reference can succeed without a spec change. */
   readonly retryable: boolean;
-  readonly [BRAND] = true;
 
   constructor(reason: FailureReason, message: string, options?: { cause?: unknown; retryable?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "ReferenceError";
+    this.name = "ResolutionError";
     this.reason = reason;
     this.retryable = options?.retryable ?? RETRYABLE[reason];
+    // Defined, not declared, so the brand stays out of the class's public type.
+    Object.defineProperty(this, BRAND, { value: true });
   }
 }
 
-/** True for a {@link ReferenceError} from any copy of this module. */
-export function isReferenceError(err: unknown): err is ReferenceError {
+/** True for a {@link ResolutionError} from any copy of this module. */
+export function isResolutionError(err: unknown): err is ResolutionError {
   return typeof err === "object" && err !== null && (err as Record<symbol, unknown>)[BRAND] === true;
 }
 

@@ -14,13 +14,29 @@
  * await resolver.stop();
  * ```
  *
- * This module never imports the controller.
- * @module
+ * This is the whole public API: what is not exported here (the raw-JSON Kubernetes client, the
+ * informers, field-path compilation, the controller) is internal and may change in any release.
+ * Read and write your own objects with `@kubernetes/client-node`. `etc/referable.api.md` lists
+ * every export with its type, and `npm test` fails when the build differs from it, so a change
+ * here is a reviewed diff. This module never imports the controller.
+ * @packageDocumentation
  */
 // First, so an unsupported Node.js gets one clear error before any dependency is evaluated.
 import "./node-version.ts";
-export { createResolver, Resolver } from "./resolver/resolver.ts";
-export type { ResolverOptions, Subscription, WatchCallback, WatchOptions } from "./resolver/resolver.ts";
+
+// The resolver.
+export { createResolver } from "./resolver/resolver.ts";
+export type {
+  Resolver,
+  ResolverOptions,
+  Subscription,
+  WatchCallback,
+  WatchOptions,
+} from "./resolver/resolver.ts";
+export type { ResourceInfo } from "./kube/discovery.ts";
+export type { Logger } from "./log.ts";
+
+// Filling `fooRef` into `foo` on your own objects.
 export { resolveReferences } from "./resolver/managed.ts";
 export type {
   ReferenceField,
@@ -28,12 +44,15 @@ export type {
   ReferenceReader,
   ResolveReferencesResult,
 } from "./resolver/managed.ts";
+
+// References, selectors and results, as plain values.
 export type {
   ExternalReference,
   GenericReference,
   GenericSelector,
   NamedReference,
   Policy,
+  ReferenceCommon,
   RequiredCondition,
   ResolutionPolicy,
   ResolutionResult,
@@ -44,24 +63,20 @@ export type {
   SelectionMode,
   SourceRef,
 } from "./resolver/types.ts";
+export type {
+  LabelSelector,
+  LabelSelectorOperator,
+  LabelSelectorRequirement,
+} from "./informers/label-selector.ts";
+
+// Errors.
+export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";
+export type { FailureReason, Reason } from "./errors.ts";
+
+// OpenAPI schemas to embed in your own CRDs.
 export {
   genericReferenceListSchema,
   genericReferenceSchema,
   genericSelectorSchema,
 } from "./resolver/schemas.ts";
-export type { JSONSchemaProps } from "./resolver/schemas.ts";
-export { ReferenceError, Reasons, isReferenceError } from "./errors.ts";
-export type { FailureReason, Reason } from "./errors.ts";
-export type { LabelSelector, LabelSelectorRequirement } from "./informers/label-selector.ts";
-export { compileFieldPath, evaluateFieldPath } from "./fieldpath/index.ts";
-export type { CompiledPath, EvalResult } from "./fieldpath/index.ts";
-export { KubeClient, ApiError, isApiError } from "./kube/client.ts";
-export type {
-  KubeObject,
-  KubeClientOptions,
-  RequestObservation,
-  WatchEvent,
-  WatchStream,
-} from "./kube/client.ts";
-export type { ResourceInfo } from "./kube/discovery.ts";
-export type { Logger } from "./log.ts";
+export type { JSONSchemaProps, ValidationRule } from "./resolver/schemas.ts";

@@ -4,10 +4,15 @@
  * read from sources in the fields: only names, reasons and counts.
  */
 export interface Logger {
+  /** Logs `message` with structured `fields` at debug level. */
   debug(fields: Record<string, unknown>, message: string): void;
+  /** Logs `message` with structured `fields` at info level. */
   info(fields: Record<string, unknown>, message: string): void;
+  /** Logs `message` with structured `fields` at warn level. */
   warn(fields: Record<string, unknown>, message: string): void;
+  /** Logs `message` with structured `fields` at error level. */
   error(fields: Record<string, unknown>, message: string): void;
+  /** A logger that adds `fields` to every line, where supported (pino's `child`). */
   child?(fields: Record<string, unknown>): Logger;
 }
 

@@ -18,7 +18,7 @@ import { Discovery } from "./kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
 import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
-import { createResolver } from "./resolver/resolver.ts";
+import { Resolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 import { StartupGate } from "./startup.ts";
 
@@ -76,7 +76,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
   });
   const discovery = new Discovery({ client });
-  const resolver = createResolver({
+  const resolver = new Resolver({
     client,
     discovery,
     logger: logger.child({ part: "resolver" }),

@@ -2,8 +2,14 @@
  * Runs the example Task controller against the cluster of the current kubeconfig:
  * `node examples/task-controller/main.ts` (installs the Task CRD if missing; Ctrl-C stops it).
  */
-import { KubeConfig } from "@kubernetes/client-node";
-import { createResolver, isApiError, KubeClient, type Logger } from "../../src/index.ts";
+import {
+  ApiException,
+  ApiextensionsV1Api,
+  KubeConfig,
+  loadYaml,
+  type V1CustomResourceDefinition,
+} from "@kubernetes/client-node";
+import { createResolver, type Logger } from "../../src/index.ts";
 import { TaskController } from "./task-controller.ts";
 import { taskCustomResourceDefinition } from "./task-crd.ts";
 
@@ -13,20 +19,21 @@ const logger: Logger = { debug: () => undefined, info: log("info"), warn: log("w
 
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromDefault();
-// One client (one connection pool) for the controller and the resolver.
-const client = new KubeClient({ kubeConfig });
 
 try {
-  await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
-    body: taskCustomResourceDefinition(),
-  });
+  // loadYaml turns the CRD's wire names (`x-kubernetes-validations`) into client-node's model,
+  // which the typed API writes back out; JSON is YAML.
+  const body = loadYaml<V1CustomResourceDefinition>(JSON.stringify(taskCustomResourceDefinition()));
+  await kubeConfig.makeApiClient(ApiextensionsV1Api).createCustomResourceDefinition({ body });
 } catch (err) {
-  if (!isApiError(err, 409)) throw err; // 409: already installed
+  if (!(err instanceof ApiException && err.code === 409)) throw err; // 409: already installed
 }
 
-const resolver = createResolver({ client, logger });
+// The resolver makes its own connection from the same kubeconfig; the controller reads and
+// writes Tasks with @kubernetes/client-node.
+const resolver = createResolver({ kubeConfig, logger });
 await resolver.start();
-const controller = new TaskController({ client, resolver, logger });
+const controller = new TaskController({ kubeConfig, resolver, logger });
 await controller.start(); // waits out the 429s of a CRD whose storage is still starting
 logger.info({}, "watching Tasks");
 
@@ -34,8 +41,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
     void (async () => {
       await controller.stop();
-      await resolver.stop(); // does not close a client it was given
-      await client.close();
+      await resolver.stop();
     })();
   });
 }

@@ -14,12 +14,19 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import {
-  isApiError,
-  isReferenceError,
+  ApiException,
+  CustomObjectsApi,
+  makeInformer,
+  PatchStrategy,
+  setHeaderOptions,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import {
+  isResolutionError,
   resolveReferences,
   type GenericReference,
-  type KubeClient,
-  type KubeObject,
   type Logger,
   type ReferenceReader,
   type Subscription,
@@ -28,7 +35,7 @@ import {
 import { TASK_GROUP, TASK_PLURAL, TASK_VERSION } from "./task-crd.ts";
 
 /** A Task as the API server returns it. */
-export type Task = KubeObject & {
+export type Task = KubernetesObject & {
   spec?: { sourceLocationArn?: string; sourceLocationArnRef?: GenericReference };
   status?: TaskStatus;
 };
@@ -49,7 +56,8 @@ export interface TaskResolver extends ReferenceReader {
 
 /** Options for {@link TaskController}. */
 export interface TaskControllerOptions {
-  client: KubeClient;
+  /** Where to read Tasks and patch their status (with `@kubernetes/client-node`). */
+  kubeConfig: KubeConfig;
   resolver: TaskResolver;
   /** Watch Tasks in this namespace only. @default every namespace */
   namespace?: string;
@@ -65,25 +73,38 @@ const silent: Logger = { debug: noop, info: noop, warn: noop, error: noop };
 
 /** Keeps every Task's status in step with the value its reference points at. */
 export class TaskController {
-  private readonly client: KubeClient;
+  private readonly api: CustomObjectsApi;
+  private readonly informer: Informer<Task>;
   private readonly resolver: TaskResolver;
   private readonly logger: Logger;
-  private readonly base: string;
   private readonly tasks = new Map<string, Task>();
   /** One subscription per Task, with the reference it was opened for (to notice a change). */
   private readonly subs = new Map<string, { ref: string; sub: Subscription }>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
   private readonly abort = new AbortController();
-  private stream: { close(): void } | undefined;
-  private loop: Promise<void> | undefined;
 
   constructor(options: TaskControllerOptions) {
-    this.client = options.client;
+    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.resolver = options.resolver;
     this.logger = options.logger ?? silent;
-    const ns = options.namespace ? `/namespaces/${options.namespace}` : "";
-    this.base = `/apis/${TASK_GROUP}/${TASK_VERSION}${ns}/${TASK_PLURAL}`;
+    const namespace = options.namespace;
+    const group = TASK_GROUP;
+    const version = TASK_VERSION;
+    const plural = TASK_PLURAL;
+    // client-node's informer: list, then watch from the list's resourceVersion, relisting on
+    // 410 Gone. It keeps its own cache too; this controller keeps `tasks` to stay explicit.
+    this.informer = makeInformer<Task>(
+      options.kubeConfig,
+      `/apis/${group}/${version}${namespace ? `/namespaces/${namespace}` : ""}/${plural}`,
+      () =>
+        namespace
+          ? this.api.listNamespacedCustomObject({ group, version, namespace, plural })
+          : this.api.listClusterCustomObject({ group, version, plural }),
+    );
+    this.informer.on("add", (task) => this.upsert(task));
+    this.informer.on("update", (task) => this.upsert(task));
+    this.informer.on("delete", (task) => this.remove(keyOf(task)));
   }
 
   /**
@@ -93,81 +114,38 @@ export class TaskController {
    */
   async start(): Promise<void> {
     for (;;) {
+      // The informer reports a failed list or watch on "error" and stops, rather than throwing.
+      let failure: unknown;
+      const onFailure = (err: unknown) => void (failure ??= err);
+      this.informer.on("error", onFailure);
       try {
-        this.loop = this.run(await this.relist());
-        return;
-      } catch (err) {
-        if (isApiError(err) && err.statusCode !== 429 && err.statusCode < 500) throw err;
-        if (this.abort.signal.aborted) return;
-        this.logger.warn({ err: (err as Error).message }, "could not list Tasks yet; retrying");
-        await sleep(RETRY_MS, this.abort.signal);
+        await this.informer.start();
+      } finally {
+        this.informer.off("error", onFailure);
       }
+      if (failure === undefined) break;
+      if (!transient(failure) || this.abort.signal.aborted) throw failure;
+      this.logger.warn({ err: describe(failure) }, "could not list Tasks yet; retrying");
+      await sleep(RETRY_MS, this.abort.signal);
     }
+    // From now on a failure stops the informer: start it again (from its last resourceVersion)
+    // after a pause, so an API server outage is not a hot loop.
+    this.informer.on("error", (err: unknown) => {
+      if (this.abort.signal.aborted) return;
+      this.logger.warn({ err: describe(err) }, "the Task watch failed; retrying");
+      void sleep(RETRY_MS, this.abort.signal).then(async () => {
+        if (!this.abort.signal.aborted) await this.informer.start();
+      });
+    });
   }
 
   /** Stops watching, closes every subscription and waits for in-flight reconciles. */
   async stop(): Promise<void> {
     this.abort.abort();
-    this.stream?.close();
-    await this.loop;
+    await this.informer.stop();
     for (const { sub } of this.subs.values()) sub.close();
     this.subs.clear();
     await Promise.allSettled([...this.running.values()]);
-  }
-
-  /** Watches from `resourceVersion`; on 410 Gone relists, on other failures retries after a pause. */
-  private async run(resourceVersion: string | undefined): Promise<void> {
-    let rv = resourceVersion;
-    while (!this.abort.signal.aborted) {
-      try {
-        rv ??= await this.relist();
-        rv = await this.watchFrom(rv);
-      } catch (err) {
-        if (this.abort.signal.aborted) return;
-        if (isApiError(err, 410)) rv = undefined;
-        this.logger.warn({ err: (err as Error).message }, "the Task watch failed; retrying");
-        // A pause after a failure only, so an API server outage is not a hot loop.
-        await sleep(RETRY_MS, this.abort.signal);
-      }
-    }
-  }
-
-  /** Lists every Task, replaces the cache with the list and returns its resourceVersion. */
-  private async relist(): Promise<string> {
-    const list = await this.client.request<{ metadata: { resourceVersion: string }; items: Task[] }>(
-      "GET",
-      this.base,
-    );
-    const seen = new Set<string>();
-    for (const task of list.items) seen.add(this.upsert(task));
-    for (const key of [...this.tasks.keys()]) if (!seen.has(key)) this.remove(key);
-    return list.metadata.resourceVersion;
-  }
-
-  /**
-   * Applies watch events until the server ends the stream; returns the version to resume from,
-   * or undefined when that version has expired and a relist is needed.
-   */
-  private async watchFrom(resourceVersion: string): Promise<string | undefined> {
-    if (this.abort.signal.aborted) return resourceVersion;
-    let rv = resourceVersion;
-    let failure: { code?: number; message?: string } | undefined;
-    const stream = this.client.watch(this.base, { resourceVersion, allowWatchBookmarks: true }, (event) => {
-      if (event.type === "ERROR") {
-        failure = event.object as typeof failure;
-        stream.close();
-        return;
-      }
-      rv = event.object.metadata?.resourceVersion ?? rv;
-      if (event.type === "DELETED") this.remove(keyOf(event.object));
-      else if (event.type !== "BOOKMARK") this.upsert(event.object as Task);
-    });
-    this.stream = stream;
-    await stream.done;
-    // 410 Expired: our version is older than etcd keeps, so only a relist can catch up.
-    if (failure?.code === 410) return undefined;
-    if (failure) throw new Error(`the Task watch ended with an error: ${failure.message}`);
-    return rv;
   }
 
   /** Caches a Task, (re)subscribes when its reference changed, and enqueues it. */
@@ -215,22 +193,21 @@ export class TaskController {
       // Compare with the status the watch last showed. Two quick pushes may both patch before
       // the first patch is echoed back; the second is then a no-op on the server, never wrong.
       if (sameStatus(task.status, desired)) return;
-      const { namespace, name } = task.metadata ?? {};
-      await this.client.request(
-        "PATCH",
-        `/apis/${TASK_GROUP}/${TASK_VERSION}/namespaces/${namespace}/${TASK_PLURAL}/${name}/status`,
+      await this.api.patchNamespacedCustomObjectStatus(
         {
+          group: TASK_GROUP,
+          version: TASK_VERSION,
+          plural: TASK_PLURAL,
+          namespace: task.metadata?.namespace ?? "",
+          name: task.metadata?.name ?? "",
           // null removes a field in a merge patch, so a value that went away is cleared.
           body: { status: { sourceLocationArn: null, message: null, ...desired } },
-          contentType: "application/merge-patch+json",
         },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
       );
     } catch (err) {
-      if (isApiError(err, 404) || this.abort.signal.aborted) return; // deleted meanwhile, or stopping
-      this.logger.warn(
-        { task: key, err: (err as Error).message },
-        "could not update the Task status; retrying",
-      );
+      if (statusOf(err) === 404 || this.abort.signal.aborted) return; // deleted meanwhile, or stopping
+      this.logger.warn({ task: key, err: describe(err) }, "could not update the Task status; retrying");
       // Nothing else would bring this Task back (its source may never change again), so requeue.
       void sleep(RETRY_MS, this.abort.signal).then(() => this.enqueue(key));
     }
@@ -249,7 +226,7 @@ export class TaskController {
       const message = `spec.sourceLocationArnRef resolves to ${arn === undefined ? "nothing" : `a ${typeof arn}`}, not a string`;
       return { ready: false, reason: "InvalidValue", message, observedGeneration };
     } catch (err) {
-      if (!isReferenceError(err)) throw err;
+      if (!isResolutionError(err)) throw err;
       // Its reason is stable API (SourceNotFound, FieldNotFound, ...); the resolver pushes again
       // when waiting can change the outcome, so there is nothing to retry here.
       return { ready: false, reason: err.reason, message: err.message, observedGeneration };
@@ -257,8 +234,25 @@ export class TaskController {
   }
 }
 
-function keyOf(obj: KubeObject): string {
+function keyOf(obj: KubernetesObject): string {
   return `${obj.metadata?.namespace}/${obj.metadata?.name}`;
+}
+
+/** The HTTP status of a client-node failure: `code` of an ApiException, `statusCode` of a watch's. */
+function statusOf(err: unknown): number | undefined {
+  if (err instanceof ApiException) return err.code;
+  const code = (err as { statusCode?: unknown } | undefined)?.statusCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+/** Whether waiting can help: no answer at all, too many requests, or a server error. */
+function transient(err: unknown): boolean {
+  const code = statusOf(err);
+  return code === undefined || code === 429 || code >= 500;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function sameStatus(have: TaskStatus | undefined, want: TaskStatus): boolean {

@@ -6,7 +6,7 @@
  * through the status subresource only when it differs from what is stored. Every replica keeps
  * its caches and subscriptions warm; only the leader writes.
  */
-import { asError, isReferenceError, ReferenceError } from "../errors.ts";
+import { asError, isResolutionError, ResolutionError } from "../errors.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
 import { compileLabelSelector } from "../informers/label-selector.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
@@ -99,7 +99,10 @@ interface Tracked {
   lastRepairAt: number | undefined;
 }
 
-const PENDING: ResolutionResult = { ok: false, error: new ReferenceError("Pending", "resolving the source") };
+const PENDING: ResolutionResult = {
+  ok: false,
+  error: new ResolutionError("Pending", "resolving the source"),
+};
 
 /** A repair this long after the last one starts a new streak, at the shortest interval. */
 const REPAIR_STREAK_MS = 60_000;
@@ -460,7 +463,7 @@ export class ReferableController {
         source.kind === "Referable" &&
         source.name === name
       ) {
-        throw new ReferenceError(
+        throw new ResolutionError(
           "InvalidSpec",
           "a Referable cannot read itself: point spec.source at another object",
         );
@@ -484,7 +487,7 @@ export class ReferableController {
     } catch (err) {
       tracked.fixed = {
         ok: false,
-        error: isReferenceError(err) ? err : new ReferenceError("InvalidSpec", asError(err).message),
+        error: isResolutionError(err) ? err : new ResolutionError("InvalidSpec", asError(err).message),
       };
     }
     return tracked;
@@ -504,7 +507,7 @@ export class ReferableController {
       path.length === 2
         ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
         : `spec.source reads Referables in a cycle of ${path.length - 1} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
-    return { ok: false, error: new ReferenceError("InvalidSpec", message) };
+    return { ok: false, error: new ResolutionError("InvalidSpec", message) };
   }
 
   /** Keeps the reference graph in step with a Referable event, and schedules a look for new cycles. */

@@ -2,7 +2,7 @@
  * The Referable resource (`referable.dev/v1alpha1`, cluster-scoped) as the controller reads
  * it, and the translation of its spec into a resolver request.
  */
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
@@ -102,7 +102,7 @@ export function slimReferable(obj: KubeObject): KubeObject {
  */
 export function requestFor(spec: ReferableSpec | undefined): AnyReference {
   const source = spec?.source;
-  if (!source) throw new ReferenceError("InvalidSpec", "spec.source is required");
+  if (!source) throw new ResolutionError("InvalidSpec", "spec.source is required");
   const base = {
     apiVersion: source.apiVersion as string,
     kind: source.kind as string,
@@ -115,14 +115,14 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
   };
   const hasName = source.name !== undefined && source.name !== "";
   if (hasName && source.selector !== undefined) {
-    throw new ReferenceError(
+    throw new ResolutionError(
       "InvalidSpec",
       "set exactly one of spec.source.name and spec.source.selector, not both",
     );
   }
   if (hasName) {
     if (spec?.selection !== undefined) {
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         "spec.selection applies only with spec.source.selector: remove it or use a selector",
       );
@@ -130,7 +130,7 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
     return { ...base, name: source.name as string };
   }
   if (source.selector === undefined) {
-    throw new ReferenceError("InvalidSpec", "set one of spec.source.name and spec.source.selector");
+    throw new ResolutionError("InvalidSpec", "set one of spec.source.name and spec.source.selector");
   }
   const selection = spec?.selection ?? {};
   return {

@@ -1,4 +1,4 @@
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Referable, ReferableStatus } from "./referable.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
@@ -19,9 +19,12 @@ const ok = (value: unknown, rv = "10", uid = "u1"): ResolutionResult => ({
   value,
   source: src(rv, uid),
 });
-const err = (reason: ConstructorParameters<typeof ReferenceError>[0], message = "why"): ResolutionResult => ({
+const err = (
+  reason: ConstructorParameters<typeof ResolutionError>[0],
+  message = "why",
+): ResolutionResult => ({
   ok: false,
-  error: new ReferenceError(reason, message),
+  error: new ResolutionError(reason, message),
 });
 
 function obj(status?: Referable["status"], generation = 1): Referable {

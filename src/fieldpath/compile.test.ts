@@ -1,15 +1,15 @@
-import { type ReferenceError, isReferenceError } from "../errors.ts";
+import { type ResolutionError, isResolutionError } from "../errors.ts";
 import { compiledPathCacheSize } from "./compile.ts";
 import { FieldPathLimits, compileFieldPath, evaluateFieldPath, isJsonPath } from "./index.ts";
 
-function thrown(fn: () => unknown): ReferenceError {
+function thrown(fn: () => unknown): ResolutionError {
   try {
     fn();
   } catch (err) {
-    if (isReferenceError(err)) return err;
-    throw new Error(`expected a ReferenceError, got ${String(err)}`, { cause: err });
+    if (isResolutionError(err)) return err;
+    throw new Error(`expected a ResolutionError, got ${String(err)}`, { cause: err });
   }
-  throw new Error("expected a ReferenceError, nothing was thrown");
+  throw new Error("expected a ResolutionError, nothing was thrown");
 }
 
 describe("isJsonPath", () => {

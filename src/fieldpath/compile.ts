@@ -2,7 +2,7 @@
  * The entry points: compile a fieldPath once (cached), evaluate it many times.
  */
 import { LRUCache } from "lru-cache";
-import { ReferenceError, asError, isReferenceError } from "../errors.ts";
+import { ResolutionError, asError, isResolutionError } from "../errors.ts";
 import type { CompiledPath, EvalResult, PathSyntax } from "./compiled-path.ts";
 import { compileFieldPathSyntax } from "./field-path.ts";
 import { compileJsonPathSyntax, isJsonPath } from "./json-path.ts";
@@ -16,15 +16,15 @@ const compiled = new LRUCache<string, CompiledPath>({ max: FieldPathLimits.compi
  * reusable {@link CompiledPath}. Results are cached by path string, at most
  * {@link FieldPathLimits.compiledCacheSize} of them.
  *
- * @throws ReferenceError with reason `InvalidSpec` if the path does not parse or is over a limit;
+ * @throws ResolutionError with reason `InvalidSpec` if the path does not parse or is over a limit;
  *   the message gives the 1-based position (in Unicode code points) and what was expected there.
  */
 export function compileFieldPath(path: string): CompiledPath {
-  if (typeof path !== "string") throw new ReferenceError("InvalidSpec", "fieldPath must be a string");
+  if (typeof path !== "string") throw new ResolutionError("InvalidSpec", "fieldPath must be a string");
   const hit = compiled.get(path);
   if (hit !== undefined) return hit;
   if (path.length > FieldPathLimits.maxLength) {
-    throw new ReferenceError(
+    throw new ResolutionError(
       "InvalidSpec",
       `fieldPath ${quote(path.slice(0, 40))}... is ${path.length} characters long, over the limit of ${FieldPathLimits.maxLength}`,
     );
@@ -38,10 +38,10 @@ export function compileFieldPath(path: string): CompiledPath {
       try {
         return run(obj);
       } catch (err) {
-        if (isReferenceError(err)) throw err;
+        if (isResolutionError(err)) throw err;
         // Not reachable by design; if a bug or a non-JSON input gets here, the caller still
         // gets the one error type it handles, with the cause attached for debugging.
-        throw new ReferenceError(
+        throw new ResolutionError(
           "InvalidSpec",
           `fieldPath ${quote(path)} could not be evaluated: ${asError(err).message}`,
           { cause: err },

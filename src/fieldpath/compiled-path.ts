@@ -20,7 +20,7 @@ export interface CompiledPath {
   /**
    * Reads the path from a parsed JSON value. Returns references into `obj` (callers must not
    * mutate them). Never runs code from the path, never follows a prototype, always finishes.
-   * Throws only a ReferenceError: `ValueTooLarge` when a JSONPath selects more than
+   * Throws only a ResolutionError: `ValueTooLarge` when a JSONPath selects more than
    * `FieldPathLimits.maxJsonPathMatches` values or descends through an absurdly deep object
    * (and `InvalidSpec`, with the cause attached, should evaluation ever fail in an unforeseen way).
    */

@@ -1,4 +1,4 @@
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { evaluateFieldPath } from "./index.ts";
 
 /** A managed resource as the API server would return it, with the awkward corners users hit. */
@@ -359,8 +359,8 @@ describe("field-path syntax: parse errors", () => {
     } catch (err) {
       error = err;
     }
-    expect(isReferenceError(error)).toBe(true);
-    if (!isReferenceError(error)) return;
+    expect(isResolutionError(error)).toBe(true);
+    if (!isResolutionError(error)) return;
     expect(error.reason).toBe("InvalidSpec");
     expect(error.message).toContain(`fieldPath ${JSON.stringify(path)} at position ${position}: `);
     expect(error.message).toContain(expected);

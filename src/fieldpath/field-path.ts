@@ -16,7 +16,7 @@ type Step = { readonly start: number } & (
   { readonly kind: "member"; readonly member: Member } | { readonly kind: "filter"; readonly filter: Filter }
 );
 
-/** Parses a path in the default syntax; throws an InvalidSpec ReferenceError if it does not parse. */
+/** Parses a path in the default syntax; throws an InvalidSpec ResolutionError if it does not parse. */
 export function compileFieldPathSyntax(path: string): (obj: unknown) => EvalResult {
   const steps = parse(path);
   return (obj) => evaluate(path, steps, obj);

@@ -1,13 +1,13 @@
 import { jest } from "@jest/globals";
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { evaluateFieldPath } from "./index.ts";
 
-/** Runs a path against `obj`; returns "InvalidSpec", "found", "missing" or another ReferenceError reason. */
+/** Runs a path against `obj`; returns "InvalidSpec", "found", "missing" or another ResolutionError reason. */
 function outcome(obj: unknown, path: string): string {
   try {
     return evaluateFieldPath(obj, path).found ? "found" : "missing";
   } catch (err) {
-    if (isReferenceError(err)) return err.reason;
+    if (isResolutionError(err)) return err.reason;
     throw err;
   }
 }

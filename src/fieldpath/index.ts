@@ -7,7 +7,7 @@
  *   jsonpath-plus with script evaluation off; several matches make a list value.
  *
  * A path never runs code, never reads a prototype, and always finishes: every input is bounded
- * by {@link FieldPathLimits}. Errors are `ReferenceError`s with reason `InvalidSpec` (a path that
+ * by {@link FieldPathLimits}. Errors are `ResolutionError`s with reason `InvalidSpec` (a path that
  * does not parse) or `ValueTooLarge` (a JSONPath that selects too much). This folder depends on
  * nothing above it, and is the only importer of jsonpath-plus.
  *

@@ -13,7 +13,7 @@
  * `%@%`, and ignores negative indexes.) Stepping lets us cap the values in flight, which is what
  * keeps `$..*..*` on a large object finite.
  */
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import type { EvalResult } from "./compiled-path.ts";
 import { type Filter, matchesFilter, readFilter } from "./filter.ts";
 import { countItems, describeKind, listItem, ownField } from "./json-value.ts";
@@ -51,7 +51,7 @@ export function isJsonPath(path: string): boolean {
   return path.startsWith("$") || path.startsWith("{");
 }
 
-/** Parses a JSONPath; throws an InvalidSpec ReferenceError if it does not parse. */
+/** Parses a JSONPath; throws an InvalidSpec ResolutionError if it does not parse. */
 export function compileJsonPathSyntax(path: string): (obj: unknown) => EvalResult {
   const program = parse(path);
   return (obj) => evaluate(program, obj);
@@ -260,7 +260,7 @@ function descend(program: Program, step: Step, from: readonly unknown[]): unknow
   } catch (err) {
     // jsonpath-plus recurses once per level: an object nested some thousands deep overflows the stack.
     if (err instanceof RangeError) {
-      throw new ReferenceError(
+      throw new ResolutionError(
         "ValueTooLarge",
         `fieldPath ${quote(program.path)}: the object is nested too deeply for a recursive descent ("..")`,
         { cause: err },
@@ -270,8 +270,8 @@ function descend(program: Program, step: Step, from: readonly unknown[]): unknow
   }
 }
 
-function tooMany(path: string): ReferenceError {
-  return new ReferenceError(
+function tooMany(path: string): ResolutionError {
+  return new ResolutionError(
     "ValueTooLarge",
     `fieldPath ${quote(path)} selects more than ${FieldPathLimits.maxJsonPathMatches} values, the limit`,
   );

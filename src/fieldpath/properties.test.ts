@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { type EvalResult, compileFieldPath } from "./index.ts";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -143,7 +143,7 @@ function isWellFormed(result: EvalResult): boolean {
 }
 
 describe("properties: any string as a path", () => {
-  it("compiles or throws InvalidSpec, and evaluates or throws a ReferenceError, quickly", () => {
+  it("compiles or throws InvalidSpec, and evaluates or throws a ResolutionError, quickly", () => {
     fc.assert(
       fc.property(paths, targets, (path, doc) => {
         const start = performance.now();
@@ -151,13 +151,13 @@ describe("properties: any string as a path", () => {
         try {
           compiled = compileFieldPath(path);
         } catch (err) {
-          expect(isReferenceError(err) && err.reason).toBe("InvalidSpec");
+          expect(isResolutionError(err) && err.reason).toBe("InvalidSpec");
           return;
         }
         try {
           expect(isWellFormed(compiled.evaluate(doc))).toBe(true);
         } catch (err) {
-          expect(isReferenceError(err)).toBe(true);
+          expect(isResolutionError(err)).toBe(true);
         }
         expect(performance.now() - start).toBeLessThan(250);
       }),

@@ -3,7 +3,7 @@
  * the same shape: `fieldPath "<path>" at position <n>: expected <what>, found <what>`, where
  * positions are 1-based and count Unicode code points (what a user sees as characters).
  */
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import { FieldPathLimits } from "./limits.ts";
 import { quote } from "./quote.ts";
 
@@ -23,10 +23,10 @@ function positionOf(source: string, at: number): number {
 }
 
 /** An InvalidSpec error for `source`, pointing at offset `at`, saying what was expected there. */
-function parseError(source: string, at: number, expected: string): ReferenceError {
+function parseError(source: string, at: number, expected: string): ResolutionError {
   const code = source.codePointAt(at);
   const found = code === undefined ? "the end of the path" : quote(String.fromCodePoint(code));
-  return new ReferenceError(
+  return new ResolutionError(
     "InvalidSpec",
     `fieldPath ${quote(source)} at position ${positionOf(source, at)}: expected ${expected}, found ${found}`,
   );
@@ -87,7 +87,7 @@ export class Scanner {
   countSegment(): void {
     this.segments++;
     if (this.segments > FieldPathLimits.maxSegments) {
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         `fieldPath ${quote(this.source)} at position ${positionOf(this.source, this.pos)}: ` +
           `more than ${FieldPathLimits.maxSegments} segments, the limit`,

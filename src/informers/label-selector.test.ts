@@ -1,4 +1,4 @@
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import type { LabelSelector } from "./label-selector.ts";
 import { compileLabelSelector } from "./label-selector.ts";
 
@@ -341,8 +341,8 @@ describe("compileLabelSelector refuses what the API server refuses", () => {
     } catch (err) {
       thrown = err;
     }
-    if (!isReferenceError(thrown))
-      throw new Error(`want an InvalidSpec ReferenceError, got ${String(thrown)}`);
+    if (!isResolutionError(thrown))
+      throw new Error(`want an InvalidSpec ResolutionError, got ${String(thrown)}`);
     expect(thrown.reason).toBe("InvalidSpec");
     expect(thrown.retryable).toBe(false);
     if (!thrown.message.startsWith(message) && !thrown.message.includes(message)) {

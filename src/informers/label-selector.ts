@@ -8,7 +8,7 @@
  * refused here too, with a message that says which entry to fix.
  */
 
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 
 /** A `metav1.LabelSelector`: every `matchLabels` pair and every `matchExpressions` entry must hold. */
 export interface LabelSelector {
@@ -81,7 +81,7 @@ interface Requirement {
 /**
  * Validates a label selector and compiles it for matching.
  *
- * @throws ReferenceError `InvalidSpec` when a key, value or operator is one the API server would
+ * @throws ResolutionError `InvalidSpec` when a key, value or operator is one the API server would
  * refuse, with the path of the offending entry and what to change.
  */
 export function compileLabelSelector(
@@ -268,8 +268,8 @@ function qualifiedNameProblem(key: string): string | undefined {
   return undefined;
 }
 
-function invalid(message: string): ReferenceError {
-  return new ReferenceError("InvalidSpec", message);
+function invalid(message: string): ResolutionError {
+  return new ResolutionError("InvalidSpec", message);
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -8,7 +8,7 @@
  * results of the reads they need ({@link Extractor}s: a fieldPath, a sort path, a condition
  * check), each bounded in size. The decoded object is dropped as soon as it is projected.
  */
-import { isReferenceError, type ReferenceError } from "../errors.ts";
+import { isResolutionError, type ResolutionError } from "../errors.ts";
 import type { CompiledPath } from "../fieldpath/index.ts";
 import type { KubeObject } from "../kube/client.ts";
 
@@ -32,7 +32,7 @@ export type Read =
   | { readonly kind: "Value"; readonly value: unknown; readonly bytes: number }
   | { readonly kind: "TooLarge"; readonly bytes: number; readonly limit: number }
   | { readonly kind: "Missing"; readonly missing: string }
-  | { readonly kind: "Failed"; readonly error: ReferenceError };
+  | { readonly kind: "Failed"; readonly error: ResolutionError };
 
 /** One read someone needs from the objects of a kind; equal keys read the same thing. */
 export interface Extractor {
@@ -216,7 +216,7 @@ export function pathExtractor(path: CompiledPath): Extractor {
           ? sizedRead(result.value, maxBytes)
           : { kind: "Missing", missing: result.missing };
       } catch (err) {
-        if (isReferenceError(err)) return { kind: "Failed", error: err };
+        if (isResolutionError(err)) return { kind: "Failed", error: err };
         throw err;
       }
     },

@@ -1,4 +1,4 @@
-import { isReferenceError, type ReferenceError } from "../errors.ts";
+import { isResolutionError, type ResolutionError } from "../errors.ts";
 import { ApiError, type KubeClient } from "./client.ts";
 import { Discovery, parseApiVersion, type DiscoveryOptions } from "./discovery.ts";
 
@@ -66,14 +66,14 @@ function setup(options: Partial<DiscoveryOptions> = {}) {
   };
 }
 
-async function lookupError(promise: Promise<unknown>): Promise<ReferenceError> {
+async function lookupError(promise: Promise<unknown>): Promise<ResolutionError> {
   try {
     await promise;
   } catch (err) {
-    if (isReferenceError(err)) return err;
-    throw new Error(`want a ReferenceError, got ${String(err)}`, { cause: err });
+    if (isResolutionError(err)) return err;
+    throw new Error(`want a ResolutionError, got ${String(err)}`, { cause: err });
   }
-  throw new Error("want a ReferenceError, got a result");
+  throw new Error("want a ResolutionError, got a result");
 }
 
 describe("parseApiVersion", () => {
@@ -116,8 +116,8 @@ describe("parseApiVersion", () => {
     } catch (err) {
       thrown = err;
     }
-    expect(isReferenceError(thrown) && thrown.reason).toBe("InvalidSpec");
-    expect(isReferenceError(thrown) && thrown.retryable).toBe(false);
+    expect(isResolutionError(thrown) && thrown.reason).toBe("InvalidSpec");
+    expect(isResolutionError(thrown) && thrown.retryable).toBe(false);
   });
 });
 
@@ -341,7 +341,7 @@ describe("Discovery.lookup", () => {
     open();
     const [a, b, c] = await Promise.all(lookups);
     expect(a).toEqual(b);
-    expect(isReferenceError(c) && c.reason).toBe("KindNotFound");
+    expect(isResolutionError(c) && c.reason).toBe("KindNotFound");
     expect(client.count("/apis/apps/v1")).toBe(1);
   });
 

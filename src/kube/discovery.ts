@@ -5,25 +5,29 @@
  * kind that never comes does not turn every lookup into a request.
  */
 import { LRUCache } from "lru-cache";
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import { isApiError, type KubeClient } from "./client.ts";
 
 /** How a kind is served. */
 export interface ResourceInfo {
   /** API group, "" for the core group. */
   group: string;
+  /** API version within the group (`v1`, `v1beta1`). */
   version: string;
   /** The plural resource name, as served. */
   resource: string;
+  /** The kind, as served (`ConfigMap`). */
   kind: string;
+  /** Whether objects of the kind live in a namespace. */
   namespaced: boolean;
+  /** The verbs the API server serves for the resource (`list`, `watch`, ...). */
   verbs: readonly string[];
 }
 
 /** Looks up how a kind is served; the resolver's only need from discovery. */
 export interface KindResolver {
   /**
-   * Returns the resource serving `kind` in `apiVersion`. Throws a ReferenceError:
+   * Returns the resource serving `kind` in `apiVersion`. Throws a ResolutionError:
    * `InvalidSpec` for an apiVersion that cannot be one, `KindNotFound` when the API server
    * serves no such kind (retryable: a CRD may come), `Forbidden` when discovery is refused.
    */
@@ -80,7 +84,7 @@ export function parseApiVersion(apiVersion: string): { group: string; version: s
     (group !== "" && (!GROUP.test(group) || group.length > 253)) ||
     version.length > 63
   ) {
-    throw new ReferenceError(
+    throw new ResolutionError(
       "InvalidSpec",
       `apiVersion ${JSON.stringify(apiVersion.slice(0, 300))} is not of the form "v1" or "group/version" (e.g. "apps/v1")`,
     );
@@ -130,7 +134,7 @@ export class Discovery implements KindResolver {
   async lookup(apiVersion: string, kind: string): Promise<ResourceInfo> {
     const { group, version } = parseApiVersion(apiVersion);
     if (!KIND.test(kind) || kind.length > 63) {
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         `kind ${JSON.stringify(kind.slice(0, 100))} is not a Kubernetes kind name (e.g. "ConfigMap")`,
       );
@@ -146,7 +150,7 @@ export class Discovery implements KindResolver {
     const why = entry?.failure ?? `the API server serves ${gv} but no kind ${kind} in it`;
     const near = entry?.kinds ? similarKinds(kind, entry.kinds.keys()) : [];
     const hint = near.length ? `; did you mean ${near.map((k) => JSON.stringify(k)).join(" or ")}?` : "";
-    throw new ReferenceError(
+    throw new ResolutionError(
       "KindNotFound",
       `no kind ${kind} in ${gv}: ${why}${hint}; install its CRD or fix spec.source.apiVersion/kind`,
     );
@@ -218,9 +222,13 @@ export class Discovery implements KindResolver {
       entry = { kinds, fetchedAt: this.now(), backoffMs };
     } catch (err) {
       if (isApiError(err, 403) || isApiError(err, 401)) {
-        throw new ReferenceError("Forbidden", `the controller may not read the discovery document of ${gv}`, {
-          cause: err,
-        });
+        throw new ResolutionError(
+          "Forbidden",
+          `the controller may not read the discovery document of ${gv}`,
+          {
+            cause: err,
+          },
+        );
       }
       // 404: no such group version. 503: an aggregated API whose backend is down. Either way
       // the kind is not served now; remember the failure and retry on the backoff.

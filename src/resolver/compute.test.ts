@@ -406,12 +406,86 @@ const cases: Case[] = [
     objects: [cm("a", { data: { url: "a" } }), cm("b", { data: {} })],
     want: {
       reason: "TooFewMatches",
-      message: [
-        "2 objects match",
-        "1 of them not ready or without data.url",
-        "giving 1 value(s)",
-        "minMatch is 3",
-      ],
+      message: ["2 objects match", "(1 without data.url)", "giving 1 value(s)", "minMatch is 3"],
+    },
+  },
+  // Mode Multiple: what a selection that falls short of minMatch means (docs/api.md, "Mode
+  // Multiple: matches without the field").
+  {
+    reason: "every match lacking the field is FieldNotFound, as one named source lacking it would be",
+    ref: multiple(),
+    objects: [cm("a", { data: {} }), cm("b", { data: {} })],
+    want: {
+      reason: "FieldNotFound",
+      message: ["2 objects match", "(2 without data.url)", "giving 0 value(s)", "minMatch is 1"],
+    },
+  },
+  {
+    reason: "matches lacking the field with a list default are Defaulted, as no match at all is",
+    ref: multiple({ default: ["x", "y"] }),
+    objects: [cm("a", { data: {} })],
+    want: { reason: "Defaulted", values: ["x", "y"], sources: [] },
+  },
+  {
+    reason: "matches lacking the field under Optional are Optional with empty lists",
+    ref: multiple({ policy: { resolution: "Optional" } }),
+    objects: [cm("a", { data: {} })],
+    want: { reason: "Optional", values: [], sources: [] },
+  },
+  {
+    reason: "enough matches but too few with the field is FieldNotFound, with the counts",
+    ref: multiple({ minMatch: 2 }),
+    objects: [cm("a", { data: { url: "a" } }), cm("b", { data: {} })],
+    want: {
+      reason: "FieldNotFound",
+      message: ["2 objects match", "(1 without data.url)", "giving 1 value(s)", "minMatch is 2"],
+    },
+  },
+  {
+    reason: "too few matches with a default is Defaulted, the default standing for the whole list",
+    ref: multiple({ minMatch: 2, default: ["x"] }),
+    objects: [cm("a", { data: { url: "a" } })],
+    want: { reason: "Defaulted", values: ["x"], sources: [] },
+  },
+  {
+    reason: "too few matches under Optional is Optional with empty lists, not a partial list",
+    ref: multiple({ minMatch: 2, policy: { resolution: "Optional" } }),
+    objects: [cm("a", { data: { url: "a" } })],
+    want: { reason: "Optional", values: [], sources: [] },
+  },
+  {
+    reason: "a shortfall the not-ready matches would make up is SourceNotReady, and the default waits",
+    ref: multiple({ requireConditions: [{ type: "Ready" }], default: ["x"] }),
+    objects: [cm("a", { data: { url: "a" }, status: notReady })],
+    want: {
+      reason: "SourceNotReady",
+      message: ["1 object matches", "(1 not ready)", "ConfigMap team-a/a does not report"],
+      notInMessage: ["nor do"],
+    },
+  },
+  {
+    reason: "several not-ready matches are named by the first in order and a count",
+    ref: multiple({ requireConditions: [{ type: "Ready" }], minMatch: 2 }),
+    objects: [
+      cm("c", { data: { url: "c" }, status: notReady }),
+      cm("b", { data: { url: "b" }, status: notReady }),
+    ],
+    want: {
+      reason: "SourceNotReady",
+      message: ["(2 not ready)", "ConfigMap team-a/b does not report", "yet, nor do 1 more"],
+    },
+  },
+  {
+    reason: "not-ready matches that could not make up the shortfall leave the field missing",
+    ref: multiple({ requireConditions: [{ type: "Ready" }], minMatch: 3 }),
+    objects: [
+      cm("a", { data: { url: "a" }, status: ready }),
+      cm("b", { data: { url: "b" }, status: notReady }),
+      cm("c", { data: {}, status: ready }),
+    ],
+    want: {
+      reason: "FieldNotFound",
+      message: ["3 objects match", "(1 not ready, 1 without data.url)", "giving 1 value(s)"],
     },
   },
   {
@@ -538,7 +612,7 @@ describe("computeResult", () => {
     ]);
   });
 
-  it("failures carry the ReferenceError's retryable flag", () => {
+  it("failures carry the ResolutionError's retryable flag", () => {
     const got = resolveIn(named(), [], limits);
     expect(got.ok).toBe(false);
     if (!got.ok) expect(got.error.retryable).toBe(true);

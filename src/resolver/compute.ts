@@ -8,7 +8,7 @@
  * request's interest did not cover: then the result is {@link NOT_KEPT}, never a guess, and the
  * caller has the object read again.
  */
-import { ReferenceError, isReferenceError, type FailureReason } from "../errors.ts";
+import { ResolutionError, isResolutionError, type FailureReason } from "../errors.ts";
 import type { Projection, Read } from "../informers/projection.ts";
 import type { SourceView } from "../informers/source-cache.ts";
 import type { CompiledRequest } from "./request.ts";
@@ -50,7 +50,7 @@ export const MAX_VALUES = 4096;
 
 const fail = (reason: FailureReason, message: string): ResolutionResult => ({
   ok: false,
-  error: new ReferenceError(reason, message),
+  error: new ResolutionError(reason, message),
 });
 
 /** Resolves `req` against `view`; never throws. */
@@ -59,9 +59,9 @@ export function computeResult(req: CompiledRequest, view: SourceView, limits: Co
     return compute(req, view, limits);
   } catch (err) {
     if (err === notKeptSignal) return NOT_KEPT;
-    // A path's evaluation throws a ReferenceError (e.g. ValueTooLarge for a JSONPath that
+    // A path's evaluation throws a ResolutionError (e.g. ValueTooLarge for a JSONPath that
     // selects too much): that is a result, not a crash of the caller's listener.
-    if (isReferenceError(err)) return { ok: false, error: err };
+    if (isResolutionError(err)) return { ok: false, error: err };
     throw err;
   }
 }
@@ -116,22 +116,34 @@ function resolveOne(req: CompiledRequest, obj: Projection | undefined): Resoluti
   return result;
 }
 
+/**
+ * Mode Multiple. Matches that are not ready yet, or lack the field, are left out rather than
+ * blocking the rest: a projected list must not be withdrawn each time a new member is being
+ * created. When too few values remain, the shortfall is named by its cause: matches still
+ * getting ready (`SourceNotReady`, which waiting fixes), else a missing selection, which
+ * {@link missing} decides like a missing source or field in mode Single, so `default` and
+ * `Optional` apply. See "Mode Multiple: matches without the field" in docs/api.md.
+ */
 function resolveMany(req: CompiledRequest, matched: Projection[], maxValues: number): ResolutionResult {
   if (matched.length === 0) {
     if (req.minMatch === 0) return { ok: true, reason: "Available", values: [], sources: [] };
     return missing(req, "SourceNotFound", `no object matches: no ${req.describe}`);
   }
-  // Objects that are not ready yet, or lack the field, are left out rather than blocking the
-  // rest: a growing set should not stall on its newest member.
   const values: unknown[] = [];
   const sources: SourceRef[] = [];
-  let skipped = 0;
+  const notReady: { name: string; unmet: string }[] = [];
+  let withoutField = 0;
   for (const obj of sortObjects(matched, req)) {
-    const read = unmetCondition(req, obj) ? undefined : readOf(obj, req.fieldKey!);
-    if (read?.kind === "Failed") throw read.error;
-    if (read?.kind === "TooLarge") return tooLarge(req, read.bytes, obj, read.limit);
-    if (read?.kind !== "Value") {
-      skipped++;
+    const unmet = unmetCondition(req, obj);
+    if (unmet) {
+      notReady.push({ name: nameOf(obj), unmet });
+      continue;
+    }
+    const read = readOf(obj, req.fieldKey!);
+    if (read.kind === "Failed") throw read.error;
+    if (read.kind === "TooLarge") return tooLarge(req, read.bytes, obj, read.limit);
+    if (read.kind === "Missing") {
+      withoutField++;
       continue;
     }
     values.push(read.value);
@@ -144,20 +156,32 @@ function resolveMany(req: CompiledRequest, matched: Projection[], maxValues: num
       );
     }
   }
-  if (values.length < req.minMatch) {
-    const why = skipped ? ` (${skipped} of them not ready or without ${req.fieldPathText})` : "";
+  if (values.length >= req.minMatch) return { ok: true, reason: "Available", values, sources };
+
+  const counts = [
+    notReady.length ? `${notReady.length} not ready` : "",
+    withoutField ? `${withoutField} without ${req.fieldPathText}` : "",
+  ].filter(Boolean);
+  const found = `${matched.length} ${matched.length === 1 ? "object matches" : "objects match"} ${req.describe}${counts.length ? ` (${counts.join(", ")})` : ""}, giving ${values.length} value(s); minMatch is ${req.minMatch}`;
+  if (values.length + notReady.length >= req.minMatch) {
+    const first = notReady[0]!;
+    const more = notReady.length > 1 ? `, nor do ${notReady.length - 1} more` : "";
     return fail(
-      "TooFewMatches",
-      `${matched.length} ${matched.length === 1 ? "object matches" : "objects match"} ${req.describe}${why}, giving ${values.length} value(s); minMatch is ${req.minMatch}`,
+      "SourceNotReady",
+      `${found}: ${req.kind} ${first.name} does not report ${first.unmet} yet${more}`,
     );
   }
-  return { ok: true, reason: "Available", values, sources };
+  return missing(req, matched.length >= req.minMatch ? "FieldNotFound" : "TooFewMatches", found);
 }
 
-/** The one place where Required, Optional and `default` decide what a missing source or field means. */
+/**
+ * The one place where Required, Optional and `default` decide what a missing source or field
+ * means; in mode Multiple, a selection that gives fewer than minMatch values for want of
+ * sources or fields (`TooFewMatches`) is missing too.
+ */
 function missing(
   req: CompiledRequest,
-  reason: "SourceNotFound" | "FieldNotFound",
+  reason: "SourceNotFound" | "FieldNotFound" | "TooFewMatches",
   message: string,
 ): ResolutionResult {
   const many = req.target === "selector" && req.mode === "Multiple";

@@ -1,4 +1,4 @@
-import { ReferenceError, isReferenceError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../errors.ts";
 import { resolveReferences, type ReferenceReader } from "./managed.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
 
@@ -13,7 +13,7 @@ function reader(
     resolve: async (ref: GenericReference): Promise<ResolvedValue> => {
       calls.push(`resolve:${ref.name ?? "external"}`);
       if (ref.external !== undefined) return { reason: "Available", value: ref.external };
-      if (!(ref.name! in values)) throw new ReferenceError("SourceNotFound", `${ref.name} does not exist`);
+      if (!(ref.name! in values)) throw new ResolutionError("SourceNotFound", `${ref.name} does not exist`);
       return { reason: "Available", value: values[ref.name!] };
     },
     resolveSelector: async (sel: GenericSelector): Promise<ResolvedValues> => {
@@ -118,7 +118,7 @@ describe("resolveReferences", () => {
     const err = await resolveReferences(reader({ a: 1, a2: 1 }), { spec: { idRefs: refs } }, [
       { target: "spec.ids", refs: "spec.idRefs", unique },
     ]).catch((e: unknown) => e);
-    expect(isReferenceError(err)).toBe(true);
+    expect(isResolutionError(err)).toBe(true);
     expect(err).toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining(message) });
   });
 

@@ -4,12 +4,14 @@
  * and never writes to the API server: the caller keeps the result in memory (as ACK does) or
  * persists it (as Crossplane does).
  */
-import { ReferenceError, isReferenceError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../errors.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
 
 /** The two calls the helper needs from a resolver. */
 export interface ReferenceReader {
+  /** Resolves a reference once, or throws a `ResolutionError`; as {@link Resolver.resolve}. */
   resolve(ref: GenericReference): Promise<ResolvedValue>;
+  /** Resolves a selector once, or throws a `ResolutionError`; as {@link Resolver.resolveSelector}. */
   resolveSelector(selector: GenericSelector): Promise<ResolvedValues>;
 }
 
@@ -42,7 +44,12 @@ export interface ResolveReferencesResult<T> {
   /** Whether any target differs from the input. */
   changed: boolean;
   /** The targets that were resolved (not skipped), with the reason of each. */
-  resolved: Array<{ target: string; reason: ResolvedValue["reason"] }>;
+  resolved: Array<{
+    /** The target field, as given in {@link ReferenceField.target}. */
+    target: string;
+    /** Why it resolved as it did: `Available`, `Defaulted` or `Optional`. */
+    reason: ResolvedValue["reason"];
+  }>;
   /** The targets left alone because `IfNotPresent` found a value already there. */
   skipped: string[];
 }
@@ -51,7 +58,7 @@ export interface ResolveReferencesResult<T> {
  * Resolves every listed reference field of `obj` into its target and returns a changed copy.
  * Respects `policy.resolve`: `IfNotPresent` (the default) fills an empty target once and never
  * overwrites a value already there; `Always` re-resolves on every call. Throws the first
- * ReferenceError met, its message prefixed with the field it came from.
+ * ResolutionError met, its message prefixed with the field it came from.
  */
 export async function resolveReferences<T extends object>(
   reader: ReferenceReader,
@@ -116,10 +123,10 @@ async function resolveList(
     return "present";
   const outcome = await prefixed(refs?.length ? field.refs : selectorPath, async () => {
     if (refs?.length) {
-      if (!Array.isArray(refs)) throw new ReferenceError("InvalidSpec", "must be a list of references");
+      if (!Array.isArray(refs)) throw new ResolutionError("InvalidSpec", "must be a list of references");
       const named = refs.filter((r) => r?.name !== undefined).length;
       if (named !== 0 && named !== refs.length) {
-        throw new ReferenceError(
+        throw new ResolutionError(
           "InvalidSpec",
           "mixes references by name and external values: use one kind of entry in a list",
         );
@@ -139,7 +146,7 @@ async function resolveList(
     for (const v of outcome.value) {
       const key = JSON.stringify(v);
       if (seen.has(key))
-        throw new ReferenceError(
+        throw new ResolutionError(
           "InvalidSpec",
           `${field.target}: the references resolve to duplicate values, and the values must be unique`,
         );
@@ -153,8 +160,8 @@ async function prefixed<R>(path: string, run: () => Promise<R>): Promise<R> {
   try {
     return await run();
   } catch (err) {
-    if (isReferenceError(err))
-      throw new ReferenceError(err.reason, `${path}: ${err.message}`, {
+    if (isResolutionError(err))
+      throw new ResolutionError(err.reason, `${path}: ${err.message}`, {
         cause: err,
         retryable: err.retryable,
       });

@@ -3,7 +3,7 @@
  * paths, a compiled label selector, and every default applied. All spec errors surface here
  * as `InvalidSpec`, with the field to fix in the message.
  */
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
 import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";
@@ -60,7 +60,7 @@ export function isSelector(ref: AnyReference): ref is GenericSelector {
 }
 
 function invalid(message: string): never {
-  throw new ReferenceError("InvalidSpec", message);
+  throw new ResolutionError("InvalidSpec", message);
 }
 
 function requireString(value: unknown, field: string, max: number): string {
@@ -83,7 +83,7 @@ function nonNegativeInt(value: unknown, field: string): number | undefined {
 }
 
 /**
- * Validates and compiles a reference or selector. Throws `ReferenceError("InvalidSpec")`
+ * Validates and compiles a reference or selector. Throws `ResolutionError("InvalidSpec")`
  * naming the field to fix; `prefix` is prepended to field names in messages (e.g. "spec.source").
  */
 export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest {

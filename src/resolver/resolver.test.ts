@@ -10,8 +10,8 @@ import { project, type Projection } from "../informers/projection.ts";
 import type { KindHandle, KindInterest, SourceCache } from "../informers/source-cache.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
-import { ReferenceError } from "../errors.ts";
-import { createResolver, type Resolver } from "./resolver.ts";
+import { ResolutionError } from "../errors.ts";
+import { Resolver } from "./resolver.ts";
 import type { AnyReference } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
 
@@ -28,7 +28,7 @@ const discovery: KindResolver = {
   peek: (apiVersion, kind) => (apiVersion === "v1" && kind === "ConfigMap" ? CONFIGMAPS : undefined),
   lookup: async (apiVersion, kind) => {
     if (apiVersion === "v1" && kind === "ConfigMap") return CONFIGMAPS;
-    throw new ReferenceError("KindNotFound", `the API server serves no ${kind} in ${apiVersion}`, {
+    throw new ResolutionError("KindNotFound", `the API server serves no ${kind} in ${apiVersion}`, {
       retryable: false,
     });
   },
@@ -148,7 +148,7 @@ afterEach(async () => {
 function setup() {
   const cache = new FakeCache();
   // CRDs are not followed here: the fake cache serves one kind.
-  resolver = createResolver({ cache, discovery, watchCustomResourceDefinitions: false });
+  resolver = new Resolver({ cache, discovery, watchCustomResourceDefinitions: false });
   const pushed: ResolutionResult[] = [];
   return { cache, kind: cache.kind, resolver, pushed, push: (r: ResolutionResult) => pushed.push(r) };
 }

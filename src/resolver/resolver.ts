@@ -9,7 +9,7 @@
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { asError, isReferenceError, ReferenceError } from "../errors.ts";
+import { asError, isResolutionError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
@@ -33,17 +33,12 @@ export type { Subscription, WatchCallback } from "./subscription.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
-  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
-  kubeConfig?: KubeConfig;
-  /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
-  client?: KubeClient;
-  /** Discovery to share; one over the client is made when absent. */
-  discovery?: KindResolver;
   /**
-   * The source cache to read from (shared with other resolvers; not stopped by
-   * {@link Resolver.stop}); one over the client is made when absent.
+   * Where to connect, with whose credentials: a `KubeConfig` of `@kubernetes/client-node` (2.x),
+   * for example one that `loadFromDefault()` filled. The resolver makes its own connection from
+   * it and closes it on {@link Resolver.stop}.
    */
-  cache?: SourceCache;
+  kubeConfig: KubeConfig;
   /** Structured logger (pino-compatible). @default a silent logger */
   logger?: Logger;
   /** Largest value, in bytes of JSON; larger gives `ValueTooLarge`. @default 32768 */
@@ -88,6 +83,26 @@ export interface ResolverOptions {
   onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
 }
 
+/**
+ * How the controller and the tests wire a resolver to parts they share (a client with its
+ * request metrics, discovery, a source cache, or fakes of the last two): not part of the package's
+ * API, which takes a `kubeConfig` only.
+ * @internal
+ */
+export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
+  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
+  kubeConfig?: KubeConfig;
+  /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
+  client?: KubeClient;
+  /** Discovery to share; one over the client is made when absent. */
+  discovery?: KindResolver;
+  /**
+   * The source cache to read from (shared with other resolvers; not stopped by
+   * {@link Resolver.stop}); one over the client is made when absent.
+   */
+  cache?: SourceCache;
+}
+
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
   /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
@@ -103,7 +118,7 @@ export class Resolver {
   private readonly ownsCache: boolean;
   private readonly waiter: KindWaiter;
   private readonly logger: Logger;
-  private readonly options: ResolverOptions;
+  private readonly options: ResolverWiring;
   private readonly limits: ComputeLimits;
   private readonly indexes = new Map<string, KindIndex>();
   private readonly subs = new Set<Sub>();
@@ -112,7 +127,11 @@ export class Resolver {
   private flushScheduled = false;
   private stopped = false;
 
-  constructor(options: ResolverOptions) {
+  /**
+   * Use {@link createResolver}; the constructor also takes the internal wiring.
+   * @internal
+   */
+  constructor(options: ResolverWiring) {
     if (!options.client && !options.kubeConfig && (!options.cache || !options.discovery))
       throw new Error("createResolver needs a kubeConfig or a client");
     this.options = options;
@@ -166,14 +185,18 @@ export class Resolver {
    * `watch` returns (an invalid reference, or a kind whose informer is already synced), so a
    * callback must not rely on the returned subscription being assigned yet.
    */
-  watch(ref: AnyReference, callback: WatchCallback, options: WatchOptions = {}): Subscription {
+  watch(
+    ref: GenericReference | GenericSelector,
+    callback: WatchCallback,
+    options: WatchOptions = {},
+  ): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
-      this.deliver(sub, { ok: false, error: toReferenceError(err) });
+      this.deliver(sub, { ok: false, error: toResolutionError(err) });
       return sub;
     }
     const sub = new Sub(request, callback, (s) => this.unsubscribe(s));
@@ -190,19 +213,19 @@ export class Resolver {
     return sub;
   }
 
-  /** Resolves a reference once: the value with its source, or throws a ReferenceError. */
+  /** Resolves a reference once: the value with its source, or throws a ResolutionError. */
   async resolve(ref: GenericReference): Promise<ResolvedValue> {
     const result = await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         "resolve() takes a reference; use resolveSelector() for a selector",
       );
     return stripOk(result) as ResolvedValue;
   }
 
-  /** Resolves a selector once: every value with its source, in order, or throws a ReferenceError. */
+  /** Resolves a selector once: every value with its source, in order, or throws a ResolutionError. */
   async resolveSelector(selector: GenericSelector): Promise<ResolvedValues> {
     const result = await this.once(selector);
     if (!result.ok) throw result.error;
@@ -250,7 +273,7 @@ export class Resolver {
       if (!isPending(result)) finish(result);
     });
     const timer = setTimeout(() => {
-      const pending = new ReferenceError(
+      const pending = new ResolutionError(
         "Pending",
         `no result within ${timeoutMs} ms: the first list of ${sub.current ? "the source kind" : "it"} has not completed`,
       );
@@ -283,7 +306,7 @@ export class Resolver {
       resource = await this.discovery.lookup(req.apiVersion, req.kind);
     } catch (err) {
       if (sub.closed) return;
-      const error = toReferenceError(err);
+      const error = toResolutionError(err);
       this.deliver(sub, { ok: false, error });
       if (error.retryable) this.waiter.wait(sub);
       return;
@@ -343,7 +366,7 @@ export class Resolver {
     try {
       return await this.discovery.lookup(apiVersion, kind);
     } catch (err) {
-      return isReferenceError(err) && err.reason === "KindNotFound" ? "Absent" : "Unknown";
+      return isResolutionError(err) && err.reason === "KindNotFound" ? "Absent" : "Unknown";
     }
   }
 
@@ -400,18 +423,18 @@ export class Resolver {
     done.unref?.();
   }
 
-  private checkResource(req: CompiledRequest, resource: ResourceInfo): ReferenceError | undefined {
+  private checkResource(req: CompiledRequest, resource: ResourceInfo): ResolutionError | undefined {
     if (resource.namespaced && !req.namespace) {
-      return new ReferenceError("InvalidSpec", `${req.kind} is namespaced: set the source's namespace`);
+      return new ResolutionError("InvalidSpec", `${req.kind} is namespaced: set the source's namespace`);
     }
     if (!resource.namespaced && req.namespace) {
-      return new ReferenceError(
+      return new ResolutionError(
         "InvalidSpec",
         `${req.kind} is cluster-scoped: remove the source's namespace`,
       );
     }
     if (!resource.verbs.includes("list") || !resource.verbs.includes("watch")) {
-      return new ReferenceError(
+      return new ResolutionError(
         "InvalidSpec",
         `${req.kind} (${resource.resource}) cannot be watched: the API server offers only ${resource.verbs.join(", ") || "no verbs"} on it`,
         { retryable: false },
@@ -421,7 +444,7 @@ export class Resolver {
     if (req.namespace !== undefined) source.namespace = req.namespace;
     if (req.name !== undefined) source.name = req.name;
     const refusal = this.options.sourcePolicy?.(resource, source);
-    if (refusal) return new ReferenceError("Forbidden", refusal);
+    if (refusal) return new ResolutionError("Forbidden", refusal);
     return undefined;
   }
 
@@ -520,9 +543,9 @@ function stripOk(result: ResolutionResult): unknown {
   return rest;
 }
 
-function toReferenceError(err: unknown): ReferenceError {
-  if (isReferenceError(err)) return err;
-  return new ReferenceError("Pending", `could not resolve yet: ${asError(err).message}`, { cause: err });
+function toResolutionError(err: unknown): ResolutionError {
+  if (isResolutionError(err)) return err;
+  return new ResolutionError("Pending", `could not resolve yet: ${asError(err).message}`, { cause: err });
 }
 
 function placeholderRequest(ref: unknown): CompiledRequest {
@@ -553,7 +576,10 @@ function placeholderRequest(ref: unknown): CompiledRequest {
   };
 }
 
-/** Makes a resolver; see {@link ResolverOptions} for what it can be told. */
+/**
+ * Makes a resolver; see {@link ResolverOptions} for what it can be told. Make one per process
+ * and share it: every reference to a kind then shares one list and one watch.
+ */
 export function createResolver(options: ResolverOptions): Resolver {
   return new Resolver(options);
 }

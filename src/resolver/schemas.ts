@@ -36,39 +36,70 @@ export interface ValidationRule {
  * CRD's YAML (the `x-kubernetes-*` names, not `@kubernetes/client-node`'s camelCase models).
  */
 export interface JSONSchemaProps {
+  /** The JSON type of the node. */
   readonly type?: "object" | "array" | "string" | "integer" | "number" | "boolean";
+  /** What `kubectl explain` shows for the node. */
   readonly description?: string;
+  /** The fields of an object, by name. */
   readonly properties?: Readonly<Record<string, JSONSchemaProps>>;
+  /** The fields an object must have. */
   readonly required?: readonly string[];
+  /** The schema of every value of a map, or whether unknown fields are kept. */
   readonly additionalProperties?: JSONSchemaProps | boolean;
+  /** The schema of every item of a list. */
   readonly items?: JSONSchemaProps;
+  /** The values the node may take. */
   readonly enum?: readonly (string | number | boolean)[];
+  /** A format such as `int32`, `int64` or `date-time`. */
   readonly format?: string;
+  /** A regular expression a string must match. */
   readonly pattern?: string;
+  /** The shortest a string may be. */
   readonly minLength?: number;
+  /** The longest a string may be. */
   readonly maxLength?: number;
+  /** The smallest a number may be. */
   readonly minimum?: number;
+  /** The largest a number may be. */
   readonly maximum?: number;
+  /** The fewest items a list may have. */
   readonly minItems?: number;
+  /** The most items a list may have. */
   readonly maxItems?: number;
+  /** The fewest entries a map may have. */
   readonly minProperties?: number;
+  /** The most entries a map may have. */
   readonly maxProperties?: number;
+  /** Whether `null` is accepted (and kept) for the node. */
   readonly nullable?: boolean;
+  /** The value the API server fills in when the field is absent. */
   readonly default?: unknown;
+  /** Keep fields the schema does not declare (any JSON below this node). */
   readonly "x-kubernetes-preserve-unknown-fields"?: boolean;
+  /** The node is an integer or a string. */
   readonly "x-kubernetes-int-or-string"?: boolean;
+  /** The node is a whole Kubernetes object (with apiVersion, kind, metadata). */
   readonly "x-kubernetes-embedded-resource"?: boolean;
+  /** How server-side apply merges the list: `atomic`, `set` or `map`. */
   readonly "x-kubernetes-list-type"?: "atomic" | "set" | "map";
+  /** The keys that identify an item of a `map` list. */
   readonly "x-kubernetes-list-map-keys"?: readonly string[];
+  /** How server-side apply merges the map: `atomic` or `granular`. */
   readonly "x-kubernetes-map-type"?: "atomic" | "granular";
+  /** CEL rules the API server checks on write. */
   readonly "x-kubernetes-validations"?: readonly ValidationRule[];
   /**
+   * Value validations of which exactly one must hold.
+   *
    * Structural schemas allow junctors only over value validations (`required`, `enum`, ...) of
    * fields declared outside them: never `type`, `description` or `default` inside.
    */
   readonly oneOf?: readonly JSONSchemaProps[];
+  /** Value validations of which at least one must hold. */
   readonly anyOf?: readonly JSONSchemaProps[];
+  /** Value validations that must all hold. */
   readonly allOf?: readonly JSONSchemaProps[];
+  /** A value validation that must not hold. */
   readonly not?: JSONSchemaProps;
 }
 
@@ -353,7 +384,10 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
     minMatch: {
       type: "integer",
       format: "int32",
-      description: "Multiple only: fewer matches than this is not resolved (TooFewMatches). Default 1.",
+      description:
+        "Multiple only: the fewest values. Matches not ready or without the field are left out; fewer " +
+        "values is SourceNotReady while not-ready matches would make up the difference, else missing: " +
+        "default or Optional apply, otherwise SourceNotFound, FieldNotFound or TooFewMatches. Default 1.",
       minimum: 0,
     },
     maxMatch: {

@@ -1,4 +1,4 @@
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import { compileRequest, type AnyReference } from "./request.ts";
 import { applyTransform } from "./transform.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";
@@ -61,7 +61,7 @@ describe("applyTransform", () => {
     {
       reason: "a failure stays the failure",
       ref: named({ transform: "value + '!'" }),
-      result: { ok: false, error: new ReferenceError("SourceNotFound", "gone") },
+      result: { ok: false, error: new ResolutionError("SourceNotFound", "gone") },
       want: { ok: false, error: expect.objectContaining({ reason: "SourceNotFound" }) },
     },
     {

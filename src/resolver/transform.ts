@@ -4,7 +4,7 @@
  * own literal, already in the shape they want, and an `Optional` result has no value to shape.
  * A failure is `TransformFailed` (or whatever the engine reports), never a throw.
  */
-import { ReferenceError, isReferenceError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../errors.ts";
 import type { CompiledRequest } from "./request.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";
 
@@ -44,9 +44,9 @@ export function applyTransform(
     if (Array.isArray(value)) return { ok: true, reason: "Available", values: value, sources };
     return { ok: true, reason: "Available", value, sources };
   } catch (err) {
-    const error = isReferenceError(err)
-      ? new ReferenceError(err.reason, `${request.describe}: ${err.message}`)
-      : new ReferenceError("TransformFailed", `${request.describe}: the transform failed unexpectedly`, {
+    const error = isResolutionError(err)
+      ? new ResolutionError(err.reason, `${request.describe}: ${err.message}`)
+      : new ResolutionError("TransformFailed", `${request.describe}: the transform failed unexpectedly`, {
           cause: err,
         });
     return { ok: false, error };

@@ -7,7 +7,7 @@
  * at run time, because most of them arrive as JSON from the API server.
  */
 
-import type { Reason, ReferenceError } from "../errors.ts";
+import type { Reason, ResolutionError } from "../errors.ts";
 import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
 
 /** Whether a missing source or field is an error (`Required`) or resolves to no value (`Optional`). */
@@ -25,8 +25,9 @@ export interface Policy {
    */
   resolve?: ResolvePolicy;
   /**
-   * `Optional` makes a missing source or field resolve with reason `Optional` and no value,
-   * where `Required` fails with `SourceNotFound` or `FieldNotFound`.
+   * `Optional` makes a missing source or field resolve with reason `Optional` and no value
+   * (a `Multiple` selector: empty lists), where `Required` fails with `SourceNotFound`,
+   * `FieldNotFound` or, for a `Multiple` selector, `TooFewMatches`.
    * @default "Required"
    */
   resolution?: ResolutionPolicy;
@@ -41,7 +42,7 @@ export interface RequiredCondition {
 }
 
 /** The fields every reference and selector shares. */
-interface ReferenceCommon {
+export interface ReferenceCommon {
   /** The source's API version (`group/version`, or `v1` for the core group). */
   apiVersion: string;
   /** The source's kind (`LocationS3`, `ConfigMap`). */
@@ -55,8 +56,10 @@ interface ReferenceCommon {
    */
   requireConditions?: RequiredCondition[];
   /**
-   * Any JSON value to use when the source or the field is missing; it wins over
-   * `policy.resolution: Optional` and resolves with reason `Defaulted`.
+   * Any JSON value to use when the source or the field is missing (for a `Multiple` selector:
+   * when it gives fewer than `minMatch` values for want of matches or fields, and then the
+   * default, as a list, stands for the whole list); it wins over `policy.resolution: Optional`
+   * and resolves with reason `Defaulted`.
    * @default undefined (no default)
    */
   default?: unknown;
@@ -137,8 +140,12 @@ export interface GenericSelector extends ReferenceCommon {
    */
   mode?: SelectionMode;
   /**
-   * `Multiple` only: fewer matches than this fails with `TooFewMatches`; 0 lets no match resolve
-   * to an empty list.
+   * `Multiple` only: the fewest values the selection must give. Matches not ready yet, or without
+   * the field, give no value and are left out. Fewer values while not-ready matches would make up
+   * the difference is `SourceNotReady`; otherwise the selection is missing, so `default` or
+   * `policy.resolution: Optional` apply, else it fails with `SourceNotFound` (nothing matches),
+   * `FieldNotFound` (enough objects match, too few have the field) or `TooFewMatches` (too few
+   * objects match). 0 lets no match resolve to an empty list.
    * @default 1
    */
   minMatch?: number;
@@ -184,11 +191,40 @@ export type ResolvedReason = Extract<Reason, "Available" | "Defaulted" | "Option
  * too, with the objects it was computed from in `sources` (test `"sources" in result`).
  */
 export type ResolvedValue =
-  | { reason: "Available"; value: unknown; source?: SourceRef }
-  /** A `Multiple` selector whose transform returned one value, computed from `sources` in order. */
-  | { reason: "Available"; value: unknown; sources: SourceRef[]; source?: undefined }
-  | { reason: "Defaulted"; value: unknown; source?: undefined }
-  | { reason: "Optional"; value?: undefined; source?: undefined };
+  | {
+      /** Read from the source. */
+      reason: "Available";
+      /** The value read (or the `external` literal), with its JSON type. */
+      value: unknown;
+      /** The object it was read from; absent for an `external` literal. */
+      source?: SourceRef;
+    }
+  | {
+      /** Computed by a `Multiple` selector's transform that returned one value. */
+      reason: "Available";
+      /** The transform's result. */
+      value: unknown;
+      /** The objects it was computed from, in order. */
+      sources: SourceRef[];
+      /** Never set: see `sources`. */
+      source?: undefined;
+    }
+  | {
+      /** The source or field is missing and the reference has a `default`. */
+      reason: "Defaulted";
+      /** The reference's `default`, as written. */
+      value: unknown;
+      /** Never set: nothing was read. */
+      source?: undefined;
+    }
+  | {
+      /** The source or field is missing, the policy is `Optional`, and there is no default. */
+      reason: "Optional";
+      /** Never set: there is no value. */
+      value?: undefined;
+      /** Never set: nothing was read. */
+      source?: undefined;
+    };
 
 /**
  * The outcome of resolving a `Multiple` {@link GenericSelector}: `values[i]` was read from
@@ -217,4 +253,13 @@ export interface ResolvedValues {
  * });
  */
 export type ResolutionResult<T extends ResolvedValue | ResolvedValues = ResolvedValue | ResolvedValues> =
-  ({ ok: true } & T) | { ok: false; error: ReferenceError };
+  | ({
+      /** Resolved: the rest is a {@link ResolvedValue} or {@link ResolvedValues}. */
+      ok: true;
+    } & T)
+  | {
+      /** Not resolved now. */
+      ok: false;
+      /** Why: its `reason` is the condition reason, `retryable` whether waiting can help. */
+      error: ResolutionError;
+    };

@@ -1,4 +1,4 @@
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { compileTransform, type TransformInput, type TransformShape } from "./index.ts";
 
 const SINGLE: TransformShape = { mode: "Single", hasDefault: false };
@@ -29,7 +29,7 @@ function run(
       value: compileTransform(text, shape).evaluate(input, { maxValueBytes }).value,
     };
   } catch (err) {
-    if (!isReferenceError(err)) throw err;
+    if (!isResolutionError(err)) throw err;
     return { ok: false as const, reason: err.reason, message: err.message };
   }
 }
@@ -225,7 +225,7 @@ describe("a transform that cannot compile is InvalidSpec with its position", () 
     } catch (err) {
       caught = err;
     }
-    expect(isReferenceError(caught) && caught.reason).toBe("InvalidSpec");
+    expect(isResolutionError(caught) && caught.reason).toBe("InvalidSpec");
     const message = (caught as Error).message;
     expect(message.startsWith("spec.transform:")).toBe(true);
     for (const part of want) expect(message).toContain(part);

@@ -4,13 +4,13 @@
  * Each expression is parsed and type-checked once, in an environment that declares exactly the
  * variables its request binds (`value` or `values`, `sources`, and `default` only when a default
  * is set), and kept in a bounded cache keyed by its text. An evaluation has a cost budget and
- * its result a size limit; whatever goes wrong is a `ReferenceError`: `InvalidSpec` at compile
+ * its result a size limit; whatever goes wrong is a `ResolutionError`: `InvalidSpec` at compile
  * time (with the line and column), `TransformFailed` at run time. Evaluation never throws
  * anything else and never runs past its budget.
  */
 import { Environment } from "@marcbachmann/cel-js";
 import { LRUCache } from "lru-cache";
-import { ReferenceError, isReferenceError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../errors.ts";
 import { CostExceeded, DEFAULT_COST_BUDGET, Meter, installMeter } from "./cost.ts";
 import { ExtensionError, registerExtensions } from "./extensions.ts";
 import { toCel, toJson } from "./json.ts";
@@ -66,7 +66,7 @@ export interface CompiledTransform {
   readonly text: string;
   /** What it was compiled for. */
   readonly shape: TransformShape;
-  /** Evaluates with `input`; throws only a `ReferenceError` with reason `TransformFailed`. */
+  /** Evaluates with `input`; throws only a `ResolutionError` with reason `TransformFailed`. */
   evaluate(input: TransformInput, limits: EvaluateLimits): TransformOutput;
 }
 
@@ -113,7 +113,7 @@ function engineFor(shape: TransformShape): Engine {
   return engine;
 }
 
-const cache = new LRUCache<string, CompiledTransform | ReferenceError>({ max: COMPILE_CACHE_SIZE });
+const cache = new LRUCache<string, CompiledTransform | ResolutionError>({ max: COMPILE_CACHE_SIZE });
 
 /** Where in `text` the offset `pos` is, as `line L, column C` (both from 1). */
 function position(text: string, pos: unknown): string {
@@ -191,7 +191,7 @@ function refusedCall(node: unknown, seen = new Set<unknown>()): { name: string; 
 
 /**
  * Compiles `text` for `shape`, from the cache when it was compiled before. Throws
- * `ReferenceError("InvalidSpec")` naming `field` and the position when it does not parse or
+ * `ResolutionError("InvalidSpec")` naming `field` and the position when it does not parse or
  * type-check.
  */
 export function compileTransform(
@@ -205,9 +205,9 @@ export function compileTransform(
     entry = compileUncached(text, shape, field);
     cache.set(key, entry);
   }
-  if (isReferenceError(entry)) {
+  if (isResolutionError(entry)) {
     // The cached error names the field of the request that compiled it first.
-    throw new ReferenceError("InvalidSpec", entry.message.replace(/^[^:]*:/, `${field}:`));
+    throw new ResolutionError("InvalidSpec", entry.message.replace(/^[^:]*:/, `${field}:`));
   }
   return entry;
 }
@@ -216,11 +216,11 @@ function compileUncached(
   text: string,
   shape: TransformShape,
   field: string,
-): CompiledTransform | ReferenceError {
+): CompiledTransform | ResolutionError {
   if (typeof text !== "string" || text.trim() === "")
-    return new ReferenceError("InvalidSpec", `${field}: must be a non-empty CEL expression`);
+    return new ResolutionError("InvalidSpec", `${field}: must be a non-empty CEL expression`);
   if (text.length > MAX_TRANSFORM_LENGTH) {
-    return new ReferenceError(
+    return new ResolutionError(
       "InvalidSpec",
       `${field}: is ${text.length} characters, over the limit of ${MAX_TRANSFORM_LENGTH}`,
     );
@@ -230,7 +230,7 @@ function compileUncached(
   try {
     program = engine.env.parse(text) as unknown as Program;
   } catch (err) {
-    return new ReferenceError(
+    return new ResolutionError(
       "InvalidSpec",
       `${field}: does not parse: ${headline(err)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
     );
@@ -246,14 +246,14 @@ function compileUncached(
           : /Unknown variable: default\b/.test(headline(err))
             ? " (default is bound only when the request sets a default)"
             : "";
-    return new ReferenceError(
+    return new ResolutionError(
       "InvalidSpec",
       `${field}: does not type-check: ${headline(err)}${hint}${position(text, err?.node?.pos)}`,
     );
   }
   const refused = refusedCall(program.ast);
   if (refused) {
-    return new ReferenceError(
+    return new ResolutionError(
       "InvalidSpec",
       `${field}: ${REFUSED[refused.name]}${position(text, refused.pos)}`,
     );
@@ -265,8 +265,8 @@ function compileUncached(
   };
 }
 
-function failed(message: string): ReferenceError {
-  return new ReferenceError("TransformFailed", message);
+function failed(message: string): ResolutionError {
+  return new ResolutionError("TransformFailed", message);
 }
 
 function evaluate(
@@ -291,7 +291,7 @@ function evaluate(
   } catch (err) {
     if (meter.exceeded || err instanceof CostExceeded)
       throw failed(`the transform exceeded its cost budget of ${budget}: make it do less work`);
-    if (isReferenceError(err)) throw err;
+    if (isResolutionError(err)) throw err;
     if (err instanceof RangeError) throw failed(`the transform ran out of room: ${headline(err)}`);
     throw failed(
       `the transform failed: ${err instanceof ExtensionError ? headline(err) : withoutValues(headline(err), text, input)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,

@@ -6,13 +6,13 @@
  * writes them, a timestamp RFC 3339 text, a duration text such as `"90s"`, and an optional its
  * value. Anything else (a NaN, a type) is a runtime error: a transform must return JSON.
  */
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 
 /** Deepest nesting of lists and maps converted either way; deeper data fails instead of exhausting the stack. */
 export const MAX_DEPTH = 100;
 
 function tooDeep(): never {
-  throw new ReferenceError(
+  throw new ResolutionError(
     "TransformFailed",
     `the transform's input or result is nested deeper than ${MAX_DEPTH} levels`,
   );
@@ -38,7 +38,7 @@ export function toCel(value: unknown, depth = 0): unknown {
 }
 
 function runtime(message: string): never {
-  throw new ReferenceError("TransformFailed", message);
+  throw new ResolutionError("TransformFailed", message);
 }
 
 /** The JSON value of a CEL result; throws `TransformFailed` for what JSON cannot hold. */

@@ -3,7 +3,7 @@
  * type-check is refused when it is written, with the message (and position) the controller
  * would otherwise report as `InvalidSpec`.
  */
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { compileTransform } from "../transform/index.ts";
 
 /**
@@ -25,7 +25,7 @@ export function transformProblem(object: unknown): string | undefined {
     );
     return undefined;
   } catch (err) {
-    if (isReferenceError(err) && err.reason === "InvalidSpec") return err.message;
+    if (isResolutionError(err) && err.reason === "InvalidSpec") return err.message;
     return `spec.transform could not be checked: ${(err as Error).message}`;
   }
 }

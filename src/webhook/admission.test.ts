@@ -1,4 +1,4 @@
-import { ReferenceError } from "../errors.ts";
+import { ResolutionError } from "../errors.ts";
 import { ApiError } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
@@ -35,18 +35,18 @@ const RESOURCES: Record<string, ResourceInfo> = {
 const discovery: KindResolver = {
   lookup: async (apiVersion, kind) => {
     if (apiVersion === "broken")
-      throw new ReferenceError(
+      throw new ResolutionError(
         "InvalidSpec",
         `apiVersion "broken" is not of the form "v1" or "group/version"`,
       );
     if (apiVersion === "forbidden.example.com/v1")
-      throw new ReferenceError(
+      throw new ResolutionError(
         "Forbidden",
         "the controller may not read the discovery document of forbidden.example.com/v1",
       );
     const info = RESOURCES[`${apiVersion}/${kind}`];
     if (!info)
-      throw new ReferenceError(
+      throw new ResolutionError(
         "KindNotFound",
         `no kind ${kind} in ${apiVersion}: the API server does not serve ${apiVersion}`,
       );

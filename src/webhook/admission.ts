@@ -10,7 +10,7 @@
  * authorizers decide. Every path that cannot reach an answer refuses: a security check that
  * fails open is no check. SECURITY.md explains each decision.
  */
-import { isReferenceError } from "../errors.ts";
+import { isResolutionError } from "../errors.ts";
 import { stableStringify } from "../controller/status.ts";
 import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../controller/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -116,12 +116,12 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
     try {
       resourceInfo = await untilAborted(options.discovery.lookup(reads.apiVersion, reads.kind), signal);
     } catch (err) {
-      if (isReferenceError(err) && err.reason === "InvalidSpec") {
+      if (isResolutionError(err) && err.reason === "InvalidSpec") {
         // The controller cannot map such a source to anything, so it reads nothing and reports
         // InvalidSpec; any change of spec.source comes back here.
         return allow(`${err.message}: the controller reads nothing until spec.source is fixed`);
       }
-      if (!(isReferenceError(err) && err.reason === "KindNotFound")) {
+      if (!(isResolutionError(err) && err.reason === "KindNotFound")) {
         logger.warn({ referable, err: (err as Error).message }, "could not map the source kind");
         return refuse(
           500,

@@ -8,7 +8,7 @@ import { EventRecorder } from "../../src/controller/events.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { sourcePolicy } from "../../src/main.ts";
 import { ControllerMetrics } from "../../src/metrics.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { Resolver } from "../../src/resolver/resolver.ts";
 import { adminClient, uniqueName, waitFor } from "./kube.ts";
 
 export const SHARD_LABEL = "test.referable.dev/shard";
@@ -35,7 +35,7 @@ export async function startTestController(
   const client = options.client ?? adminClient();
   const shard = uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
-  const resolver = createResolver({
+  const resolver = new Resolver({
     client,
     informerLingerMs: 0,
     kindRetryMs: [200, 2000],

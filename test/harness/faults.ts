@@ -23,7 +23,7 @@ import {
 import type { Logger } from "../../src/log.ts";
 import { sourcePolicy } from "../../src/main.ts";
 import { ControllerMetrics } from "../../src/metrics.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { Resolver } from "../../src/resolver/resolver.ts";
 import { SHARD_LABEL } from "./controller.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -649,7 +649,7 @@ export async function startInProcessController(options: {
 }): Promise<InProcessController> {
   const logger = memoryLogger();
   const metrics = new ControllerMetrics({ defaultMetrics: false });
-  const resolver = createResolver({
+  const resolver = new Resolver({
     client: options.client,
     logger,
     informerLingerMs: 0,

@@ -52,6 +52,22 @@ export function testKubeConfig(): KubeConfig {
   return kc;
 }
 
+/**
+ * The test cluster's kubeconfig, reporting every request `@kubernetes/client-node` makes with it
+ * when the request starts (each one is authenticated through it): `PATCH`, `get/list`, `watch`.
+ */
+export function observedKubeConfig(onRequest: (verb: string) => void): KubeConfig {
+  const kc = testKubeConfig();
+  const authenticate = kc.applySecurityAuthentication.bind(kc);
+  kc.applySecurityAuthentication = async (context) => {
+    const method = context.getHttpMethod().toString();
+    const watch = new URL(context.getUrl()).searchParams.get("watch") === "true";
+    onRequest(method !== "GET" ? method : watch ? "watch" : "get/list");
+    await authenticate(context);
+  };
+  return kc;
+}
+
 const openClients: KubeClient[] = [];
 
 /** An admin client; closed by {@link closeTestClients}. */

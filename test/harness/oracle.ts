@@ -158,7 +158,7 @@ function derive(spec: Spec | undefined, world: World): Expectation {
   const multiple = spec?.selection?.mode === "Multiple";
 
   // The one place where a missing source or field meets Required, Optional and default.
-  const missing = (reason: "SourceNotFound" | "FieldNotFound"): Expectation => {
+  const missing = (reason: "SourceNotFound" | "FieldNotFound" | "TooFewMatches"): Expectation => {
     if (spec?.default !== undefined && spec.default !== null) {
       return multiple
         ? {
@@ -209,7 +209,9 @@ function derive(spec: Spec | undefined, world: World): Expectation {
     sources.push(idOf(obj));
     if (maxMatch !== undefined && values.length >= maxMatch) break;
   }
-  if (values.length < minMatch) return fail("TooFewMatches");
+  // Too few values is a missing selection: FieldNotFound when enough objects match, else TooFewMatches.
+  if (values.length < minMatch)
+    return missing(matched.length >= minMatch ? "FieldNotFound" : "TooFewMatches");
   return { ready: "True", reason: "Available", values, sources };
 }
 

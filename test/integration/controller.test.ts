@@ -184,6 +184,28 @@ describe("every reason from a real situation, and recovery", () => {
     expect(two.status.sources?.map((s) => s.name)).toEqual([`${tier}-a`, `${tier}-b`]);
   });
 
+  it("Multiple mode: matches without the field leave the selection missing, so spec.default is published until one has it", async () => {
+    const tier = uniqueName("tier");
+    await createConfigMap(`${tier}-a`, { other: "x" }, { tier });
+    const rf = await createReferable({
+      source: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        selector: { matchLabels: { tier } },
+        fieldPath: "data.v",
+      },
+      selection: { mode: "Multiple" },
+      default: ["fallback"],
+    });
+    const defaulted = await waitForReason(admin, rf, "Defaulted");
+    expect(defaulted.status.values).toEqual(["fallback"]);
+    await mergePatch(cmPath(`${tier}-a`), { data: { v: "a" } });
+    const available = await waitForReason(admin, rf, "Available");
+    expect(available.status.values).toEqual(["a"]);
+    expect(available.status.sources?.map((s) => s.name)).toEqual([`${tier}-a`]);
+  });
+
   it("InvalidSpec for a fieldPath that does not parse, and recovery when the spec is fixed", async () => {
     const cm = uniqueName("cm");
     await createConfigMap(cm, { v: "ok" });

@@ -13,12 +13,12 @@
 import { jest } from "@jest/globals";
 import { ReferableController } from "../../src/controller/controller.ts";
 import { EventRecorder } from "../../src/controller/events.ts";
-import { isReferenceError } from "../../src/errors.ts";
+import { isResolutionError } from "../../src/errors.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
 import { sourcePolicy } from "../../src/main.ts";
 import type { Logger } from "../../src/log.ts";
 import { ControllerMetrics } from "../../src/metrics.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { Resolver } from "../../src/resolver/resolver.ts";
 import { getReferable, SHARD_LABEL, waitForReason, type ReferableView } from "../harness/controller.ts";
 import {
   adminClient,
@@ -59,7 +59,7 @@ async function startStack(options: { maxValueBytes?: number; logger?: Logger } =
   const shard = uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
   const logger = options.logger;
-  const resolver = createResolver({
+  const resolver = new Resolver({
     client,
     informerLingerMs: 0,
     kindRetryMs: [200, 2000],
@@ -373,7 +373,7 @@ describe("sources that cannot be read", () => {
       const direct = await stack.resolver
         .resolve({ apiVersion, kind: "ConfigMap", namespace: ns, name: "x", fieldPath: "data.v" })
         .catch((e: unknown) => e);
-      expect(isReferenceError(direct) && direct.reason).toBe("InvalidSpec");
+      expect(isResolutionError(direct) && direct.reason).toBe("InvalidSpec");
     },
   );
 

@@ -31,10 +31,49 @@ async function run(cwd: string, file: string, code: string): Promise<string> {
   return stdout.trim();
 }
 
-const ESM = `import { createResolver, Reasons, isReferenceError } from "referable";
-console.log(typeof createResolver, Reasons.Available, typeof isReferenceError);`;
+const ESM = `import { createResolver, Reasons, isResolutionError } from "referable";
+console.log(typeof createResolver, Reasons.Available, typeof isResolutionError);`;
 const CJS = `const { createResolver, Reasons } = require("referable");
 console.log(typeof createResolver, Reasons.Available);`;
+
+/**
+ * A consumer as docs/library.md shows one. Each `@ts-expect-error` fails the compile if the line
+ * under it type-checks, so the internals staying out of the published types is checked too.
+ */
+const TYPED_CONSUMER = `import { KubeConfig } from "@kubernetes/client-node";
+import {
+  createResolver,
+  isResolutionError,
+  Reasons,
+  type GenericReference,
+  type ResolutionResult,
+  type Resolver,
+} from "referable";
+// @ts-expect-error the raw-JSON client is internal
+import { KubeClient } from "referable";
+// @ts-expect-error the old name of the error guard is gone
+import { isReferenceError } from "referable";
+
+export async function arnOf(kubeConfig: KubeConfig, ref: GenericReference): Promise<string> {
+  const resolver: Resolver = createResolver({ kubeConfig });
+  try {
+    const { value } = await resolver.resolve(ref);
+    return String(value);
+  } catch (err) {
+    if (!isResolutionError(err)) throw err;
+    return err.reason === Reasons.SourceNotFound ? "missing" : \`\${err.reason}: \${err.message}\`;
+  } finally {
+    await resolver.stop();
+  }
+}
+
+export const pushed = (result: ResolutionResult): string | boolean =>
+  result.ok ? result.reason : result.error.retryable;
+
+// @ts-expect-error a resolver is made with a kubeConfig, not a client
+createResolver({ client: {} });
+export { KubeClient, isReferenceError };
+`;
 
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), "referable-package-test-"));
@@ -81,6 +120,42 @@ describe("installed into a new project", () => {
       await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", install());
       expect(await run(project, "esm.mjs", ESM)).toBe("function Available function");
       expect(await run(project, "cjs.cjs", CJS)).toBe("function Available");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "from the npm pack tarball: a TypeScript consumer compiles against the published types, which hold the curated API only",
+    async () => {
+      const project = await mkdtemp(join(tmp, "typed-consumer-"));
+      await writeFile(
+        join(project, "package.json"),
+        JSON.stringify({ name: "consumer", private: true, type: "module" }),
+      );
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      await writeFile(join(project, "consumer.ts"), TYPED_CONSUMER);
+      await writeFile(
+        join(project, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2023",
+            module: "NodeNext",
+            moduleResolution: "NodeNext",
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            types: ["node"],
+            typeRoots: [join(repoRoot, "node_modules", "@types")],
+          },
+          files: ["consumer.ts"],
+        }),
+      );
+      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
+        () => "compiles",
+        (err: { stdout?: string }) => err.stdout ?? String(err),
+      );
+      expect(result).toBe("compiles");
     },
     STEP_MS,
   );

@@ -4,7 +4,7 @@
  * forbids a kind, and one shared informer per kind.
  */
 import type { KubeClient } from "../../src/kube/client.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { createResolver, Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
   closeTestClients,
@@ -157,6 +157,37 @@ describe("label selectors", () => {
       message: expect.stringContaining("minMatch is 4"),
     });
   });
+
+  it("Multiple: matches without the field are left out; a selection left short is missing, so default applies", async () => {
+    const tier = uniqueName("tier");
+    await createConfigMap(`${tier}-a`, { other: "x" }, { tier });
+    await createConfigMap(`${tier}-b`, { other: "y" }, { tier });
+    const base = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: ns,
+      matchLabels: { tier },
+      fieldPath: "data.v",
+      mode: "Multiple" as const,
+    };
+    await expect(resolver.resolveSelector(base)).rejects.toMatchObject({
+      reason: "FieldNotFound",
+      message: expect.stringContaining("2 objects match"),
+    });
+    const rec = new ResultRecorder();
+    const sub = resolver.watch({ ...base, default: ["fallback"] }, rec.push);
+    try {
+      expect(await rec.reason("Defaulted")).toMatchObject({ values: ["fallback"], sources: [] });
+      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${tier}-b`, { data: { v: "b" } });
+      const available = await rec.reason("Available");
+      expect(available).toMatchObject({ values: ["b"] });
+      expect(available.ok && "sources" in available && available.sources.map((s) => s.name)).toEqual([
+        `${tier}-b`,
+      ]);
+    } finally {
+      sub.close();
+    }
+  });
 });
 
 describe("RBAC", () => {
@@ -199,7 +230,7 @@ describe("RBAC", () => {
 describe("informer sharing", () => {
   it("serves 100 references to one kind with one informer and one watch, and closes it with the last", async () => {
     const client = adminClient();
-    const shared = createResolver({ client, informerLingerMs: 0 });
+    const shared = new Resolver({ client, informerLingerMs: 0 });
     const name = uniqueName("shared");
     await createConfigMap(name, { k: "v" });
     const recs = Array.from({ length: 100 }, () => new ResultRecorder());
