@@ -64,4 +64,6 @@ export type {
   WatchStream,
 } from "./kube/client.ts";
 export type { ResourceInfo } from "./kube/discovery.ts";
+export { loadKubeConfig } from "./kube/kubeconfig.ts";
+export type { LoadKubeConfigOptions } from "./kube/kubeconfig.ts";
 export type { Logger } from "./log.ts";

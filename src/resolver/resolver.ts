@@ -35,6 +35,12 @@ export type { Subscription, WatchCallback } from "./subscription.ts";
 export interface ResolverOptions {
   /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
   kubeConfig?: KubeConfig;
+  /**
+   * The context of `kubeConfig` to connect with, instead of its current context (kubectl's
+   * `--context`); the KubeConfig itself is not changed. Only with `kubeConfig` (a shared `client`
+   * was made with its own). @default the kubeConfig's current context
+   */
+  context?: string;
   /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
   client?: KubeClient;
   /** Discovery to share; one over the client is made when absent. */
@@ -115,11 +121,15 @@ export class Resolver {
   constructor(options: ResolverOptions) {
     if (!options.client && !options.kubeConfig && (!options.cache || !options.discovery))
       throw new Error("createResolver needs a kubeConfig or a client");
+    if (options.context !== undefined && (options.client || !options.kubeConfig))
+      throw new Error(
+        "createResolver's context chooses a context of its kubeConfig: give a kubeConfig, not a client",
+      );
     this.options = options;
     const needsClient = !options.cache || !options.discovery;
     this.client =
       options.client ??
-      (needsClient || options.kubeConfig ? new KubeClient({ kubeConfig: options.kubeConfig! }) : undefined);
+      (needsClient || options.kubeConfig ? new KubeClient(clientOptions(options)) : undefined);
     this.ownsClient = !options.client && this.client !== undefined;
     this.logger = options.logger ?? silentLogger;
     this.discovery = options.discovery ?? new Discovery({ client: this.client! });
@@ -551,6 +561,12 @@ function placeholderRequest(ref: unknown): CompiledRequest {
     sortKey: undefined,
     conditionsKey: undefined,
   };
+}
+
+function clientOptions(options: ResolverOptions): ConstructorParameters<typeof KubeClient>[0] {
+  const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
+  if (options.context !== undefined) out.context = options.context;
+  return out;
 }
 
 /** Makes a resolver; see {@link ResolverOptions} for what it can be told. */
