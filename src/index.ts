@@ -64,6 +64,7 @@ export type {
   WatchStream,
 } from "./kube/client.ts";
 export type { ResourceInfo } from "./kube/discovery.ts";
+export type { ResolveOptions } from "./resolver/resolver.ts";
 export { loadKubeConfig } from "./kube/kubeconfig.ts";
 export type { LoadKubeConfigOptions } from "./kube/kubeconfig.ts";
 export type { Logger } from "./log.ts";
