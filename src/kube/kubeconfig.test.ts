@@ -251,6 +251,20 @@ describe("loadKubeConfig and loadClusterAccess with a KUBECONFIG list", () => {
     expect(kc.getCurrentCluster()?.server).toBe("https://two:1");
   });
 
+  it("loadKubeConfig minds only the entries of the context it uses, as kubectl does", async () => {
+    const [good, odd] = await files(
+      {
+        "current-context": "ok",
+        clusters: [cluster("k", "https://k:1")],
+        contexts: [context("ok", "k", "u")],
+        users: [user("u", { token: "t" })],
+      },
+      { clusters: [{ name: "no-server", cluster: {} }], contexts: [{ name: "no-cluster", context: {} }] },
+    );
+    const kc = await loadKubeConfig({ kubeconfig: [good!, odd!] });
+    expect(kc.getCurrentCluster()?.server).toBe("https://k:1");
+  });
+
   it("loadKubeConfig refuses a context no file defines", async () => {
     await expect(loadKubeConfig({ kubeconfig: await twoFiles(), context: "third" })).rejects.toThrow(
       'has no context "third"',

@@ -13,8 +13,8 @@
  *
  * `@kubernetes/client-node`'s `loadFromDefault()` differs: the last file's `current-context`
  * wins, a name defined twice throws, and a missing file throws. This module is the one place
- * both the controller ({@link loadClusterAccess}) and library callers ({@link loadKubeConfig})
- * get the kubectl behaviour from.
+ * both the controller (`loadClusterAccess` in access.ts) and library callers
+ * ({@link loadKubeConfig}) get the kubectl behaviour from.
  */
 import { readFile, stat } from "node:fs/promises";
 import { homedir } from "node:os";
@@ -220,7 +220,9 @@ export async function toKubeConfig(doc: KubeconfigDocument, context: string): Pr
   const { KubeConfig } = await import("@kubernetes/client-node");
   const kc = new KubeConfig();
   // JSON is YAML; every relative path in `doc` is already absolute, so nothing depends on a folder.
-  kc.loadFromString(JSON.stringify({ ...doc, "current-context": context }));
+  // An entry client-node finds invalid (a cluster without a server) is left out, not fatal:
+  // kubectl too only minds the entries of the context it uses, which selectContext checked.
+  kc.loadFromString(JSON.stringify({ ...doc, "current-context": context }), { onInvalidEntry: "filter" });
   return kc;
 }
 
