@@ -110,7 +110,10 @@ export interface LoadOptions {
    * pod, else ~/.kube/config.
    */
   kubeconfig?: string | readonly string[] | undefined;
-  /** The context to use instead of the kubeconfig's current-context (kubectl's `--context`). */
+  /**
+   * The context to use instead of the kubeconfig's current-context (kubectl's `--context`).
+   * @default the first current-context the files set
+   */
   context?: string | undefined;
   /** The environment to read KUBERNETES_SERVICE_HOST/PORT and HOME from. */
   env: Readonly<Record<string, string | undefined>>;

@@ -234,7 +234,10 @@ export interface LoadKubeConfigOptions {
    * environment variable itself). @default `~/.kube/config`, else (in a pod) the service account
    */
   kubeconfig?: string | readonly string[] | undefined;
-  /** The context to use instead of the files' `current-context` (kubectl's `--context`). */
+  /**
+   * The context to use instead of the files' `current-context` (kubectl's `--context`).
+   * @default the first `current-context` the files set
+   */
   context?: string | undefined;
 }
 
