@@ -6,6 +6,7 @@
  *   npm run bench                      # sizes 100, 1000, 10000; rates 50 and 200 updates/s
  *   npm run bench -- --quick           # CI smoke: size 100, rate 50, short phases
  *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
+ *   npm run bench -- --quick --scenarios reads   # only the library's cached vs consistent reads
  *
  * Numbers go in the table, never in assertions.
  */
@@ -20,6 +21,7 @@ import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/clien
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
+import { measureReads, printReads, type ReadsResult } from "./reads.ts";
 import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
 
 // ---------- options ----------
@@ -44,8 +46,12 @@ const hotUpdates = Number(arg("hot-updates") ?? (quick ? 40 : 200));
 /** The idle scenario: how long the settled controller is watched doing nothing. */
 const idleSeconds = Number(arg("idle-seconds") ?? (quick ? 10 : 60));
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle. @default all */
-const scenarios = new Set((arg("scenarios") ?? "sizes,hot,fanout,selectors,content,idle").split(","));
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads. @default all */
+const scenarios = new Set((arg("scenarios") ?? "sizes,hot,fanout,selectors,content,idle,reads").split(","));
+/** Scenarios that run the controller process (and so need its idle baseline). */
+const controllerScenarios = ["sizes", "hot", "fanout", "selectors", "content", "idle"].filter((s) =>
+  scenarios.has(s),
+);
 const profile = process.argv.includes("--profile");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
@@ -1100,13 +1106,16 @@ async function main(): Promise<void> {
     const floor = await measureFloor(client, quick ? 30 : 200);
 
     // The controller's heap with no Referables: the base for bytes per Referable.
-    const idle = await startController(plane.kubeconfigPath, `bench-set=${RUN}-none`);
-    const baseline = await cost(idle);
-    await idle.stop();
+    let baseline: Cost | undefined;
+    if (controllerScenarios.length > 0) {
+      const idle = await startController(plane.kubeconfigPath, `bench-set=${RUN}-none`);
+      baseline = await cost(idle);
+      await idle.stop();
+    }
 
     const results: SizeResult[] = [];
     if (scenarios.has("sizes"))
-      for (const n of sizes) results.push(await runSize(client, plane, n, baseline.heapMiB));
+      for (const n of sizes) results.push(await runSize(client, plane, n, baseline!.heapMiB));
     const hot = scenarios.has("hot") ? await runHotSource(client, plane) : undefined;
     const fan = scenarios.has("fanout") ? await runFanOut(client, plane, fanOut) : undefined;
     const selectors = scenarios.has("selectors")
@@ -1116,6 +1125,10 @@ async function main(): Promise<void> {
       ? await runClusterContent(client, plane, contentRefs, contentObjects)
       : undefined;
     const idleResult = scenarios.has("idle") ? await runIdle(client, plane, 10) : undefined;
+    if (scenarios.has("reads")) log("measuring one-shot reads (cached and consistent)");
+    const reads = scenarios.has("reads")
+      ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
+      : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -1150,6 +1163,7 @@ async function main(): Promise<void> {
       selectors,
       content,
       idle: idleResult,
+      reads,
       transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
@@ -1168,7 +1182,7 @@ function printTable(r: {
   node: string;
   kubernetes: string;
   floor: Floor;
-  baseline: Cost;
+  baseline: Cost | undefined;
   sizes: SizeResult[];
   hot: HotResult[] | undefined;
   fanOut: FanOutResult | undefined;
@@ -1176,6 +1190,7 @@ function printTable(r: {
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
   idle: IdleResult | undefined;
+  reads: ReadsResult | undefined;
   transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
@@ -1187,34 +1202,37 @@ function printTable(r: {
     `floor (write ack → plain watch, + one status patch): p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms` +
       ` [watch p50 ${ms(r.floor.watchDelivery.p50)} p99 ${ms(r.floor.watchDelivery.p99)}; patch p50 ${ms(r.floor.statusPatch.p50)} p99 ${ms(r.floor.statusPatch.p99)}]`,
   );
-  p("");
-  p(
-    "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | in controller p50/p99 ms | max queue | status patch p50/p99 ms | status writes | requests in phase |",
-  );
-  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-  for (const s of r.sizes) {
-    for (const prop of s.propagation) {
-      const req = Object.entries(prop.requests)
-        .filter(([, v]) => v > 0)
-        .map(([k, v]) => `${k} ${v}`)
-        .join(", ");
+  if (r.sizes.length > 0 || r.baseline) {
+    p("");
+    p(
+      "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | in controller p50/p99 ms | max queue | status patch p50/p99 ms | status writes | requests in phase |",
+    );
+    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (const s of r.sizes) {
+      for (const prop of s.propagation) {
+        const req = Object.entries(prop.requests)
+          .filter(([, v]) => v > 0)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ");
+        p(
+          `| ${s.n} | ${prop.rate} | ${prop.seen}/${prop.updates} | ${ms(prop.latency.p50)} | ${ms(prop.latency.p95)} | ${ms(prop.latency.p99)} | ${ms(prop.latency.max)} | ${(prop.latency.p99 / r.floor.p99).toFixed(2)} | ≤${ms(prop.controllerP50)} / ≤${ms(prop.controllerP99)} | ${prop.maxQueueDepth} | ≤${ms(prop.patchP50)} / ≤${ms(prop.patchP99)} | ${prop.statusWrites} | ${req} |`,
+        );
+      }
+    }
+    p("");
+    p(
+      "| Referables | cold start s | restart s | writes after restart | RSS MiB | heap used / total MiB | external MiB | bytes/Referable | watches | source informers |",
+    );
+    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    if (r.baseline)
       p(
-        `| ${s.n} | ${prop.rate} | ${prop.seen}/${prop.updates} | ${ms(prop.latency.p50)} | ${ms(prop.latency.p95)} | ${ms(prop.latency.p99)} | ${ms(prop.latency.max)} | ${(prop.latency.p99 / r.floor.p99).toFixed(2)} | ≤${ms(prop.controllerP50)} / ≤${ms(prop.controllerP99)} | ${prop.maxQueueDepth} | ≤${ms(prop.patchP50)} / ≤${ms(prop.patchP99)} | ${prop.statusWrites} | ${req} |`,
+        `| 0 (idle) | - | - | - | ${r.baseline.rssMiB} | ${r.baseline.heapMiB} / ${r.baseline.heapTotalMiB} | ${r.baseline.externalMiB} | - | ${r.baseline.watches} | ${r.baseline.informers} |`,
+      );
+    for (const s of r.sizes) {
+      p(
+        `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} / ${s.cost.heapTotalMiB} | ${s.cost.externalMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
       );
     }
-  }
-  p("");
-  p(
-    "| Referables | cold start s | restart s | writes after restart | RSS MiB | heap used / total MiB | external MiB | bytes/Referable | watches | source informers |",
-  );
-  p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  p(
-    `| 0 (idle) | - | - | - | ${r.baseline.rssMiB} | ${r.baseline.heapMiB} / ${r.baseline.heapTotalMiB} | ${r.baseline.externalMiB} | - | ${r.baseline.watches} | ${r.baseline.informers} |`,
-  );
-  for (const s of r.sizes) {
-    p(
-      `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} / ${s.cost.heapTotalMiB} | ${s.cost.externalMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
-    );
   }
   p("");
   if (r.hot) {
@@ -1251,6 +1269,10 @@ function printTable(r: {
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
     );
   p("");
+  if (r.reads) {
+    printReads(r.reads, p);
+    p("");
+  }
   printTransforms(r.transforms, p);
 }
 

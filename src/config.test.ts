@@ -16,6 +16,7 @@ describe("parseConfig", () => {
     const { identity, ...rest } = config;
     expect(rest).toEqual({
       kubeconfig: undefined,
+      context: undefined,
       metricsBindAddress: ":8080",
       healthProbeBindAddress: ":8081",
       leaderElect: false,
@@ -141,6 +142,12 @@ describe("parseConfig", () => {
       argv: ["--referable-selector", "shard=a"],
       env: { KUBECONFIG: "/tmp/kc" },
       want: { kubeconfig: "/tmp/kc", referableSelector: "shard=a" },
+    },
+    {
+      reason: "a KUBECONFIG list is kept whole (merged when loaded), and --context picks a context",
+      argv: ["--context", "staging"],
+      env: { KUBECONFIG: "/a/config:/b/config" },
+      want: { kubeconfig: "/a/config:/b/config", context: "staging" },
     },
     {
       reason: "an empty optional string flag is unset, even over the environment",

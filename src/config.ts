@@ -11,6 +11,7 @@ import { parseBindAddress } from "./server.ts";
 /** The parsed configuration. */
 export interface Config {
   readonly kubeconfig: string | undefined;
+  readonly context: string | undefined;
   readonly metricsBindAddress: string;
   readonly healthProbeBindAddress: string;
   readonly leaderElect: boolean;
@@ -55,7 +56,15 @@ const OPTIONS: OptionSpec[] = [
     env: "KUBECONFIG",
     kind: "string",
     default: "",
-    help: "kubeconfig file; in-cluster config when empty and running in a pod, else ~/.kube/config",
+    help: "kubeconfig files, a list separated by ':' (';' on Windows) merged as kubectl merges KUBECONFIG; in-cluster config when empty and running in a pod, else ~/.kube/config",
+  },
+  {
+    key: "context",
+    flag: "context",
+    env: "REFERABLE_CONTEXT",
+    kind: "string",
+    default: "",
+    help: "the kubeconfig context to use instead of its current-context, as kubectl's --context",
   },
   {
     key: "metricsBindAddress",

@@ -80,3 +80,6 @@ export {
   genericSelectorSchema,
 } from "./resolver/schemas.ts";
 export type { JSONSchemaProps, ValidationRule } from "./resolver/schemas.ts";
+export type { ResolveOptions } from "./resolver/resolver.ts";
+export { loadKubeConfig } from "./kube/kubeconfig.ts";
+export type { LoadKubeConfigOptions } from "./kube/kubeconfig.ts";

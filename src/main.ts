@@ -63,7 +63,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   let access: ClusterAccess;
   try {
-    access = await loadClusterAccess({ kubeconfigPath: config.kubeconfig?.split(":")[0], env });
+    access = await loadClusterAccess({ kubeconfig: config.kubeconfig, context: config.context, env });
   } catch (err) {
     logger.error({ err: asError(err).message }, "no cluster to talk to: pass --kubeconfig, or run in a pod");
     return 2;

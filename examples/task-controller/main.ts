@@ -1,15 +1,15 @@
 /**
  * Runs the example Task controller against the cluster of the current kubeconfig:
- * `node examples/task-controller/main.ts` (installs the Task CRD if missing; Ctrl-C stops it).
+ * `node examples/task-controller/main.ts [context]` (installs the Task CRD if missing; Ctrl-C
+ * stops it). KUBECONFIG may list several files; they are merged as kubectl merges them.
  */
 import {
   ApiException,
   ApiextensionsV1Api,
-  KubeConfig,
   loadYaml,
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
-import { createResolver, type Logger } from "../../src/index.ts";
+import { createResolver, loadKubeConfig, type Logger } from "../../src/index.ts";
 import { TaskController } from "./task-controller.ts";
 import { taskCustomResourceDefinition } from "./task-crd.ts";
 
@@ -17,8 +17,7 @@ const log = (level: string) => (fields: Record<string, unknown>, message: string
   console.log(JSON.stringify({ level, message, ...fields }));
 const logger: Logger = { debug: () => undefined, info: log("info"), warn: log("warn"), error: log("error") };
 
-const kubeConfig = new KubeConfig();
-kubeConfig.loadFromDefault();
+const kubeConfig = await loadKubeConfig({ kubeconfig: process.env.KUBECONFIG, context: process.argv[2] });
 
 try {
   // loadYaml turns the CRD's wire names (`x-kubernetes-validations`) into client-node's model,

@@ -9,7 +9,7 @@
  * (a targeted read of that object, or of a selector's objects); when it stops, a
  * {@link KindHandle.prune} drops the reads nobody wants any more.
  */
-import type { KubeClient } from "../kube/client.ts";
+import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
@@ -54,6 +54,18 @@ export interface KindHandle extends SourceView {
 export interface SourceCache {
   /** Claims the cache of `resource` (in `namespace`, or all) for `interest`. */
   acquire(resource: ResourceInfo, namespace: string | undefined, interest: KindInterest): KindHandle;
+  /**
+   * Reads the objects `target` names from the API server now, past the cache: a list without a
+   * resourceVersion, which the server answers from a quorum read of etcd (or from its watch cache
+   * once that has caught up with etcd), so the answer is at least as new as the call. Every
+   * object is projected with `extractors`. What is cached is left alone. Throws the API error
+   * (403, 404, ...) as it came.
+   */
+  readFresh(
+    resource: ResourceInfo,
+    target: RefreshTarget,
+    extractors: readonly Extractor[],
+  ): Promise<Projection[]>;
   /** How many kinds are cached now (lingering ones included). */
   readonly size: number;
   /** Keys of the cached kinds, e.g. `/v1/configmaps@*`. */
@@ -103,8 +115,12 @@ function sameProjection(a: Projection, b: Projection): boolean {
   return true;
 }
 
+/** Objects per page of a fresh read: a selector over many objects is read in bounded pages. */
+const FRESH_PAGE = 500;
+
 /** The {@link SourceCache} of this project: shared, supervised informers keeping projections. */
 export class InformerSourceCache implements SourceCache {
+  private readonly client: Pick<KubeClient, "request">;
   private readonly pool: InformerPool<Projection>;
   private readonly interests = new Map<string, Set<KindInterest>>();
   private readonly maxReadBytes: number;
@@ -112,6 +128,7 @@ export class InformerSourceCache implements SourceCache {
 
   constructor(options: InformerSourceCacheOptions) {
     this.maxReadBytes = options.maxReadBytes ?? 32 * 1024;
+    this.client = options.client;
     const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
       client: options.client,
       perInformer: (key, resource) => {
@@ -185,6 +202,35 @@ export class InformerSourceCache implements SourceCache {
         lease.release();
       },
     };
+  }
+
+  async readFresh(
+    resource: ResourceInfo,
+    target: RefreshTarget,
+    extractors: readonly Extractor[],
+  ): Promise<Projection[]> {
+    const { group, version, resource: plural } = resource;
+    const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
+    const ns = resource.namespaced ? target.namespace : undefined;
+    const path = ns ? `${base}/namespaces/${ns}/${plural}` : `${base}/${plural}`;
+    const query =
+      "name" in target
+        ? { fieldSelector: `metadata.name=${target.name}` }
+        : { labelSelector: target.labelSelector || undefined };
+    const out: Projection[] = [];
+    let continueToken: string | undefined;
+    do {
+      // No resourceVersion: "most recent", never served from a stale cache. Later pages are
+      // served at the first page's snapshot, so the pages together are one consistent list.
+      const page = await this.client.request<{ metadata?: { continue?: string }; items?: KubeObject[] }>(
+        "GET",
+        path,
+        { query: { ...query, limit: FRESH_PAGE, continue: continueToken } },
+      );
+      for (const item of page.items ?? []) out.push(projectFor(item, () => extractors, this.maxReadBytes));
+      continueToken = page.metadata?.continue || undefined;
+    } while (continueToken);
+    return out;
   }
 
   private *extractorsFor(key: string, meta: ProjectedMeta): Iterable<Extractor> {

@@ -53,7 +53,7 @@ describe("loadClusterAccess from a kubeconfig file", () => {
     await writeFile(join(dir, "c.crt"), "C-FILE");
     await writeFile(join(dir, "c.key"), "K-FILE");
     await writeFile(join(dir, "config"), kubeconfig(cluster, user));
-    const access = await loadClusterAccess({ kubeconfigPath: join(dir, "config"), env: {} });
+    const access = await loadClusterAccess({ kubeconfig: join(dir, "config"), env: {} });
     expect(access.server).toBe(String(cluster.server).replace(/\/$/, ""));
     const got = await access.tls();
     expect(
@@ -65,7 +65,7 @@ describe("loadClusterAccess from a kubeconfig file", () => {
   it("reads a tokenFile again on every call, so a rotated token is used", async () => {
     await writeFile(join(dir, "token"), "first\n");
     await writeFile(join(dir, "config"), kubeconfig({ server: "https://h:1" }, { tokenFile: "token" }));
-    const access = await loadClusterAccess({ kubeconfigPath: join(dir, "config"), env: {} });
+    const access = await loadClusterAccess({ kubeconfig: join(dir, "config"), env: {} });
     expect(await access.headers()).toEqual({ Authorization: "Bearer first" });
     await writeFile(join(dir, "token"), "second\n");
     expect(await access.headers()).toEqual({ Authorization: "Bearer second" });
@@ -76,7 +76,7 @@ describe("loadClusterAccess from a kubeconfig file", () => {
       join(dir, "config"),
       kubeconfig({ server: "https://h:1" }, { username: "u", password: "p" }),
     );
-    const access = await loadClusterAccess({ kubeconfigPath: join(dir, "config"), env: {} });
+    const access = await loadClusterAccess({ kubeconfig: join(dir, "config"), env: {} });
     expect(await access.headers()).toEqual({ Authorization: `Basic ${b64("u:p")}` });
   });
 
@@ -84,14 +84,12 @@ describe("loadClusterAccess from a kubeconfig file", () => {
     {
       reason: "no current-context",
       text: JSON.stringify({ clusters: [] }),
-      message: "no usable current-context",
+      message: "sets no current-context",
     },
     { reason: "not YAML at all", text: "{{{", message: "cannot read the kubeconfig" },
   ])("says what is wrong: $reason", async ({ text, message }) => {
     await writeFile(join(dir, "config"), text);
-    await expect(loadClusterAccess({ kubeconfigPath: join(dir, "config"), env: {} })).rejects.toThrow(
-      message,
-    );
+    await expect(loadClusterAccess({ kubeconfig: join(dir, "config"), env: {} })).rejects.toThrow(message);
   });
 });
 
@@ -113,7 +111,7 @@ describe("loadClusterAccess in a pod", () => {
   it("prefers an explicit kubeconfig over in-cluster credentials", async () => {
     await writeFile(join(dir, "config"), kubeconfig({ server: "https://explicit:1" }, {}));
     const access = await loadClusterAccess({
-      kubeconfigPath: join(dir, "config"),
+      kubeconfig: join(dir, "config"),
       env: { KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: "443" },
     });
     expect(access.server).toBe("https://explicit:1");

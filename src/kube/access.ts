@@ -11,9 +11,10 @@
  */
 import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
+import { delimiter, join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Dispatcher } from "undici";
+import { kubeconfigFiles, mergeKubeconfigFiles, selectContext, toKubeConfig } from "./kubeconfig.ts";
 
 /** TLS settings of the connection to the API server. */
 export interface TlsSettings {
@@ -36,8 +37,12 @@ export interface ClusterAccess {
   dispatcher?(): Promise<Dispatcher | undefined>;
 }
 
-/** Adapts a client-node KubeConfig (its current context). Imports nothing of client-node. */
-export function accessFromKubeConfig(kubeConfig: KubeConfig): ClusterAccess {
+/**
+ * Adapts a client-node KubeConfig: its current context, or `context` when given (the KubeConfig
+ * itself is left as it is). Imports nothing of client-node.
+ */
+export function accessFromKubeConfig(given: KubeConfig, context?: string): ClusterAccess {
+  const kubeConfig = context === undefined ? given : withContext(given, context);
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error("the kubeconfig has no current cluster: set a current-context");
   const viaSecurityAuthentication = async () => {
@@ -74,12 +79,42 @@ export function accessFromKubeConfig(kubeConfig: KubeConfig): ClusterAccess {
   return access;
 }
 
+/** A copy of `kc` whose current context is `context`; throws when `kc` has no such context. */
+function withContext(kc: KubeConfig, context: string): KubeConfig {
+  if (!kc.getContextObject(context)) {
+    const known =
+      kc
+        .getContexts()
+        .map((c) => c.name)
+        .join(", ") || "none";
+    throw new Error(`the kubeconfig has no context "${context}" (it has: ${known})`);
+  }
+  // The given object's own class: this module loads nothing of client-node at run time.
+  const copy = new (kc.constructor as new () => KubeConfig)();
+  copy.loadFromOptions({
+    clusters: kc.getClusters(),
+    users: kc.getUsers(),
+    contexts: kc.getContexts(),
+    currentContext: context,
+  });
+  return copy;
+}
+
 const SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /** Options for {@link loadClusterAccess}. */
 export interface LoadOptions {
-  /** A kubeconfig file; when absent: in-cluster credentials in a pod, else ~/.kube/config. */
-  kubeconfigPath?: string;
+  /**
+   * Kubeconfig files, a list as `KUBECONFIG` holds it (separated by the OS path delimiter),
+   * merged as kubectl merges them (see kubeconfig.ts). When absent: in-cluster credentials in a
+   * pod, else ~/.kube/config.
+   */
+  kubeconfig?: string | readonly string[] | undefined;
+  /**
+   * The context to use instead of the kubeconfig's current-context (kubectl's `--context`).
+   * @default the first current-context the files set
+   */
+  context?: string | undefined;
   /** The environment to read KUBERNETES_SERVICE_HOST/PORT and HOME from. */
   env: Readonly<Record<string, string | undefined>>;
   /** Where the pod's service account files are. @default /var/run/secrets/kubernetes.io/serviceaccount */
@@ -87,20 +122,22 @@ export interface LoadOptions {
 }
 
 /**
- * Loads cluster access as client-go does: the given kubeconfig, else in-cluster credentials
- * when running in a pod, else ~/.kube/config. Throws with a message that says what is missing.
+ * Loads cluster access as client-go does: the given kubeconfig files, else in-cluster credentials
+ * when running in a pod (and no context is asked for), else ~/.kube/config. Throws with a message
+ * that says what is missing.
  */
 export async function loadClusterAccess(options: LoadOptions): Promise<ClusterAccess> {
   const { env } = options;
-  if (options.kubeconfigPath) return fromKubeconfigFile(options.kubeconfigPath);
-  if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) {
+  const files = options.kubeconfig === undefined ? [] : kubeconfigFiles(options.kubeconfig);
+  if (files.length > 0) return fromKubeconfigFiles(files, options.context);
+  if (options.context === undefined && env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) {
     return inCluster(
       env.KUBERNETES_SERVICE_HOST,
       env.KUBERNETES_SERVICE_PORT,
       options.serviceAccountDir ?? SERVICE_ACCOUNT,
     );
   }
-  return fromKubeconfigFile(join(env.HOME ?? homedir(), ".kube", "config"));
+  return fromKubeconfigFiles([join(env.HOME ?? homedir(), ".kube", "config")], options.context);
 }
 
 function inCluster(host: string, port: string, dir: string): ClusterAccess {
@@ -113,41 +150,17 @@ function inCluster(host: string, port: string, dir: string): ClusterAccess {
   };
 }
 
-interface KubeconfigFile {
-  "current-context"?: string;
-  contexts?: Array<{ name: string; context: { cluster: string; user: string } }>;
-  clusters?: Array<{ name: string; cluster: Record<string, unknown> }>;
-  users?: Array<{ name: string; user?: Record<string, unknown> }>;
-}
-
-async function fromKubeconfigFile(path: string): Promise<ClusterAccess> {
-  const { load } = await import("js-yaml");
-  let doc: KubeconfigFile;
-  try {
-    doc = (load(await readFile(path, "utf8")) ?? {}) as KubeconfigFile;
-  } catch (err) {
-    throw new Error(`cannot read the kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  const contextName = doc["current-context"];
-  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
-  const cluster = doc.clusters?.find((c) => c.name === context?.cluster)?.cluster;
-  if (!context || !cluster || typeof cluster.server !== "string") {
-    throw new Error(
-      `the kubeconfig ${path} has no usable current-context (a context naming a cluster with a server)`,
-    );
-  }
-  const user = doc.users?.find((u) => u.name === context.user)?.user ?? {};
+async function fromKubeconfigFiles(paths: string[], context: string | undefined): Promise<ClusterAccess> {
+  const { document, files } = await mergeKubeconfigFiles(paths);
+  const { name, cluster, user } = selectContext(document, context, files.join(delimiter));
   // What this loader does not do itself, client-node does: load it only then.
   if (user.exec || user["auth-provider"] || user.username || cluster["proxy-url"]) {
-    const { KubeConfig } = await import("@kubernetes/client-node");
-    const kc = new KubeConfig();
-    kc.loadFromFile(path);
-    return accessFromKubeConfig(kc);
+    return accessFromKubeConfig(await toKubeConfig(document, name));
   }
-  const base = dirname(path);
+  // Every relative path in the merged document is already absolute (against its own file).
   const fileOrData = async (file: unknown, data: unknown): Promise<Buffer | undefined> => {
     if (typeof data === "string" && data) return Buffer.from(data, "base64");
-    if (typeof file === "string" && file) return readFile(isAbsolute(file) ? file : join(base, file));
+    if (typeof file === "string" && file) return readFile(file);
     return undefined;
   };
   const tls: TlsSettings = {};
@@ -160,12 +173,7 @@ async function fromKubeconfigFile(path: string): Promise<ClusterAccess> {
   if (cluster["insecure-skip-tls-verify"] === true) tls.rejectUnauthorized = false;
   if (typeof cluster["tls-server-name"] === "string") tls.servername = cluster["tls-server-name"];
   const token = typeof user.token === "string" ? user.token : undefined;
-  const tokenFile =
-    typeof user.tokenFile === "string"
-      ? isAbsolute(user.tokenFile)
-        ? user.tokenFile
-        : join(base, user.tokenFile)
-      : undefined;
+  const tokenFile = typeof user.tokenFile === "string" && user.tokenFile ? user.tokenFile : undefined;
   return {
     server: cluster.server.replace(/\/+$/, ""),
     tls: async () => tls,

@@ -45,6 +45,11 @@ export interface RequestObservation {
 export interface KubeClientOptions {
   /** Where to connect and how to authenticate: a client-node KubeConfig (its current context)... */
   kubeConfig?: KubeConfig;
+  /**
+   * The context of `kubeConfig` to connect with, instead of its current context (kubectl's
+   * `--context`); the KubeConfig itself is not changed. @default the current context
+   */
+  context?: string;
   /** ...or a {@link ClusterAccess}, e.g. from `loadClusterAccess` (no client-node at run time). */
   access?: ClusterAccess;
   /**
@@ -157,8 +162,11 @@ export class KubeClient {
 
   constructor(options: KubeClientOptions) {
     const access =
-      options.access ?? (options.kubeConfig ? accessFromKubeConfig(options.kubeConfig) : undefined);
+      options.access ??
+      (options.kubeConfig ? accessFromKubeConfig(options.kubeConfig, options.context) : undefined);
     if (!access) throw new Error("a KubeClient needs a kubeConfig or an access");
+    if (options.context !== undefined && !options.kubeConfig)
+      throw new Error("a KubeClient's context chooses a context of its kubeConfig: give a kubeConfig");
     this.access = access;
     this.server = access.server.replace(/\/+$/, "");
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;

@@ -6,9 +6,9 @@
 import { afterEach, describe, expect, it } from "@jest/globals";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { objectKey, type InformerState, type RefreshTarget } from "../informers/informer.ts";
-import { project, type Projection } from "../informers/projection.ts";
+import { project, type Extractor, type Projection } from "../informers/projection.ts";
 import type { KindHandle, KindInterest, SourceCache } from "../informers/source-cache.ts";
-import type { KubeObject } from "../kube/client.ts";
+import { ApiError, type KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { ResolutionError } from "../errors.ts";
 import { Resolver } from "./resolver.ts";
@@ -81,6 +81,12 @@ class FakeKind {
     }
   }
 
+  /** The server changes or deletes an object, and the watch has not delivered it yet. */
+  serverOnly(key: string, obj: KubeObject | undefined): void {
+    if (obj) this.server.set(key, obj);
+    else this.server.delete(key);
+  }
+
   setState(state: InformerState): void {
     this.state = state;
     for (const i of this.interests) i.onState(state);
@@ -89,6 +95,22 @@ class FakeKind {
 
 class FakeCache implements SourceCache {
   readonly kind = new FakeKind();
+  /** What fresh reads were asked for; a value set here is thrown by the next one instead. */
+  readonly freshReads: RefreshTarget[] = [];
+  freshError: Error | undefined;
+  async readFresh(_resource: ResourceInfo, target: RefreshTarget, extractors: readonly Extractor[]) {
+    this.freshReads.push(target);
+    if (this.freshError) throw this.freshError;
+    // The server's view, not the cache's. A label selector is served as the whole namespace:
+    // the resolver filters by its selector again, as it must for any server.
+    return [...this.kind.server.entries()]
+      .filter(([key, obj]) =>
+        "name" in target
+          ? key === objectKey(target.namespace, target.name)
+          : obj.metadata?.namespace === target.namespace,
+      )
+      .map(([, obj]) => project(structuredClone(obj), extractors, 32 * 1024));
+  }
   acquire(resource: ResourceInfo, _namespace: string | undefined, interest: KindInterest): KindHandle {
     const kind = this.kind;
     kind.interests.add(interest);
@@ -266,5 +288,142 @@ describe("resolver core through the SourceCache seam", () => {
     kind.setState(state);
     await nextTurn();
     expect(summary(pushed.at(-1))).toEqual({ reason: want });
+  });
+});
+
+describe("consistent reads: resolve(ref, { consistent: true })", () => {
+  const web = { app: "web" };
+  it.each([
+    {
+      reason: "an update the watch has not delivered yet",
+      ref: byName,
+      cached: [cm("db", "old")],
+      server: { "team-a/db": cm("db", "new") },
+      stale: { reason: "Available", value: "old" },
+      want: { reason: "Available", value: "new" },
+    },
+    {
+      reason: "an object deleted since it was cached is SourceNotFound",
+      ref: byName,
+      cached: [cm("db", "old")],
+      server: { "team-a/db": undefined },
+      stale: { reason: "Available", value: "old" },
+      want: { reason: "SourceNotFound" },
+    },
+    {
+      reason: "an object created since: found, where the cache says SourceNotFound",
+      ref: byName,
+      cached: [],
+      server: { "team-a/db": cm("db", "new") },
+      stale: { reason: "SourceNotFound" },
+      want: { reason: "Available", value: "new" },
+    },
+    {
+      reason: "a label just added: the object is among the matches",
+      ref: bySelector,
+      cached: [cm("a", "A", web), cm("b", "B")],
+      server: { "team-a/b": cm("b", "B", web) },
+      stale: { reason: "Available", values: ["A"] },
+      want: { reason: "Available", values: ["A", "B"] },
+    },
+    {
+      reason: "a label just removed: the object does not linger among the matches",
+      ref: bySelector,
+      cached: [cm("a", "A", web), cm("b", "B", web)],
+      server: { "team-a/b": cm("b", "B") },
+      stale: { reason: "Available", values: ["A", "B"] },
+      want: { reason: "Available", values: ["A"] },
+    },
+    {
+      reason: "a match just deleted does not linger either",
+      ref: bySelector,
+      cached: [cm("a", "A", web), cm("b", "B", web)],
+      server: { "team-a/a": undefined },
+      stale: { reason: "Available", values: ["A", "B"] },
+      want: { reason: "Available", values: ["B"] },
+    },
+  ])("$reason", async ({ ref, cached, server, stale, want }) => {
+    const { cache, kind, resolver } = setup();
+    // The cache knows `cached` (with the reads the reference wants), the server has moved on.
+    const sub = resolver.watch(ref, () => undefined);
+    for (const obj of cached) kind.put(obj);
+    for (const [key, obj] of Object.entries(server)) kind.serverOnly(key, obj);
+    await nextTurn();
+    expect(summary(sub.current)).toEqual(stale);
+    const settle = async (fresh: boolean) => {
+      const opts = { consistent: fresh };
+      try {
+        return summary({
+          ok: true,
+          ...("matchLabels" in ref
+            ? await resolver.resolveSelector(ref as never, opts)
+            : await resolver.resolve(ref as never, opts)),
+        } as ResolutionResult);
+      } catch (err) {
+        return { reason: (err as ResolutionError).reason };
+      }
+    };
+    expect(await settle(false)).toEqual(stale);
+    expect(cache.freshReads).toEqual([]);
+    expect(await settle(true)).toEqual(want);
+    expect(cache.freshReads).toHaveLength(1);
+    // The cache is left as it was: the watch brings the change to subscribers.
+    expect(summary(sub.current)).toEqual(stale);
+    sub.close();
+  });
+
+  it("takes no claim on the cache: no informer, no subscription", async () => {
+    const { cache, kind, resolver } = setup();
+    kind.serverOnly("team-a/db", cm("db", "v"));
+    await expect(resolver.resolve(byName as never, { consistent: true })).resolves.toMatchObject({
+      value: "v",
+    });
+    expect(kind.interests.size).toBe(0);
+    expect(resolver.subscriptionCount).toBe(0);
+    expect(cache.freshReads).toEqual([{ namespace: "team-a", name: "db" }]);
+  });
+
+  it("reads nothing for an external literal", async () => {
+    const { cache, resolver } = setup();
+    const ref = { apiVersion: "v1", kind: "ConfigMap", external: "arn:x" };
+    await expect(resolver.resolve(ref, { consistent: true })).resolves.toMatchObject({ value: "arn:x" });
+    expect(cache.freshReads).toEqual([]);
+  });
+
+  it.each([
+    {
+      reason: "a 403 is Forbidden, naming the resource",
+      error: new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 403, "Forbidden", "no"),
+      want: { reason: "Forbidden", message: "may not list configmaps in namespace team-a" },
+    },
+    {
+      reason: "a 404 is KindNotFound",
+      error: new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 404, "NotFound", "no"),
+      want: { reason: "KindNotFound", message: "does not serve configmaps in namespace team-a" },
+    },
+    {
+      reason: "anything else (here, a timeout) is retryable",
+      error: new Error("request timed out"),
+      want: { reason: "Pending", message: "request timed out" },
+    },
+  ])("a failed read: $reason", async ({ error, want }) => {
+    const { cache, resolver } = setup();
+    cache.freshError = error;
+    const got = await resolver
+      .resolve(byName as never, { consistent: true })
+      .catch((err: ResolutionError) => err);
+    expect(got).toBeInstanceOf(ResolutionError);
+    expect((got as ResolutionError).reason).toBe(want.reason);
+    expect((got as ResolutionError).retryable).toBe(true);
+    expect((got as ResolutionError).message).toContain(want.message);
+  });
+
+  it("an unknown kind is KindNotFound without a read", async () => {
+    const { cache, resolver } = setup();
+    const ref = { apiVersion: "v1", kind: "Nope", namespace: "a", name: "x", fieldPath: "data.v" };
+    await expect(resolver.resolve(ref, { consistent: true })).rejects.toMatchObject({
+      reason: "KindNotFound",
+    });
+    expect(cache.freshReads).toEqual([]);
   });
 });

@@ -10,9 +10,15 @@
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import { asError, isResolutionError, ResolutionError } from "../errors.ts";
-import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
+import type { Projection } from "../informers/projection.ts";
+import {
+  InformerSourceCache,
+  type RefreshTarget,
+  type SourceCache,
+  type SourceView,
+} from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
-import { KubeClient } from "../kube/client.ts";
+import { isApiError, KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
@@ -33,6 +39,11 @@ export type { Subscription, WatchCallback } from "./subscription.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
+  /**
+   * The context of `kubeConfig` to connect with, instead of its current context (kubectl's
+   * `--context`); the KubeConfig itself is not changed. @default the kubeConfig's current context
+   */
+  context?: string;
   /**
    * Where to connect, with whose credentials: a `KubeConfig` of `@kubernetes/client-node` (2.x),
    * for example one that `loadFromDefault()` filled. The resolver makes its own connection from
@@ -109,6 +120,21 @@ export interface WatchOptions {
   fieldPrefix?: string;
 }
 
+/** Options of one {@link Resolver.resolve} or {@link Resolver.resolveSelector}. */
+export interface ResolveOptions {
+  /**
+   * Answer from the API server rather than from the cache: the source is read with one `list`
+   * request (no resourceVersion, so a quorum read), and the answer is at least as new as the
+   * moment of the call: a write that completed before the call is seen, an object deleted or
+   * unlabelled before it is not. Costs one request per call (and a discovery lookup the first
+   * time a kind is met); the cache is neither used nor changed, and no informer is started.
+   * Without it, the answer comes from the shared cache, which trails the API server by the
+   * watch's delay (see docs/library.md, "How fresh an answer is").
+   * @default false
+   */
+  consistent?: boolean;
+}
+
 /** The resolver; make one with {@link createResolver}. */
 export class Resolver {
   private readonly client: KubeClient | undefined;
@@ -134,11 +160,15 @@ export class Resolver {
   constructor(options: ResolverWiring) {
     if (!options.client && !options.kubeConfig && (!options.cache || !options.discovery))
       throw new Error("createResolver needs a kubeConfig or a client");
+    if (options.context !== undefined && (options.client || !options.kubeConfig))
+      throw new Error(
+        "createResolver's context chooses a context of its kubeConfig: give a kubeConfig, not a client",
+      );
     this.options = options;
     const needsClient = !options.cache || !options.discovery;
     this.client =
       options.client ??
-      (needsClient || options.kubeConfig ? new KubeClient({ kubeConfig: options.kubeConfig! }) : undefined);
+      (needsClient || options.kubeConfig ? new KubeClient(clientOptions(options)) : undefined);
     this.ownsClient = !options.client && this.client !== undefined;
     this.logger = options.logger ?? silentLogger;
     this.discovery = options.discovery ?? new Discovery({ client: this.client! });
@@ -213,9 +243,12 @@ export class Resolver {
     return sub;
   }
 
-  /** Resolves a reference once: the value with its source, or throws a ResolutionError. */
-  async resolve(ref: GenericReference): Promise<ResolvedValue> {
-    const result = await this.once(ref);
+  /**
+   * Resolves a reference once: the value with its source, or throws a ResolutionError. Answers
+   * from the cache (which may trail a write just made) unless `options.consistent`.
+   */
+  async resolve(ref: GenericReference, options: ResolveOptions = {}): Promise<ResolvedValue> {
+    const result = options.consistent ? await this.fresh(ref) : await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
       throw new ResolutionError(
@@ -225,9 +258,13 @@ export class Resolver {
     return stripOk(result) as ResolvedValue;
   }
 
-  /** Resolves a selector once: every value with its source, in order, or throws a ResolutionError. */
-  async resolveSelector(selector: GenericSelector): Promise<ResolvedValues> {
-    const result = await this.once(selector);
+  /**
+   * Resolves a selector once: every value with its source, in order, or throws a
+   * ResolutionError. Answers from the cache (which may trail a write just made) unless
+   * `options.consistent`.
+   */
+  async resolveSelector(selector: GenericSelector, options: ResolveOptions = {}): Promise<ResolvedValues> {
+    const result = options.consistent ? await this.fresh(selector) : await this.once(selector);
     if (!result.ok) throw result.error;
     if ("values" in result) return stripOk(result) as ResolvedValues;
     const one = result as ResolvedValue;
@@ -286,6 +323,66 @@ export class Resolver {
       clearTimeout(timer);
       sub.close();
     }
+  }
+
+  /**
+   * The result of `ref` computed from a fresh read of the API server (see
+   * {@link ResolveOptions.consistent}): the objects listed now are the whole truth for a name or
+   * a selector, so nothing cached (an object since deleted, a label since removed) can linger.
+   */
+  private async fresh(ref: AnyReference): Promise<ResolutionResult> {
+    if (this.stopped) throw new Error("the resolver is stopped");
+    let request: CompiledRequest;
+    try {
+      request = compileRequest(ref);
+    } catch (err) {
+      return { ok: false, error: toResolutionError(err) };
+    }
+    if (request.target === "external") return this.computeFrom(request, PENDING_VIEW);
+    let resource: ResourceInfo;
+    try {
+      resource = await this.lookupFresh(request.apiVersion, request.kind);
+    } catch (err) {
+      return { ok: false, error: toResolutionError(err) };
+    }
+    const problem = this.checkResource(request, resource);
+    if (problem) return { ok: false, error: problem };
+    const namespace = resource.namespaced ? request.namespace : undefined;
+    const target: RefreshTarget =
+      request.target === "name"
+        ? { namespace, name: request.name! }
+        : { namespace, labelSelector: request.selector!.key };
+    let items: Projection[];
+    try {
+      items = await this.cache.readFresh(resource, target, request.extractors);
+    } catch (err) {
+      return { ok: false, error: freshReadError(err, resource, namespace) };
+    }
+    const view: SourceView = {
+      state: { phase: "Synced" },
+      get: (_ns, name) => items.find((p) => p.metadata.name === name),
+      list: () => items,
+    };
+    return this.computeFrom(request, view);
+  }
+
+  /** Discovery, asked afresh when it says the kind is not served (its CRD may be minutes old). */
+  private async lookupFresh(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    try {
+      return await this.discovery.lookup(apiVersion, kind);
+    } catch (err) {
+      if (!isResolutionError(err) || err.reason !== "KindNotFound") throw err;
+      const now = await this.recheck(apiVersion, kind);
+      if (typeof now === "object") return now;
+      throw err;
+    }
+  }
+
+  private computeFrom(request: CompiledRequest, view: SourceView): ResolutionResult {
+    const result = computeResult(request, view, this.limits);
+    // Every object of a fresh read was projected with this request's own reads.
+    if ("notKept" in result) throw new Error(`a read of ${request.describe} was not kept (a bug)`);
+    return applyTransform(request, result, this.limits);
   }
 
   private async attach(sub: Sub): Promise<void> {
@@ -548,6 +645,29 @@ function toResolutionError(err: unknown): ResolutionError {
   return new ResolutionError("Pending", `could not resolve yet: ${asError(err).message}`, { cause: err });
 }
 
+/** A fresh read's failure as the reason the informer would have given for it. */
+function freshReadError(
+  err: unknown,
+  resource: ResourceInfo,
+  namespace: string | undefined,
+): ResolutionError {
+  const gr = resource.group ? `${resource.resource}.${resource.group}` : resource.resource;
+  const where = namespace ? `${gr} in namespace ${namespace}` : gr;
+  if (isApiError(err, 403))
+    return new ResolutionError(
+      "Forbidden",
+      `the resolver may not list ${where}: grant it list on that resource`,
+      {
+        cause: err,
+      },
+    );
+  if (isApiError(err, 404))
+    return new ResolutionError("KindNotFound", `the API server does not serve ${where} (404 on list)`, {
+      cause: err,
+    });
+  return toResolutionError(err);
+}
+
 function placeholderRequest(ref: unknown): CompiledRequest {
   const raw = (typeof ref === "object" && ref !== null ? ref : {}) as Record<string, unknown>;
   return {
@@ -574,6 +694,12 @@ function placeholderRequest(ref: unknown): CompiledRequest {
     sortKey: undefined,
     conditionsKey: undefined,
   };
+}
+
+function clientOptions(options: ResolverWiring): ConstructorParameters<typeof KubeClient>[0] {
+  const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
+  if (options.context !== undefined) out.context = options.context;
+  return out;
 }
 
 /**

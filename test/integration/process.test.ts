@@ -8,6 +8,9 @@
  * never touch each other's objects.
  */
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
 import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
@@ -222,6 +225,7 @@ describe("flags", () => {
     const help = p.stdout();
     const documented: Array<[string, string]> = [
       ["--kubeconfig=VALUE", 'env KUBECONFIG; default ""'],
+      ["--context=VALUE", 'env REFERABLE_CONTEXT; default ""'],
       ["--metrics-bind-address=VALUE", "default :8080"],
       ["--health-probe-bind-address=VALUE", "default :8081"],
       ["--leader-elect[=true|false]", "default false"],
@@ -241,8 +245,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 25 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(26);
+    // 26 options and --help, each on two lines, after a 3-line header.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(27);
     expect(p.stderr()).toBe("");
   }, 60_000);
 
@@ -278,6 +282,63 @@ describe("flags", () => {
     },
     60_000,
   );
+});
+
+describe("which cluster", () => {
+  /** A KUBECONFIG list: first a file whose current-context points where nothing listens, then the test's. */
+  async function kubeconfigList(): Promise<{ list: string; cleanup: () => Promise<void> }> {
+    const dir = await mkdtemp(join(tmpdir(), "process-kubeconfig-"));
+    const first = join(dir, "first");
+    await writeFile(
+      first,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        "current-context": "nowhere",
+        clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
+        users: [{ name: "nobody", user: { token: "x" } }],
+        contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
+      }),
+    );
+    const list = [join(dir, "missing"), first, process.env.REFERABLE_TEST_KUBECONFIG!].join(delimiter);
+    return { list, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  }
+
+  it("merges a KUBECONFIG list as kubectl does, and --context picks the test cluster's context", async () => {
+    const { list, cleanup } = await kubeconfigList();
+    try {
+      const p = await startControllerProcess(
+        [
+          "--leader-elect=false",
+          "--referable-selector",
+          `${SHARD_LABEL}=${uniqueName("none")}`,
+          "--context",
+          "referable-test",
+        ],
+        { kubeconfig: false, env: { KUBECONFIG: list } },
+      );
+      await waitFor("/readyz to answer 200", async () => (await p.ready()) === 200, {
+        timeoutMs: WAIT_MS,
+        intervalMs: 50,
+      });
+      expect(await p.stop("SIGTERM")).toEqual({ code: 0, signal: null });
+    } finally {
+      await cleanup();
+    }
+  }, 60_000);
+
+  it("refuses a --context no file defines: exit 2, naming the contexts there are", async () => {
+    const { list, cleanup } = await kubeconfigList();
+    try {
+      const p = await startControllerProcess(["--kubeconfig", list, "--context", "staging"], {
+        kubeconfig: false,
+      });
+      expect(await p.waitForExit(WAIT_MS)).toEqual({ code: 2, signal: null });
+      expect(p.stdout()).toContain('has no context \\"staging\\" (it has: nowhere, referable-test)');
+    } finally {
+      await cleanup();
+    }
+  }, 60_000);
 });
 
 describe("restart", () => {
