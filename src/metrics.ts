@@ -3,7 +3,24 @@
  * default registry is global). Names follow controller-runtime and client-go so existing
  * dashboards and alerts work. Label values are bounded: never an object name or a value.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { createRequire } from "node:module";
+import type * as Prom from "prom-client";
+
+// prom-client's parts, each from its own file: its index also loads the Pushgateway (http,
+// https, zlib, url) and Summary (tdigest), which the controller never uses, and an idle
+// controller's RSS is mostly the code it loaded (BENCHMARKS.md, "At rest"). prom-client's
+// version is pinned in package.json; a renamed file fails at start-up, loudly.
+const require = createRequire(import.meta.url);
+const Registry = require("prom-client/lib/registry.js") as typeof Prom.Registry;
+const Counter = require("prom-client/lib/counter.js") as typeof Prom.Counter;
+const Gauge = require("prom-client/lib/gauge.js") as typeof Prom.Gauge;
+const Histogram = require("prom-client/lib/histogram.js") as typeof Prom.Histogram;
+const collectDefaultMetrics =
+  require("prom-client/lib/defaultMetrics.js") as typeof Prom.collectDefaultMetrics;
+type Registry = Prom.Registry;
+type Counter<T extends string = string> = Prom.Counter<T>;
+type Gauge<T extends string = string> = Prom.Gauge<T>;
+type Histogram<T extends string = string> = Prom.Histogram<T>;
 import { Reasons } from "./errors.ts";
 
 const CONTROLLER = "referable";
@@ -204,11 +221,12 @@ export class ControllerMetrics {
       registers,
     });
     for (const type of ["Normal", "Warning", "Dropped"]) this.events.labels(type).inc(0);
-    // The event-loop delay histogram samples every 100 ms, not prom-client's 10: at 10 ms its
-    // timer woke an idle controller about 190 times a second, most of its CPU at rest
-    // (BENCHMARKS.md, "At rest"). A stall of the loop still shows in every sample it delays.
+    // The event-loop delay histogram samples once a second, not every 10 ms (prom-client's
+    // default): its timer woke an idle controller about 190 times a second, most of its CPU at
+    // rest (BENCHMARKS.md, "At rest"). A stall of the loop still shows in the sample it delays,
+    // and nodejs_eventloop_lag_seconds is measured at each scrape.
     if (options.defaultMetrics ?? true)
-      collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+      collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
   }
 
   /** Replaces the Referables-by-reason gauge with fresh counts (unknown reasons count under their own). */

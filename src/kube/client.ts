@@ -7,9 +7,10 @@
  * pool for every request; this client keeps one per instance.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { Agent, request as undiciRequest, type Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
+import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
 /** A JSON object as the API server returns it. */
 export type KubeObject = Record<string, unknown> & {
@@ -142,7 +143,7 @@ export interface WatchStream {
 
 interface AuthState {
   headers: Record<string, string>;
-  dispatcher: Dispatcher | undefined;
+  dispatcher: Dispatcher;
   expires: number;
 }
 
@@ -192,14 +193,13 @@ export class KubeClient {
         headers: { ...headers, accept: "application/json" },
         signal,
       };
-      if (dispatcher) init.dispatcher = dispatcher;
       if (options.body !== undefined) {
         init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
         (init.headers as Record<string, string>)["content-type"] = options.contentType ?? "application/json";
       }
       const url = this.url(path, options.query);
       for (let attempt = 0; ; attempt++) {
-        const response = await undiciRequest(url, init);
+        const response = await undiciRequest(dispatcher, url, init);
         code = response.statusCode;
         const text = await response.body.text();
         options.onBodyLength?.(text.length);
@@ -240,8 +240,7 @@ export class KubeClient {
           headers: { ...headers, accept: "application/json" },
           signal: controller.signal,
         };
-        if (dispatcher) init.dispatcher = dispatcher;
-        const response = await undiciRequest(this.url(path, { ...query, watch: true }), init);
+        const response = await undiciRequest(dispatcher, this.url(path, { ...query, watch: true }), init);
         code = response.statusCode;
         if (code < 200 || code >= 300) throw toApiError("GET", path, code, await response.body.text());
         const decoder = new TextDecoder();
@@ -324,8 +323,9 @@ export class KubeClient {
   private async loadAuth(): Promise<AuthState> {
     const headers = await this.access.headers();
     // One pool for the life of the client: a new pool per refresh would drop every connection.
-    this.dispatcher ??= this.access.dispatcher ? await this.access.dispatcher() : await this.ownDispatcher();
-    this.auth = { headers, dispatcher: this.dispatcher, expires: Date.now() + this.authCacheMs };
+    const dispatcher = (this.dispatcher ??=
+      (await this.access.dispatcher?.()) ?? (await this.ownDispatcher()));
+    this.auth = { headers, dispatcher, expires: Date.now() + this.authCacheMs };
     return this.auth;
   }
 
@@ -340,9 +340,9 @@ export class KubeClient {
    * twice a second while any is armed, and an open watch always arms one: an idle controller
    * woke 120 times a minute for nothing.
    */
-  private async ownDispatcher(): Promise<Dispatcher | undefined> {
-    if (!this.server.startsWith("https:")) return undefined;
-    const connect = { keepAlive: true, keepAliveInitialDelay: 30_000, ...(await this.access.tls()) };
+  private async ownDispatcher(): Promise<Dispatcher> {
+    const tls = this.server.startsWith("https:") ? await this.access.tls() : {};
+    const connect = { keepAlive: true, keepAliveInitialDelay: 30_000, ...tls };
     return new Agent({ allowH2: this.http2, connect, headersTimeout: 0, bodyTimeout: 0 });
   }
 }
@@ -362,10 +362,6 @@ export function retryAfter(
   if (seconds === undefined) return status === 429 ? 1_000 : undefined;
   return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
 }
-
-type UndiciRequestOptions = Omit<Dispatcher.RequestOptions, "origin" | "path"> & {
-  dispatcher?: Dispatcher;
-};
 
 /** A `get(name)` over undici's response headers (lower-case names; a value may repeat). */
 function headerReader(headers: Record<string, string | string[] | undefined>): {
