@@ -9,6 +9,13 @@
  *   at: their cloud ID is `status.atProvider.id`, and they report a `Ready` condition.
  */
 import {
+  ApiException,
+  ApiextensionsV1Api,
+  loadYaml,
+  type KubeConfig,
+  type V1CustomResourceDefinition,
+} from "@kubernetes/client-node";
+import {
   genericReferenceListSchema,
   genericReferenceSchema,
   genericSelectorSchema,
@@ -21,6 +28,8 @@ export const GROUP = "demo.referable.dev";
 export const VERSION = "v1alpha1";
 /** `apiVersion` of the example's objects. */
 export const API_VERSION = `${GROUP}/${VERSION}`;
+/** The Database's plural resource name. */
+export const DATABASE_PLURAL = "databases";
 
 const conditions: JSONSchemaProps = {
   type: "array",
@@ -153,7 +162,7 @@ function crd(
 export function databaseCrd(): Record<string, unknown> {
   return crd(
     "Database",
-    "databases",
+    DATABASE_PLURAL,
     { type: "object", required: ["forProvider"], properties: { forProvider } },
     databaseStatus,
     [
@@ -174,29 +183,26 @@ export function providerCrds(): Array<Record<string, unknown>> {
   ];
 }
 
-/** The subset of a client these helpers need. */
-interface Requester {
-  request<T>(method: string, path: string, options?: { body?: unknown }): Promise<T>;
-}
-
 /**
  * Creates the example's CRDs (existing ones are kept) and waits until each is Established, with
- * a deadline: a CRD just created serves nothing before that.
+ * a deadline: a CRD just created serves nothing before that. Uses `@kubernetes/client-node`, as
+ * the controller does for its own objects.
  */
-export async function installCrds(client: Requester, timeoutMs = 30_000): Promise<void> {
-  for (const body of [databaseCrd(), ...providerCrds()]) {
-    const name = (body.metadata as { name: string }).name;
+export async function installCrds(kubeConfig: KubeConfig, timeoutMs = 30_000): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const crd of [databaseCrd(), ...providerCrds()]) {
+    const name = (crd.metadata as { name: string }).name;
     try {
-      await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", { body });
+      // loadYaml turns the CRD's wire names (`x-kubernetes-validations`) into client-node's
+      // model, which the typed API writes back out; JSON is YAML.
+      const body = loadYaml<V1CustomResourceDefinition>(JSON.stringify(crd));
+      await api.createCustomResourceDefinition({ body });
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode !== 409) throw err; // already installed
+      if (!(err instanceof ApiException && err.code === 409)) throw err; // 409: already installed
     }
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const got = await client.request<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(
-        "GET",
-        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
-      );
+      const got = await api.readCustomResourceDefinition({ name });
       if (got.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} was not Established within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 100));

@@ -18,22 +18,32 @@
  * - status the Crossplane way: `Synced` (did the last reconcile resolve everything; its reason is
  *   the resolver's on failure) and `Ready` (a network ID is in use), each written only when it
  *   changes (`lastTransitionTime` kept otherwise), with `atProvider` showing what is in use.
+ *
+ * It uses the library only through its public entry, as any consumer does, and reads, watches
+ * and patches Databases with `@kubernetes/client-node`.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import {
-  isApiError,
+  ApiException,
+  CustomObjectsApi,
+  makeInformer,
+  PatchStrategy,
+  setHeaderOptions,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import {
   isResolutionError,
   resolveReferences,
   type GenericReference,
   type GenericSelector,
-  type KubeClient,
-  type KubeObject,
   type Logger,
   type ReferenceReader,
   type Subscription,
   type WatchCallback,
 } from "../../src/index.ts";
-import { API_VERSION } from "./crds.ts";
+import { DATABASE_PLURAL, GROUP, VERSION } from "./crds.ts";
 
 /** A Database's parameters: each reference field beside the field it fills. */
 export interface DatabaseParameters {
@@ -63,7 +73,10 @@ export interface DatabaseStatus {
 }
 
 /** A Database as the API server returns it. */
-export type Database = KubeObject & { spec?: { forProvider?: DatabaseParameters }; status?: DatabaseStatus };
+export type Database = KubernetesObject & {
+  spec?: { forProvider?: DatabaseParameters };
+  status?: DatabaseStatus;
+};
 
 /** What the controller needs of a resolver: one-shot reads and push subscriptions. */
 export interface DatabaseResolver extends ReferenceReader {
@@ -72,7 +85,8 @@ export interface DatabaseResolver extends ReferenceReader {
 
 /** Options for {@link DatabaseController}. */
 export interface DatabaseControllerOptions {
-  client: KubeClient;
+  /** Where to read, watch and patch Databases (with `@kubernetes/client-node`). */
+  kubeConfig: KubeConfig;
   resolver: DatabaseResolver;
   /** Watch Databases in this namespace only. @default every namespace */
   namespace?: string;
@@ -94,25 +108,37 @@ const silent: Logger = { debug: noop, info: noop, warn: noop, error: noop };
 
 /** Keeps every Database's spec resolved and its status current. */
 export class DatabaseController {
-  private readonly client: KubeClient;
+  private readonly api: CustomObjectsApi;
+  private readonly informer: Informer<Database>;
   private readonly resolver: DatabaseResolver;
   private readonly logger: Logger;
-  private readonly base: string;
   private readonly databases = new Map<string, Database>();
   /** Per Database, its open subscriptions by the JSON of what they watch. */
   private readonly subs = new Map<string, Map<string, Subscription>>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
   private readonly abort = new AbortController();
-  private stream: { close(): void } | undefined;
-  private loop: Promise<void> | undefined;
 
   constructor(options: DatabaseControllerOptions) {
-    this.client = options.client;
+    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.resolver = options.resolver;
     this.logger = options.logger ?? silent;
-    const ns = options.namespace ? `/namespaces/${options.namespace}` : "";
-    this.base = `/apis/${API_VERSION}${ns}/databases`;
+    const namespace = options.namespace;
+    const [group, version, plural] = [GROUP, VERSION, DATABASE_PLURAL];
+    // client-node's informer: list, then watch from the list's resourceVersion (reopened from the
+    // last one it saw when the server ends the watch), relisting on 410 Gone. It keeps its own
+    // cache too; this controller keeps `databases` to stay explicit.
+    this.informer = makeInformer<Database>(
+      options.kubeConfig,
+      `/apis/${group}/${version}${namespace ? `/namespaces/${namespace}` : ""}/${plural}`,
+      () =>
+        namespace
+          ? this.api.listNamespacedCustomObject({ group, version, namespace, plural })
+          : this.api.listClusterCustomObject({ group, version, plural }),
+    );
+    this.informer.on("add", (db) => this.upsert(db));
+    this.informer.on("update", (db) => this.upsert(db));
+    this.informer.on("delete", (db) => this.remove(keyOf(db)));
   }
 
   /** How many subscriptions the controller holds for one Database (for tests and metrics). */
@@ -122,77 +148,42 @@ export class DatabaseController {
 
   /**
    * Lists the Databases, then watches them in the background. Throws when the list is refused
-   * (no CRD, no RBAC); retries while the server is busy, so every Database is known on return.
+   * (no CRD, no RBAC); retries while the server is busy (a CRD just installed answers 429 until
+   * its storage is ready), so every Database is known on return.
    */
   async start(): Promise<void> {
     for (;;) {
+      // The informer reports a failed list or watch on "error" and stops, rather than throwing.
+      let failure: unknown;
+      const onFailure = (err: unknown) => void (failure ??= err);
+      this.informer.on("error", onFailure);
       try {
-        this.loop = this.run(await this.relist());
-        return;
-      } catch (err) {
-        if (isApiError(err) && err.statusCode !== 429 && err.statusCode < 500) throw err;
-        if (this.abort.signal.aborted) return;
-        this.logger.warn({ err: (err as Error).message }, "could not list Databases yet; retrying");
-        await sleep(RETRY_MS, this.abort.signal);
+        await this.informer.start();
+      } finally {
+        this.informer.off("error", onFailure);
       }
+      if (failure === undefined) break;
+      if (!transient(failure) || this.abort.signal.aborted) throw failure;
+      this.logger.warn({ err: describe(failure) }, "could not list Databases yet; retrying");
+      await sleep(RETRY_MS, this.abort.signal);
     }
+    // From now on a failure stops the informer: start it again (from its last resourceVersion)
+    // after a pause, so an API server outage is not a hot loop.
+    this.informer.on("error", (err: unknown) => {
+      if (this.abort.signal.aborted) return;
+      this.logger.warn({ err: describe(err) }, "the Database watch failed; retrying");
+      void sleep(RETRY_MS, this.abort.signal).then(async () => {
+        if (!this.abort.signal.aborted) await this.informer.start();
+      });
+    });
   }
 
   /** Stops watching, closes every subscription and waits for in-flight reconciles. */
   async stop(): Promise<void> {
     this.abort.abort();
-    this.stream?.close();
-    await this.loop;
+    await this.informer.stop();
     for (const key of [...this.subs.keys()]) this.closeSubs(key);
     await Promise.allSettled([...this.running.values()]);
-  }
-
-  private async run(resourceVersion: string | undefined): Promise<void> {
-    let rv = resourceVersion;
-    while (!this.abort.signal.aborted) {
-      try {
-        rv ??= await this.relist();
-        rv = await this.watchFrom(rv);
-      } catch (err) {
-        if (this.abort.signal.aborted) return;
-        if (isApiError(err, 410)) rv = undefined;
-        this.logger.warn({ err: (err as Error).message }, "the Database watch failed; retrying");
-        await sleep(RETRY_MS, this.abort.signal);
-      }
-    }
-  }
-
-  private async relist(): Promise<string> {
-    const list = await this.client.request<{ metadata: { resourceVersion: string }; items: Database[] }>(
-      "GET",
-      this.base,
-    );
-    const seen = new Set<string>();
-    for (const db of list.items) seen.add(this.upsert(db));
-    for (const key of [...this.databases.keys()]) if (!seen.has(key)) this.remove(key);
-    return list.metadata.resourceVersion;
-  }
-
-  /** Applies watch events until the stream ends; undefined when a relist is needed (410). */
-  private async watchFrom(resourceVersion: string): Promise<string | undefined> {
-    if (this.abort.signal.aborted) return resourceVersion;
-    let rv = resourceVersion;
-    let failure: { code?: number; message?: string } | undefined;
-    const stream = this.client.watch(this.base, { resourceVersion, allowWatchBookmarks: true }, (event) => {
-      if (event.type === "ERROR") {
-        failure = event.object as typeof failure;
-        stream.close();
-        return;
-      }
-      rv = event.object.metadata?.resourceVersion ?? rv;
-      if (event.type === "DELETED") this.remove(keyOf(event.object));
-      else if (event.type !== "BOOKMARK") this.upsert(event.object as Database);
-    });
-    this.stream = stream;
-    await stream.done;
-    if (failure?.code === 410) return undefined;
-    if (failure) throw new Error(`the Database watch ended with an error: ${failure.message}`);
-    return rv;
   }
 
   private upsert(db: Database): string {
@@ -290,9 +281,9 @@ export class DatabaseController {
       }
       await this.writeStatus(db, desiredStatus(resolved, failure));
     } catch (err) {
-      if (this.abort.signal.aborted || isApiError(err, 404)) return; // stopping, or deleted meanwhile
-      if (isApiError(err, 409)) return; // a newer Database is on its way through the watch
-      this.logger.warn({ database: key, err: (err as Error).message }, "could not reconcile; retrying");
+      if (this.abort.signal.aborted || statusOf(err) === 404) return; // stopping, or deleted meanwhile
+      if (statusOf(err) === 409) return; // a newer Database is on its way through the watch
+      this.logger.warn({ database: key, err: describe(err) }, "could not reconcile; retrying");
       void sleep(RETRY_MS, this.abort.signal).then(() => this.enqueue(key));
     }
   }
@@ -303,15 +294,18 @@ export class DatabaseController {
    * with its resourceVersion fails with 409 Conflict otherwise).
    */
   private async lateInitialize(db: Database, resolved: Database): Promise<void> {
-    const { namespace, name, resourceVersion } = db.metadata ?? {};
+    const { resourceVersion } = db.metadata ?? {};
     const now = resolved.spec?.forProvider ?? {};
-    await this.client.request("PATCH", `/apis/${API_VERSION}/namespaces/${namespace}/databases/${name}`, {
-      body: {
-        metadata: { resourceVersion },
-        spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
+    await this.api.patchNamespacedCustomObject(
+      {
+        ...this.coordinates(db),
+        body: {
+          metadata: { resourceVersion },
+          spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
+        },
       },
-      contentType: "application/merge-patch+json",
-    });
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
   }
 
   /** Patches the status when it differs from what the Database already has. */
@@ -328,18 +322,27 @@ export class DatabaseController {
     });
     const next: DatabaseStatus = { atProvider: desired.atProvider ?? {}, conditions };
     if (JSON.stringify(comparable(have)) === JSON.stringify(comparable(next))) return;
-    const { namespace, name } = db.metadata ?? {};
-    await this.client.request(
-      "PATCH",
-      `/apis/${API_VERSION}/namespaces/${namespace}/databases/${name}/status`,
+    await this.api.patchNamespacedCustomObjectStatus(
       {
+        ...this.coordinates(db),
         // A merge patch replaces lists whole; null clears an atProvider field that went away.
         body: {
           status: { atProvider: { networkId: null, subnetIds: null, ...next.atProvider }, conditions },
         },
-        contentType: "application/merge-patch+json",
       },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
+  }
+
+  /** Where a Database is, as CustomObjectsApi takes it. */
+  private coordinates(db: Database) {
+    return {
+      group: GROUP,
+      version: VERSION,
+      plural: DATABASE_PLURAL,
+      namespace: db.metadata?.namespace ?? "",
+      name: db.metadata?.name ?? "",
+    };
   }
 }
 
@@ -391,8 +394,25 @@ function comparable(s: DatabaseStatus): unknown {
   };
 }
 
-function keyOf(obj: KubeObject): string {
+function keyOf(obj: KubernetesObject): string {
   return `${obj.metadata?.namespace}/${obj.metadata?.name}`;
+}
+
+/** The HTTP status of a client-node failure: `code` of an ApiException, `statusCode` of a watch's. */
+function statusOf(err: unknown): number | undefined {
+  if (err instanceof ApiException) return err.code;
+  const code = (err as { statusCode?: unknown } | undefined)?.statusCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+/** Whether waiting can help: no answer at all, too many requests, or a server error. */
+function transient(err: unknown): boolean {
+  const code = statusOf(err);
+  return code === undefined || code === 429 || code >= 500;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts. */
