@@ -1,0 +1,377 @@
+/**
+ * The export step of a reconcile: a Referable's value delivered into the ConfigMap and Secret
+ * keys its `spec.export` names (server-side apply under the field manager `referable.dev/<name>`,
+ * see src/export/), its keys removed when it has no value, and, through the finalizer
+ * `referable.dev/export`, removed before the Referable goes.
+ *
+ * How the controller knows a key already holds the value without writing: it reads the target
+ * (GET) and remembers, per object, a hash of what it applied there. It cannot watch targets (it
+ * may write only where an administrator opted a namespace in, and has no list right anywhere),
+ * and an informer of whole ConfigMaps and Secrets would hold every other writer's data. The GET
+ * runs only when the text to export changes (or after a restart, or a change of leader, when the
+ * memory is empty), so a source that changes costs one read and one apply per target, a restart
+ * one read and no write, and memory holds a hash per target, never a value. A target someone
+ * else edits is put right at the next change of the value, or the next restart.
+ */
+import { createHash } from "node:crypto";
+import { asError } from "../errors.ts";
+import { isExportError } from "../export/errors.ts";
+import {
+  describeObject,
+  exportText,
+  fieldManagerFor,
+  objectKey,
+  parseTarget,
+  storedText,
+  type ExportTarget,
+  type TargetObject,
+} from "../export/target.ts";
+import { releaseObject, syncObject } from "../export/writer.ts";
+import { isApiError, type KubeClient } from "../kube/client.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "./referable.ts";
+import type { ExportState } from "./status.ts";
+
+/** The finalizer that keeps a Referable until its keys are removed. */
+export const EXPORT_FINALIZER = "referable.dev/export";
+
+/** Options for {@link Exporter}. */
+export interface ExporterOptions {
+  client: Pick<KubeClient, "request">;
+  logger?: Logger;
+  /** Whether Secrets may be written (--allow-secret-export). @default false */
+  allowSecrets?: boolean;
+  /** First wait before a failed export is tried again; it doubles up to maxRetryMs. @default 1000 */
+  minRetryMs?: number;
+  /** @default 300000 */
+  maxRetryMs?: number;
+}
+
+/** What the export step asks of the reconcile. */
+export type ExportStep =
+  /** The Referable was changed (the finalizer added): its next event reconciles it again. */
+  | "restart"
+  /**
+   * The export part of the status to write (null: none; undefined: as it is), and when to try
+   * again after a failure.
+   */
+  | { state: ExportState | null | undefined; retryAfterMs: number | undefined };
+
+/** One object the Referable writes into, and what it remembers of it. */
+interface Written {
+  /** Hash of the keys and texts last found in, or applied to, the object. */
+  hash: string;
+  records: ExportRecord[];
+}
+
+const OPT_IN_HINT =
+  "opt the namespace in with a RoleBinding of the ClusterRole referable-export-configmaps to the controller's ServiceAccount (deploy/examples/export-namespace)";
+const SECRET_OPT_IN_HINT =
+  "opt the namespace in with a RoleBinding of the ClusterRole referable-export-secrets to the controller's ServiceAccount (deploy/examples/allow-secret-export)";
+
+/** Runs the export step; one per controller. See the module comment. */
+export class Exporter {
+  private readonly options: ExporterOptions;
+  private readonly logger: Logger;
+  /** Per Referable: per object key, what it holds. */
+  private readonly written = new Map<string, Map<string, Written>>();
+  /** Per Referable: failed attempts in a row, for the backoff. */
+  private readonly failures = new Map<string, number>();
+
+  constructor(options: ExporterOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  /** Forgets what the targets hold: a new leader reads them again (another leader may have written). */
+  reset(): void {
+    this.written.clear();
+    this.failures.clear();
+  }
+
+  /** Forgets a Referable that is gone. */
+  forget(name: string): void {
+    this.written.delete(name);
+    this.failures.delete(name);
+  }
+
+  /** Whether the Referable holds the export finalizer while being deleted: {@link finalize} must run. */
+  finalizing(obj: Referable): boolean {
+    return obj.metadata.deletionTimestamp !== undefined && hasFinalizer(obj);
+  }
+
+  /**
+   * Writes `result`'s value into every target of `obj.spec.export` (removes the keys when there is
+   * no value, and from targets no longer listed), and says what the status should report.
+   * `result` must be an observed one (not Pending).
+   */
+  async sync(obj: Referable, result: ResolutionResult): Promise<ExportStep> {
+    const name = obj.metadata.name;
+    const raw = obj.spec?.export ?? [];
+    const previous = obj.status?.exports ?? [];
+    if (raw.length === 0 && previous.length === 0) {
+      this.written.delete(name);
+      this.failures.delete(name);
+      if (hasFinalizer(obj)) return (await this.removeFinalizer(obj)) ? "restart" : retry(this, name);
+      return { state: null, retryAfterMs: undefined };
+    }
+    const targets: ExportTarget[] = [];
+    for (const [i, t] of (Array.isArray(raw) ? raw : []).entries()) {
+      const parsed = parseTarget(t, `spec.export[${i}]`);
+      if (typeof parsed === "string")
+        return {
+          state: { exports: [], status: "False", reason: "InvalidSpec", message: parsed },
+          retryAfterMs: undefined,
+        };
+      targets.push(parsed);
+    }
+    if (targets.length > 0 && !hasFinalizer(obj)) {
+      // Before any key is written: a Referable deleted from now on keeps until its keys are removed.
+      return (await this.addFinalizer(obj)) ? "restart" : retry(this, name);
+    }
+
+    const text = valueText(result);
+    // Every object the Referable writes into, or wrote into (a target removed from the spec).
+    const objects = new Map<string, { object: TargetObject; keys: string[] }>();
+    const entry = (o: TargetObject) => {
+      const k = objectKey(o);
+      let e = objects.get(k);
+      if (!e)
+        objects.set(k, (e = { object: { kind: o.kind, namespace: o.namespace, name: o.name }, keys: [] }));
+      return e;
+    };
+    for (const t of targets) entry(t).keys.push(t.key);
+    for (const p of previous) if (p.kind === "ConfigMap" || p.kind === "Secret") entry(p as TargetObject);
+
+    const memory = this.written.get(name) ?? new Map<string, Written>();
+    this.written.set(name, memory);
+    const records: ExportRecord[] = [];
+    const problems: Array<{ reason: string; message: string }> = [];
+    await Promise.all(
+      [...objects].map(async ([key, { object, keys }]) => {
+        const stored: Record<string, string> = {};
+        if (text !== undefined) for (const k of keys) stored[k] = storedText(object.kind, text);
+        const hash = hashOf(stored);
+        const known = memory.get(key);
+        if (known?.hash === hash) {
+          records.push(...known.records);
+          return;
+        }
+        memory.delete(key);
+        if (object.kind === "Secret" && !this.options.allowSecrets) {
+          // Nothing is written into a Secret, and nothing there removed: the controller stays out.
+          if (keys.length > 0)
+            problems.push({
+              reason: "ExportForbidden",
+              message: `${describeObject(object)}: the controller does not write Secrets unless started with --allow-secret-export (and ${SECRET_OPT_IN_HINT})`,
+            });
+          return;
+        }
+        try {
+          const done = await syncObject(this.options.client, object, stored, name, {
+            fieldManager: fieldManagerFor(name),
+            forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
+          });
+          const written = Object.keys(stored).map((k) => {
+            // A key that already held the value keeps the resourceVersion recorded when it was written.
+            const before = done.written
+              ? undefined
+              : previous.find(
+                  (p) =>
+                    p.kind === object.kind &&
+                    p.namespace === object.namespace &&
+                    p.name === object.name &&
+                    p.key === k,
+                );
+            const record: ExportRecord = {
+              kind: object.kind,
+              namespace: object.namespace,
+              name: object.name,
+              key: k,
+            };
+            const version = before?.resourceVersion ?? done.resourceVersion;
+            if (version !== undefined) record.resourceVersion = version;
+            return record;
+          });
+          memory.set(key, { hash, records: written });
+          records.push(...written);
+          if (done.written)
+            this.logger.info(
+              { referable: name, target: describeObject(object), keys: Object.keys(stored).length },
+              text === undefined ? "removed exported keys" : "exported the value",
+            );
+        } catch (err) {
+          if (!isExportError(err)) {
+            // A network error, a timeout: tried again on the backoff.
+            problems.push({
+              reason: "ExportFailed",
+              message: `${describeObject(object)}: ${asError(err).message.slice(0, 300)}; retrying`,
+            });
+            return;
+          }
+          problems.push({ reason: err.reason, message: err.message });
+          this.logger.warn(
+            { referable: name, target: describeObject(object), reason: err.reason },
+            "could not export the value",
+          );
+        }
+      }),
+    );
+    records.sort(compareRecords);
+    let state: ExportState | null;
+    if (targets.length === 0 && problems.length === 0) {
+      // spec.export was emptied and its keys are removed: the status drops the export part, and
+      // the next reconcile lets go of the finalizer.
+      state = null;
+    } else if (problems.length > 0) {
+      problems.sort((a, b) => a.message.localeCompare(b.message));
+      state = {
+        exports: records,
+        status: "False",
+        reason: problems[0]!.reason,
+        message: problems
+          .map((p) => p.message)
+          .join("; ")
+          .slice(0, 4000),
+      };
+    } else if (text === undefined) {
+      state = {
+        exports: records,
+        status: "False",
+        reason: "NoValue",
+        message: "the Referable has no value (see the Ready condition): its exported keys are removed",
+      };
+    } else {
+      state = { exports: records, status: "True", reason: "Exported", message: "" };
+    }
+    if (problems.length === 0) {
+      this.failures.delete(name);
+      return { state, retryAfterMs: undefined };
+    }
+    return { state, retryAfterMs: this.backoff(name) };
+  }
+
+  /**
+   * Removes every key the Referable exported (deleting an object it created once that holds
+   * nothing else), then its finalizer. Returns when to try again, if something failed.
+   */
+  async finalize(obj: Referable): Promise<number | undefined> {
+    const name = obj.metadata.name;
+    const objects = new Map<string, TargetObject>();
+    for (const t of [...(obj.spec?.export ?? []), ...(obj.status?.exports ?? [])]) {
+      const parsed = parseTarget(t, "export");
+      if (typeof parsed !== "string") objects.set(objectKey(parsed), parsed);
+    }
+    let failed = false;
+    for (const object of objects.values()) {
+      if (object.kind === "Secret" && !this.options.allowSecrets) continue; // never written
+      try {
+        const outcome = await releaseObject(this.options.client, object, name, {
+          fieldManager: fieldManagerFor(name),
+          forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
+        });
+        if (outcome !== "absent")
+          this.logger.info(
+            { referable: name, target: describeObject(object), outcome },
+            "removed exported keys",
+          );
+      } catch (err) {
+        failed = true;
+        this.logger.warn(
+          { referable: name, target: describeObject(object), err: asError(err).message.slice(0, 300) },
+          "could not remove exported keys; the Referable keeps its finalizer until they are",
+        );
+      }
+    }
+    if (failed || !(await this.removeFinalizer(obj))) return this.backoff(name);
+    this.forget(name);
+    return undefined;
+  }
+
+  /** The wait before the next attempt of a Referable whose export failed. */
+  backoff(name: string): number {
+    const n = this.failures.get(name) ?? 0;
+    this.failures.set(name, n + 1);
+    const min = this.options.minRetryMs ?? 1000;
+    return Math.min(this.options.maxRetryMs ?? 300_000, min * 2 ** Math.min(n, 20));
+  }
+
+  private async addFinalizer(obj: Referable): Promise<boolean> {
+    const finalizers = obj.metadata.finalizers;
+    return this.patchFinalizers(
+      obj,
+      finalizers === undefined
+        ? [{ op: "add", path: "/metadata/finalizers", value: [EXPORT_FINALIZER] }]
+        : [
+            { op: "test", path: "/metadata/finalizers", value: finalizers },
+            { op: "add", path: "/metadata/finalizers/-", value: EXPORT_FINALIZER },
+          ],
+    );
+  }
+
+  private async removeFinalizer(obj: Referable): Promise<boolean> {
+    const finalizers = obj.metadata.finalizers ?? [];
+    return this.patchFinalizers(obj, [
+      { op: "test", path: "/metadata/finalizers", value: finalizers },
+      {
+        op: "replace",
+        path: "/metadata/finalizers",
+        value: finalizers.filter((f) => f !== EXPORT_FINALIZER),
+      },
+    ]);
+  }
+
+  /** A JSON patch of the finalizers, tested against the list read (and the uid): no one else's edit is lost. */
+  private async patchFinalizers(obj: Referable, ops: unknown[]): Promise<boolean> {
+    try {
+      await this.options.client.request(
+        "PATCH",
+        `/apis/${REFERABLE_API_VERSION}/referables/${obj.metadata.name}`,
+        {
+          body: [{ op: "test", path: "/metadata/uid", value: obj.metadata.uid }, ...ops],
+          contentType: "application/json-patch+json",
+        },
+      );
+      return true;
+    } catch (err) {
+      // 404: gone; 409/422: changed since it was read (its own event reconciles it again).
+      if (isApiError(err, 404)) return true;
+      this.logger.warn(
+        { referable: obj.metadata.name, err: asError(err).message.slice(0, 300) },
+        "could not update the export finalizer",
+      );
+      return false;
+    }
+  }
+}
+
+function retry(exporter: Exporter, name: string): ExportStep {
+  return { state: undefined, retryAfterMs: exporter.backoff(name) };
+}
+
+function hasFinalizer(obj: Referable): boolean {
+  return obj.metadata.finalizers?.includes(EXPORT_FINALIZER) ?? false;
+}
+
+/** The text to export, or undefined when the Referable has no value. */
+function valueText(result: ResolutionResult): string | undefined {
+  if (!result.ok) return undefined;
+  if ("values" in result) return exportText(result.values);
+  return result.value === undefined || result.value === null ? undefined : exportText(result.value);
+}
+
+function hashOf(keys: Record<string, string>): string {
+  const h = createHash("sha256");
+  for (const k of Object.keys(keys).sort()) h.update(k).update("\0").update(keys[k]!).update("\0");
+  return h.digest("base64").slice(0, 22);
+}
+
+function compareRecords(a: ExportRecord, b: ExportRecord): number {
+  return (
+    a.kind.localeCompare(b.kind) ||
+    a.namespace.localeCompare(b.namespace) ||
+    a.name.localeCompare(b.name) ||
+    a.key.localeCompare(b.key)
+  );
+}
