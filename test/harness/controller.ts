@@ -26,6 +26,8 @@ export interface TestController {
 export async function startTestController(
   options: {
     allowSecrets?: boolean;
+    /** spec.export may write Secrets (--allow-secret-export). @default false */
+    allowSecretExport?: boolean;
     maxValueBytes?: number;
     /** The controller's credentials. @default the test cluster's admin */
     client?: KubeClient;
@@ -51,6 +53,7 @@ export async function startTestController(
     metrics,
     events,
     labelSelector: `${SHARD_LABEL}=${shard}`,
+    allowSecretExport: options.allowSecretExport ?? false,
   });
   controller.start();
   controller.setLeader(true);
