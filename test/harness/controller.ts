@@ -32,10 +32,12 @@ export async function startTestController(
     /** The controller's credentials. @default the test cluster's admin */
     client?: KubeClient;
     watchTimeoutSeconds?: [number, number];
+    /** The shard label value, to start a controller again over the same Referables. @default a new one */
+    shard?: string;
   } = {},
 ): Promise<TestController> {
   const client = options.client ?? adminClient();
-  const shard = uniqueName("shard");
+  const shard = options.shard ?? uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
   const resolver = createResolver({
     client,
