@@ -27,7 +27,6 @@ import {
   getReferable,
   SHARD_LABEL,
   startTestController,
-  waitForReason,
   type ReferableView,
   type TestController,
 } from "../harness/controller.ts";
