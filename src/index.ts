@@ -65,3 +65,15 @@ export type {
 } from "./kube/client.ts";
 export type { ResourceInfo } from "./kube/discovery.ts";
 export type { Logger } from "./log.ts";
+export {
+  exportValue,
+  removeExport,
+  ExportError,
+  isExportError,
+  fieldManagerFor,
+  type ExportTarget,
+  type ExportKind,
+  type ExportOptions,
+  type ExportResult,
+  type ExportFailureReason,
+} from "./export/index.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 export { exportValue, removeExport } from "./writer.ts";
-export type { ExportResult, WriteOptions } from "./writer.ts";
+export type { ExportResult, ExportOptions } from "./writer.ts";
 export { ExportError, isExportError } from "./errors.ts";
 export type { ExportFailureReason } from "./errors.ts";
 export { exportText, fieldManagerFor } from "./target.ts";

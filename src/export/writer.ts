@@ -43,7 +43,7 @@ export interface TargetState {
 }
 
 /** Options of every write. */
-export interface WriteOptions {
+export interface ExportOptions {
   /** The field manager the keys are applied under: one per writer, at most 128 characters. */
   fieldManager: string;
   /** Cancels the requests. */
@@ -63,7 +63,7 @@ export async function readTarget(
   client: Client,
   object: TargetObject,
   keys: Iterable<string>,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<TargetState> {
   let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
   try {
@@ -135,7 +135,7 @@ export async function applyTarget(
   object: TargetObject,
   config: ApplyConfig,
   uid: string | undefined,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<string | undefined> {
   const metadata: Record<string, unknown> = { name: object.name, namespace: object.namespace };
   if (uid) metadata.uid = uid;
@@ -184,7 +184,7 @@ export async function syncObject(
   object: TargetObject,
   keys: Record<string, string>,
   creator: string | undefined,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<SyncResult> {
   const wanted = Object.keys(keys);
   const state = await readTarget(client, object, wanted, options);
@@ -221,7 +221,7 @@ export async function releaseObject(
   client: Client,
   object: TargetObject,
   creator: string | undefined,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<ReleaseResult> {
   const state = await readTarget(client, object, [], options);
   if (!state.exists || !state.managed) return "absent";
@@ -269,7 +269,7 @@ export async function exportValue(
   client: Client,
   target: ExportTarget,
   value: unknown,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<ExportResult> {
   const text = storedText(target.kind, exportText(value));
   const state = await readTarget(client, target, [target.key], options);
@@ -306,7 +306,7 @@ export async function exportValue(
 export async function removeExport(
   client: Client,
   target: ExportTarget,
-  options: WriteOptions,
+  options: ExportOptions,
 ): Promise<boolean> {
   const state = await readTarget(client, target, [], options);
   if (!state.exists || !state.owned.has(target.key)) return false;
@@ -325,7 +325,7 @@ export async function removeExport(
   return true;
 }
 
-function requestOptions(options: WriteOptions): { signal?: AbortSignal } {
+function requestOptions(options: ExportOptions): { signal?: AbortSignal } {
   return options.signal ? { signal: options.signal } : {};
 }
 
@@ -342,7 +342,7 @@ function toExportError(
   err: unknown,
   object: TargetObject,
   verb: string,
-  options: WriteOptions,
+  options: ExportOptions,
   values: string[] = [],
 ): unknown {
   if (!isApiError(err)) return err; // a network error: the caller retries it

@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
+import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { describeIf } from "../harness/availability.ts";
 import {
@@ -558,6 +559,36 @@ describe("a restart", () => {
     await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "db2.internal", 5_000);
     await second.stop();
     await counted.close();
+  });
+});
+
+describe("the library's exportValue and removeExport", () => {
+  it("writes, writes nothing when the key holds the value, keeps its other keys, conflicts, and removes", async () => {
+    const out = uniqueName("lib");
+    const options = { fieldManager: "my-operator/db" };
+    const t = (key: string) => target("ConfigMap", open, out, key);
+    const first = await exportValue(admin, t("HOST"), "db.internal", options);
+    expect(first.written).toBe(true);
+    expect(await exportValue(admin, t("HOST"), "db.internal", options)).toEqual({
+      written: false,
+      resourceVersion: first.resourceVersion,
+    });
+    await exportValue(admin, t("PORT"), 5432, options);
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ HOST: "db.internal", PORT: "5432" });
+
+    // Another manager's key is reported, not taken.
+    const err = await exportValue(admin, t("HOST"), "elsewhere", { fieldManager: "another" }).catch(
+      (e: unknown) => e,
+    );
+    expect(isExportError(err) && err.reason).toBe("ExportConflict");
+    expect((err as Error).message).toContain('conflict with "my-operator/db"');
+
+    expect(await removeExport(admin, t("HOST"), options)).toBe(true);
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ PORT: "5432" });
+    expect(await removeExport(admin, t("HOST"), options)).toBe(false);
+    // The last key of an object the manager created: the object goes with it.
+    expect(await removeExport(admin, t("PORT"), options)).toBe(true);
+    expect(await getObject("ConfigMap", open, out)).toBeUndefined();
   });
 });
 
