@@ -6,6 +6,7 @@
  *   npm run bench                      # sizes 100, 1000, 10000; rates 50 and 200 updates/s
  *   npm run bench -- --quick           # CI smoke: size 100, rate 50, short phases
  *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
+ *   npm run bench -- --quick --scenarios export   # source write → exported ConfigMap key
  *
  * Numbers go in the table, never in assertions.
  */
@@ -37,8 +38,10 @@ const selectorRefs = Number(arg("selector-refs") ?? (quick ? 100 : 1000));
 const contentRefs = Number(arg("content-refs") ?? (quick ? 100 : 1000));
 const contentObjects = Number(arg("content-objects") ?? (quick ? 20 : 400));
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
-/** Which scenarios run: sizes (with propagation), fanout, selectors, content. @default all */
-const scenarios = new Set((arg("scenarios") ?? "sizes,fanout,selectors,content").split(","));
+/** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
+const exportRefs = Number(arg("export-refs") ?? (quick ? 20 : 100));
+/** Which scenarios run: sizes (with propagation), fanout, selectors, content, export. @default all */
+const scenarios = new Set((arg("scenarios") ?? "sizes,fanout,selectors,content,export").split(","));
 const profile = process.argv.includes("--profile");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
@@ -711,6 +714,99 @@ async function runFanOut(
   return { n, samples: stats(samples) };
 }
 
+interface ExportResult {
+  refs: number;
+  /** Source write acknowledged → the Referable's status.value shows the value (its watch). */
+  status: Stats;
+  /** Source write acknowledged → the exported ConfigMap key holds the value (a watch of ConfigMaps). */
+  exported: Stats;
+}
+
+/**
+ * spec.export: `n` Referables over ConfigMaps of their own, each exporting into a ConfigMap of its
+ * own in another namespace. One source written at a time; for each write, the time until the
+ * status shows the value and until the exported key does, both seen through watches as a
+ * consumer sees them.
+ */
+async function runExport(client: KubeClient, plane: ControlPlane, n: number): Promise<ExportResult> {
+  log(`export: ${n} Referables, each exporting its value into a ConfigMap key`);
+  const label = `${RUN}-exp`;
+  const labels = { "bench-set": label };
+  const exportNs = label;
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: exportNs } },
+  });
+  const indexes = Array.from({ length: n }, (_, i) => i);
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(
+      client,
+      `${label}-rf${i}`,
+      labels,
+      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
+      { export: [{ kind: "ConfigMap", namespace: exportNs, name: `${label}-out${i}`, key: "VALUE" }] },
+    ),
+  );
+  const keys = new Map<string, string | undefined>();
+  const keyListeners = new Set<() => void>();
+  const cms = `/api/v1/namespaces/${exportNs}/configmaps`;
+  const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", cms);
+  const keyWatch = client.watch(cms, { resourceVersion: list.metadata.resourceVersion }, (e) => {
+    if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+    keys.set(e.object.metadata!.name!, (e.object.data as Record<string, string> | undefined)?.VALUE);
+    for (const l of keyListeners) l();
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until(
+    "export Referables to export v0",
+    () => (indexes.every((i) => keys.get(`${label}-out${i}`) === "v0") ? true : undefined),
+    300_000,
+  );
+  const statusSamples: number[] = [];
+  const exportedSamples: number[] = [];
+  for (let round = 1; round <= (quick ? 30 : 200); round++) {
+    const i = round % n;
+    const value = `x${round}`;
+    let acked = 0;
+    let statusAt = 0;
+    let exportedAt = 0;
+    const done = new Promise<void>((resolve) => {
+      const check = () => {
+        const now = performance.now();
+        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
+        if (!exportedAt && keys.get(`${label}-out${i}`) === value) exportedAt = now;
+        if (statusAt && exportedAt) {
+          off();
+          keyListeners.delete(check);
+          resolve();
+        }
+      };
+      const off = watch.onChange(check);
+      keyListeners.add(check);
+    });
+    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
+    acked = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`export round ${round}: not seen within 60 s`)), 60_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    // A watch event may be handled before the PATCH's own response: that is a latency of 0.
+    statusSamples.push(Math.max(0, statusAt - acked));
+    exportedSamples.push(Math.max(0, exportedAt - acked));
+  }
+  await c.stop();
+  watch.close();
+  keyWatch.close();
+  await deleteFixtures(client, label);
+  await client.request("DELETE", `/api/v1/namespaces/${exportNs}`).catch(() => undefined);
+  return { refs: n, status: stats(statusSamples), exported: stats(exportedSamples) };
+}
+
 async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;
@@ -925,6 +1021,7 @@ async function main(): Promise<void> {
     const content = scenarios.has("content")
       ? await runClusterContent(client, plane, contentRefs, contentObjects)
       : undefined;
+    const exported = scenarios.has("export") ? await runExport(client, plane, exportRefs) : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -945,6 +1042,7 @@ async function main(): Promise<void> {
         selectorRefs,
         contentRefs,
         contentObjects,
+        exportRefs,
         controllerNodeOptions,
         etcd: "--unsafe-no-fsync (test data)",
       },
@@ -954,6 +1052,7 @@ async function main(): Promise<void> {
       fanOut: fan,
       selectors,
       content,
+      export: exported,
       transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
@@ -978,6 +1077,7 @@ function printTable(r: {
   selectors:
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
+  export: ExportResult | undefined;
   transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
@@ -1031,6 +1131,11 @@ function printTable(r: {
   if (c)
     p(
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
+    );
+  const e = r.export;
+  if (e)
+    p(
+      `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
     );
   p("");
   printTransforms(r.transforms, p);

@@ -26,7 +26,7 @@ import {
   type ExportTarget,
   type TargetObject,
 } from "../export/target.ts";
-import { releaseObject, syncObject } from "../export/writer.ts";
+import { releaseObject, syncObject, type KnownObject } from "../export/writer.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
@@ -63,6 +63,8 @@ interface Written {
   /** Hash of the keys and texts last found in, or applied to, the object. */
   hash: string;
   records: ExportRecord[];
+  /** The object's uid and whether the Referable created it: the next change applies without a read. */
+  known: KnownObject | undefined;
 }
 
 const OPT_IN_HINT =
@@ -159,6 +161,9 @@ export class Exporter {
           return;
         }
         memory.delete(key);
+        // Not for a target dropped from the spec: its removal reads first, so a key of an
+        // object someone else re-created is never touched blindly.
+        const previouslyKnown = keys.length > 0 ? known?.known : undefined;
         if (object.kind === "Secret" && !this.options.allowSecrets) {
           // Nothing is written into a Secret, and nothing there removed: the controller stays out.
           if (keys.length > 0)
@@ -169,10 +174,17 @@ export class Exporter {
           return;
         }
         try {
-          const done = await syncObject(this.options.client, object, stored, name, {
-            fieldManager: fieldManagerFor(name),
-            forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
-          });
+          const done = await syncObject(
+            this.options.client,
+            object,
+            stored,
+            name,
+            {
+              fieldManager: fieldManagerFor(name),
+              forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
+            },
+            previouslyKnown,
+          );
           const written = Object.keys(stored).map((k) => {
             // A key that already held the value keeps the resourceVersion recorded when it was written.
             const before = done.written
@@ -194,7 +206,11 @@ export class Exporter {
             if (version !== undefined) record.resourceVersion = version;
             return record;
           });
-          memory.set(key, { hash, records: written });
+          memory.set(key, {
+            hash,
+            records: written,
+            known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
+          });
           records.push(...written);
           if (done.written)
             this.logger.info(

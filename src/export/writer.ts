@@ -10,7 +10,7 @@
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
 import { isApiError, type KubeClient } from "../kube/client.ts";
-import { ExportError } from "./errors.ts";
+import { ExportError, isExportError } from "./errors.ts";
 import {
   CREATED_BY_ANNOTATION,
   describeObject,
@@ -126,9 +126,15 @@ export interface ApplyConfig {
   mark?: boolean;
 }
 
+/** The object after an apply. */
+export interface Applied {
+  uid: string | undefined;
+  resourceVersion: string | undefined;
+}
+
 /**
  * Applies `config` to `object` under the field manager, without force; `uid` makes it apply to
- * that object only (never re-creating one deleted meanwhile). Returns the new resourceVersion.
+ * that object only (never re-creating one deleted meanwhile).
  */
 export async function applyTarget(
   client: Client,
@@ -136,7 +142,7 @@ export async function applyTarget(
   config: ApplyConfig,
   uid: string | undefined,
   options: ExportOptions,
-): Promise<string | undefined> {
+): Promise<Applied> {
   const metadata: Record<string, unknown> = { name: object.name, namespace: object.namespace };
   if (uid) metadata.uid = uid;
   if (config.mark ?? true) {
@@ -146,7 +152,7 @@ export async function applyTarget(
   const body: Record<string, unknown> = { apiVersion: "v1", kind: object.kind, metadata };
   if (Object.keys(config.keys).length > 0) body.data = config.keys;
   try {
-    const applied = await client.request<{ metadata?: { resourceVersion?: string } }>(
+    const applied = await client.request<{ metadata?: { resourceVersion?: string; uid?: string } }>(
       "PATCH",
       objectPath(object),
       {
@@ -157,7 +163,7 @@ export async function applyTarget(
         query: { fieldManager: options.fieldManager, force: false },
       },
     );
-    return applied?.metadata?.resourceVersion;
+    return { uid: applied?.metadata?.uid, resourceVersion: applied?.metadata?.resourceVersion };
   } catch (err) {
     throw toExportError(err, object, "patch", options, Object.values(config.keys));
   }
@@ -171,6 +177,17 @@ export interface SyncResult {
   exists: boolean;
   /** The object's resourceVersion after the call (the one read when nothing was written). */
   resourceVersion: string | undefined;
+  /** The object's uid, when it exists. */
+  uid: string | undefined;
+  /** Whether the object is annotated as created by the creator given. */
+  created: boolean;
+}
+
+/** What a writer knows of an object it applied to before: a read can be skipped. */
+export interface KnownObject {
+  uid: string;
+  /** Whether the writer created it. */
+  created: boolean;
 }
 
 /**
@@ -178,6 +195,10 @@ export interface SyncResult {
  * Secret): sets what differs, removes what it owns and no longer wants, and writes nothing when
  * the object already holds exactly that. A missing object is created (annotated as created by
  * `creator`) only when there is a key to write.
+ *
+ * With `known` (the caller applied to this very object before, and knows its keys changed since)
+ * the read is skipped: the apply goes straight to the object with that uid, and only if that
+ * object is gone does the call read and start over.
  */
 export async function syncObject(
   client: Client,
@@ -185,27 +206,42 @@ export async function syncObject(
   keys: Record<string, string>,
   creator: string | undefined,
   options: ExportOptions,
+  known?: KnownObject,
 ): Promise<SyncResult> {
+  if (known) {
+    const config: ApplyConfig = { keys };
+    if (creator !== undefined && known.created) config.createdBy = creator;
+    try {
+      const applied = await applyTarget(client, object, config, known.uid, options);
+      return { written: true, exists: true, ...applied, created: known.created };
+    } catch (err) {
+      // Deleted or re-created meanwhile (409 or 422 on the uid): read what is there now.
+      if (!(isExportError(err) && err.reason === "ExportFailed")) throw err;
+    }
+  }
   const wanted = Object.keys(keys);
   const state = await readTarget(client, object, wanted, options);
   if (!state.exists) {
-    if (wanted.length === 0) return { written: false, exists: false, resourceVersion: undefined };
+    if (wanted.length === 0)
+      return { written: false, exists: false, resourceVersion: undefined, uid: undefined, created: false };
     const config: ApplyConfig = { keys };
     if (creator !== undefined) config.createdBy = creator;
     // No uid: this apply creates. If someone created the object meanwhile, the apply merges into
     // theirs, and the annotation claims an object that holds their data too; such an object
     // holds something else, so it is never deleted for this writer.
-    const resourceVersion = await applyTarget(client, object, config, undefined, options);
-    return { written: true, exists: true, resourceVersion };
+    const applied = await applyTarget(client, object, config, undefined, options);
+    return { written: true, exists: true, ...applied, created: creator !== undefined };
   }
+  const created = creator !== undefined && state.createdBy === creator;
   const differs =
     wanted.some((k) => state.values.get(k) !== keys[k] || !state.owned.has(k)) ||
     [...state.owned].some((k) => !(k in keys));
-  if (!differs) return { written: false, exists: true, resourceVersion: state.resourceVersion };
+  if (!differs)
+    return { written: false, exists: true, resourceVersion: state.resourceVersion, uid: state.uid, created };
   const config: ApplyConfig = { keys };
-  if (creator !== undefined && state.createdBy === creator) config.createdBy = creator;
-  const resourceVersion = await applyTarget(client, object, config, state.uid, options);
-  return { written: true, exists: true, resourceVersion };
+  if (created) config.createdBy = creator;
+  const applied = await applyTarget(client, object, config, state.uid, options);
+  return { written: true, exists: true, ...applied, created };
 }
 
 /** The outcome of {@link releaseObject}. */
@@ -283,7 +319,7 @@ export async function exportValue(
     if (v !== undefined) keys[k] = v;
   }
   keys[target.key] = text;
-  const resourceVersion = await applyTarget(
+  const { resourceVersion } = await applyTarget(
     client,
     target,
     state.createdBy !== undefined && state.createdBy === options.fieldManager

@@ -346,6 +346,28 @@ describe("export into ConfigMaps", () => {
     );
   });
 
+  it("puts the key back into a ConfigMap someone deleted, at the next change of the value", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "one" });
+    const out = uniqueName("app");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported");
+    await admin.request("DELETE", `/api/v1/namespaces/${open}/configmaps/${out}`);
+    // Re-created by someone else, without the key: a new uid, so the controller reads it again.
+    await createConfigMap(open, out, { OTHER: "new" });
+    await admin.request("PATCH", `/api/v1/namespaces/${src}/configmaps/${source}`, {
+      body: { data: { v: "two" } },
+      contentType: "application/merge-patch+json",
+    });
+    const cm = await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "two", 5_000);
+    expect(dataOf(cm)).toEqual({ OTHER: "new", DB_HOST: "two" });
+    // Not created by the Referable this time: no claim on it.
+    expect(cm?.metadata?.annotations?.["referable.dev/created-by"]).toBeUndefined();
+  });
+
   it("writes a value that is not a string as its JSON text, and several keys of one object", async () => {
     const source = uniqueName("db");
     await createConfigMap(src, source, { v: "db.internal" });
