@@ -60,6 +60,8 @@ let src: string;
 let open: string;
 /** Not opted in. */
 let closed: string;
+/** The ClusterRole of deploy/base/rbac-export.yaml, as this test created it. */
+let exportConfigMapsRole: string;
 const cleanup: string[] = [];
 const controllers: TestController[] = [];
 
@@ -106,6 +108,7 @@ beforeAll(async () => {
   cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
   // The opt-in of one namespace, as deploy/examples/export-namespace and allow-secret-export do.
   const exportConfigMaps = await clusterRole(deployBaseRules("rbac-export.yaml"));
+  exportConfigMapsRole = exportConfigMaps;
   const exportSecrets = await clusterRole(
     clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
   );
@@ -463,6 +466,43 @@ describe("export into ConfigMaps", () => {
     expect(managers).toContain(`referable.dev/${neighbour}`);
   });
 
+  it("removes the key of a target dropped from spec.export; with no target left, lets go of the finalizer", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("app");
+    await createConfigMap(open, out, { OTHER: "kept" });
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "A"), target("ConfigMap", open, out, "B")],
+    });
+    await waitForExported(rf, "Exported");
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({
+      OTHER: "kept",
+      A: "db.internal",
+      B: "db.internal",
+    });
+    const patchExport = (exports: unknown) =>
+      admin.request("PATCH", `${RF}/${rf}`, {
+        body: { spec: { export: exports } },
+        contentType: "application/merge-patch+json",
+      });
+    await patchExport([target("ConfigMap", open, out, "B")]);
+    await waitForData("ConfigMap", open, out, (d) => !("A" in d));
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ OTHER: "kept", B: "db.internal" });
+    await patchExport(null);
+    await waitForData("ConfigMap", open, out, (d) => !("B" in d));
+    const view = await waitFor(
+      "the Referable to drop the export finalizer and the Exported condition",
+      async () => {
+        const v = await getReferable(admin, rf);
+        const finalizers = (v.object.metadata?.finalizers as string[] | undefined) ?? [];
+        return !finalizers.includes("referable.dev/export") && !exportedCondition(v) ? v : undefined;
+      },
+    );
+    expect(view.status.exports).toBeUndefined();
+    expect(view.reason).toBe("Available");
+  });
+
   it("keeps an object it created that someone else has written into since", async () => {
     const source = uniqueName("db");
     await createConfigMap(src, source, { v: "db.internal" });
@@ -499,6 +539,33 @@ describe("export into ConfigMaps", () => {
     expect(message).toContain("deploy/examples/export-namespace");
     expect(message).not.toContain("db.internal");
     expect(await getObject("ConfigMap", closed, out)).toBeUndefined();
+  });
+});
+
+describe("opting a namespace in later", () => {
+  it("is picked up by itself: the refused export is retried on a backoff and succeeds", async () => {
+    const later = await createNamespace(admin, "export-later");
+    cleanup.push(`/api/v1/namespaces/${later}`);
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("later");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", later, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "ExportForbidden");
+    await admin.request("POST", `${RBAC}/namespaces/${later}/rolebindings`, {
+      body: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "referable-export-configmaps" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: exportConfigMapsRole },
+        subjects: controllerSubject(),
+      },
+    });
+    // The first retries come 1, 2 and 4 s after the refusal.
+    await waitForExported(rf, "Exported", () => true, 20_000);
+    expect(dataOf(await getObject("ConfigMap", later, out))).toEqual({ DB_HOST: "db.internal" });
   });
 });
 
