@@ -43,6 +43,7 @@ export class ControllerMetrics {
   readonly propagation: Histogram;
   readonly statusWrites: Counter<"result">;
   readonly statusRepairs: Counter;
+  readonly exportWrites: Counter<"result">;
   readonly events: Counter<"type">;
 
   constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
@@ -189,6 +190,14 @@ export class ControllerMetrics {
       help: "Status writes that put back a status someone else had changed (only the controller writes it)",
       registers,
     });
+    this.exportWrites = new Counter({
+      name: "referable_export_writes_total",
+      help: "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
+      labelNames: ["result"],
+      registers,
+    });
+    for (const result of ["success", "conflict", "forbidden", "error"])
+      this.exportWrites.labels(result).inc(0);
     this.events = new Counter({
       name: "referable_events_total",
       help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",

@@ -134,6 +134,7 @@ export class ReferableController {
       client: options.client,
       logger: this.logger,
       allowSecrets: options.allowSecretExport ?? false,
+      onWrite: (result) => options.metrics?.exportWrites.labels(result).inc(),
     });
     const metrics = options.metrics;
     const labels = { name: "referable", controller: "referable" };

@@ -46,6 +46,8 @@ export interface ExporterOptions {
   minRetryMs?: number;
   /** @default 300000 */
   maxRetryMs?: number;
+  /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
+  onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
 
 /** What the export step asks of the reconcile. */
@@ -212,12 +214,22 @@ export class Exporter {
             known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
           });
           records.push(...written);
+          if (done.written) this.options.onWrite?.("success");
           if (done.written)
             this.logger.info(
               { referable: name, target: describeObject(object), keys: Object.keys(stored).length },
               text === undefined ? "removed exported keys" : "exported the value",
             );
         } catch (err) {
+          this.options.onWrite?.(
+            !isExportError(err)
+              ? "error"
+              : err.reason === "ExportConflict"
+                ? "conflict"
+                : err.reason === "ExportForbidden"
+                  ? "forbidden"
+                  : "error",
+          );
           if (!isExportError(err)) {
             // A network error, a timeout: tried again on the backoff.
             problems.push({

@@ -387,7 +387,7 @@ function toExportError(
   if (err.statusCode === 403) {
     return new ExportError(
       "ExportForbidden",
-      `may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
+      `${what}: may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
       { cause: err },
     );
   }

@@ -216,6 +216,12 @@ async function getObject(
 
 const dataOf = (o: KubeObject | undefined) => (o?.data ?? {}) as Record<string, string>;
 
+/** referable_export_writes_total{result} of a test controller. */
+async function exportWrites(c: TestController, result: string): Promise<number> {
+  const metric = await c.metrics.exportWrites.get();
+  return metric.values.find((v) => v.labels.result === result)?.value ?? 0;
+}
+
 function exportedCondition(view: ReferableView) {
   const conditions = (view.status.conditions ?? []) as Array<{
     type: string;
@@ -406,6 +412,7 @@ describe("export into ConfigMaps", () => {
     expect(condition.message).not.toContain("theirs");
     expect(view.reason).toBe("Available");
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ DB_HOST: "theirs" });
+    expect(await exportWrites(ctl, "conflict")).toBeGreaterThan(0);
   });
 
   it("removes the key when the source is deleted, and only that key", async () => {
@@ -635,6 +642,7 @@ describe("a restart", () => {
       return writes.length > 0 || successes >= 2;
     });
     expect(writes).toEqual([]);
+    expect(await exportWrites(second, "success")).toBe(0);
     const cmAfter = await getObject("ConfigMap", open, out);
     expect(cmAfter?.metadata?.resourceVersion).toBe(cmBefore?.metadata?.resourceVersion);
     const after = await getReferable(admin, rf);
