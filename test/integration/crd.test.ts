@@ -548,7 +548,21 @@ withKubectl("kubectl with the Referable CRD", () => {
     expect(out).toContain("base64.decode(value)");
   });
 
-  it("get rf shows READY, REASON, VALUE (values in mode Multiple), SOURCE and AGE; -o wide adds KIND", async () => {
+  it("explain referable.spec.export documents the write, the conflict, removal and the opt-in", async () => {
+    const out = await kubectl("explain", "referable.spec.export");
+    for (const part of [
+      "server-side apply",
+      "ExportConflict",
+      "removed",
+      "--allow-secret-export",
+      "opted in",
+    ])
+      expect(out).toContain(part);
+    const key = await kubectl("explain", "referable.spec.export.key");
+    expect(key).toContain("letters, digits");
+  });
+
+  it("get rf shows READY, REASON, VALUE (values in mode Multiple), SOURCE, EXPORTED and AGE; -o wide adds KIND", async () => {
     const named = await create("crd-get-name", { source: byName });
     const selected = await create("crd-get-selector", {
       source: bySelector,
