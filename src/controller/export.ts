@@ -117,8 +117,9 @@ export class Exporter {
     if (raw.length === 0 && previous.length === 0) {
       this.written.delete(name);
       this.failures.delete(name);
-      if (hasFinalizer(obj)) return (await this.removeFinalizer(obj)) ? "restart" : retry(this, name);
-      return { state: null, retryAfterMs: undefined };
+      if (!hasFinalizer(obj)) return { state: null, retryAfterMs: undefined };
+      const problem = await this.removeFinalizer(obj);
+      return problem === undefined ? "restart" : this.finalizerProblem(name, problem);
     }
     const targets: ExportTarget[] = [];
     for (const [i, t] of (Array.isArray(raw) ? raw : []).entries()) {
@@ -132,7 +133,8 @@ export class Exporter {
     }
     if (targets.length > 0 && !hasFinalizer(obj)) {
       // Before any key is written: a Referable deleted from now on keeps until its keys are removed.
-      return (await this.addFinalizer(obj)) ? "restart" : retry(this, name);
+      const problem = await this.addFinalizer(obj);
+      return problem === undefined ? "restart" : this.finalizerProblem(name, problem);
     }
 
     const text = valueText(result);
@@ -312,7 +314,7 @@ export class Exporter {
         );
       }
     }
-    if (failed || !(await this.removeFinalizer(obj))) return this.backoff(name);
+    if (failed || (await this.removeFinalizer(obj)) !== undefined) return this.backoff(name);
     this.forget(name);
     return undefined;
   }
@@ -325,7 +327,21 @@ export class Exporter {
     return Math.min(this.options.maxRetryMs ?? 300_000, min * 2 ** Math.min(n, 20));
   }
 
-  private async addFinalizer(obj: Referable): Promise<boolean> {
+  /** Exported=False for a finalizer the controller could not add or remove, tried again on the backoff. */
+  private finalizerProblem(name: string, problem: string): ExportStep {
+    return {
+      state: {
+        exports: [],
+        status: "False",
+        reason: "ExportFailed",
+        message: `could not update the finalizer ${EXPORT_FINALIZER}, which keeps a Referable until its exported keys are removed: ${problem}`,
+      },
+      retryAfterMs: this.backoff(name),
+    };
+  }
+
+  /** Adds the finalizer; resolves with what went wrong, if anything. */
+  private async addFinalizer(obj: Referable): Promise<string | undefined> {
     const finalizers = obj.metadata.finalizers;
     return this.patchFinalizers(
       obj,
@@ -338,7 +354,8 @@ export class Exporter {
     );
   }
 
-  private async removeFinalizer(obj: Referable): Promise<boolean> {
+  /** Removes the finalizer; resolves with what went wrong, if anything. */
+  private async removeFinalizer(obj: Referable): Promise<string | undefined> {
     const finalizers = obj.metadata.finalizers ?? [];
     return this.patchFinalizers(obj, [
       { op: "test", path: "/metadata/finalizers", value: finalizers },
@@ -350,8 +367,11 @@ export class Exporter {
     ]);
   }
 
-  /** A JSON patch of the finalizers, tested against the list read (and the uid): no one else's edit is lost. */
-  private async patchFinalizers(obj: Referable, ops: unknown[]): Promise<boolean> {
+  /**
+   * A JSON patch of the finalizers, tested against the list read (and the uid): no one else's
+   * edit is lost. Resolves with what went wrong, if anything.
+   */
+  private async patchFinalizers(obj: Referable, ops: unknown[]): Promise<string | undefined> {
     try {
       await this.options.client.request(
         "PATCH",
@@ -361,21 +381,21 @@ export class Exporter {
           contentType: "application/json-patch+json",
         },
       );
-      return true;
+      return undefined;
     } catch (err) {
-      // 404: gone; 409/422: changed since it was read (its own event reconciles it again).
-      if (isApiError(err, 404)) return true;
+      // 404: gone. 409, 422 (a failed test): changed since it was read, and the change's own
+      // event reconciles it again, from the new version; nothing to report.
+      if (isApiError(err, 404) || isApiError(err, 409) || isApiError(err, 422)) return undefined;
+      const message = asError(err).message.slice(0, 300);
       this.logger.warn(
-        { referable: obj.metadata.name, err: asError(err).message.slice(0, 300) },
+        { referable: obj.metadata.name, err: message },
         "could not update the export finalizer",
       );
-      return false;
+      if (isApiError(err, 403))
+        return `${message}: the controller needs patch on referables.referable.dev (deploy/base/rbac-controller.yaml)`;
+      return message;
     }
   }
-}
-
-function retry(exporter: Exporter, name: string): ExportStep {
-  return { state: undefined, retryAfterMs: exporter.backoff(name) };
 }
 
 function hasFinalizer(obj: Referable): boolean {
