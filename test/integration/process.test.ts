@@ -230,6 +230,7 @@ describe("flags", () => {
       ["--leader-election-retry-period=VALUE", "default 2s"],
       ["--concurrency=VALUE", "default 8"],
       ["--referable-selector=VALUE", 'default ""'],
+      ["--allow-secret-export[=true|false]", "default false"],
     ];
     const lines = help.split("\n");
     for (const [flag, want] of documented) {
@@ -237,8 +238,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 21 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(22);
+    // 22 options and --help, each on two lines, after a 3-line header.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(23);
     expect(p.stderr()).toBe("");
   }, 60_000);
 
