@@ -249,6 +249,18 @@ describe("desiredStatus with spec.export", () => {
     });
   });
 
+  it("drops an Exported condition forged on a Referable that does not export, even when the step did not run", () => {
+    const plain = desiredStatus(obj(), ok("v"), T0)!;
+    const forged: ReferableStatus = {
+      ...plain,
+      conditions: [
+        ...plain.conditions!,
+        { ...plain.conditions![0]!, type: "Exported", reason: "Exported", status: "True" },
+      ],
+    };
+    expect(exportedOf(desiredStatus(obj(forged), ok("v"), T1, undefined, undefined))).toBeUndefined();
+  });
+
   it.each([
     {
       reason: "an equal export state later changes nothing (not even lastTransitionTime)",

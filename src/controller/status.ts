@@ -112,7 +112,10 @@ export function desiredStatus(
     if (previous.sources !== undefined) next.sources = previous.sources;
   }
   if (next.sources?.length === 0) delete next.sources;
-  const exportState = exported === undefined ? exportStateOf(previous) : exported;
+  // Carried over only for a Referable that exports (or did): on any other, an Exported condition
+  // is someone else's forgery, dropped as any condition of another type is.
+  const exports = (obj.spec?.export?.length ?? 0) > 0 || (previous.exports?.length ?? 0) > 0;
+  const exportState = exported === undefined ? (exports ? exportStateOf(previous) : null) : exported;
   if (exportState) {
     const prevExported = previous.conditions?.find((c) => c.type === EXPORTED);
     next.conditions!.push({
