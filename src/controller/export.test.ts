@@ -68,7 +68,7 @@ describe("Exporter", () => {
         ? new ApiError("GET", "/x", 404, "NotFound", "not found")
         : { metadata: { uid: "cm", resourceVersion: String(rv++) } },
     );
-    const exporter = new Exporter({ client });
+    const exporter = new Exporter({ client, minWriteIntervalMs: 0 });
     const obj = referable([EXPORT_FINALIZER]);
     const first = await exporter.sync(obj, value({ host: "db" }));
     expect(first).toMatchObject({ state: { status: "True", reason: "Exported" } });
@@ -82,6 +82,29 @@ describe("Exporter", () => {
     // A new value: one apply straight to the object it wrote before, no read.
     await exporter.sync(obj, value({ host: "db2" }));
     expect(client.calls.slice(2)).toEqual(["PATCH /api/v1/namespaces/team-b/configmaps/app"]);
+  });
+
+  it("writes a hot source's changes at most once per interval, and the last one always", async () => {
+    let now = 1000;
+    const client = fakeClient((method) =>
+      method === "GET"
+        ? new ApiError("GET", "/x", 404, "NotFound", "not found")
+        : { metadata: { uid: "cm", resourceVersion: "1" } },
+    );
+    const exporter = new Exporter({ client, minWriteIntervalMs: 100, clock: () => now });
+    const obj = referable([EXPORT_FINALIZER]);
+    await exporter.sync(obj, value("v1"));
+    const writes = () => client.calls.filter((c) => c.startsWith("PATCH")).length;
+    expect(writes()).toBe(1);
+    now += 30;
+    // Held back: the status keeps what it says (undefined carries it over), and a retry is due.
+    expect(await exporter.sync(obj, value("v2"))).toEqual({ state: undefined, retryAfterMs: 70 });
+    now += 30;
+    expect(await exporter.sync(obj, value("v3"))).toEqual({ state: undefined, retryAfterMs: 40 });
+    expect(writes()).toBe(1);
+    now += 40;
+    expect(await exporter.sync(obj, value("v3"))).toMatchObject({ state: { reason: "Exported" } });
+    expect(writes()).toBe(2);
   });
 
   it("removes the keys when there is no value, and says so", async () => {

@@ -46,6 +46,16 @@ export interface ExporterOptions {
   minRetryMs?: number;
   /** @default 300000 */
   maxRetryMs?: number;
+  /**
+   * Shortest time between two writes of one target object by one Referable: the first change
+   * after a quiet spell is written at once, a source changing faster has its changes coalesced,
+   * and the last one is always written. Bounds the writes a hot source causes, as
+   * minWriteIntervalMs bounds status writes.
+   * @default 100
+   */
+  minWriteIntervalMs?: number;
+  /** Monotonic clock in milliseconds. @default performance.now */
+  clock?: () => number;
   /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
@@ -67,6 +77,8 @@ interface Written {
   records: ExportRecord[];
   /** The object's uid and whether the Referable created it: the next change applies without a read. */
   known: KnownObject | undefined;
+  /** When the Referable last wrote the object (clock), or undefined when it only read it. */
+  writtenAt: number | undefined;
 }
 
 const OPT_IN_HINT =
@@ -154,6 +166,10 @@ export class Exporter {
     this.written.set(name, memory);
     const records: ExportRecord[] = [];
     const problems: Array<{ reason: string; message: string }> = [];
+    const clock = this.options.clock ?? (() => performance.now());
+    const interval = this.options.minWriteIntervalMs ?? 100;
+    /** The soonest a write held back by the interval is due. */
+    let deferredMs: number | undefined;
     await Promise.all(
       [...objects].map(async ([key, { object, keys }]) => {
         const stored: Record<string, string> = {};
@@ -162,6 +178,12 @@ export class Exporter {
         const known = memory.get(key);
         if (known?.hash === hash) {
           records.push(...known.records);
+          return;
+        }
+        const wait = known?.writtenAt === undefined ? 0 : known.writtenAt + interval - clock();
+        if (wait > 0) {
+          // Written moments ago: this change waits for the interval (a later one may replace it).
+          deferredMs = Math.min(deferredMs ?? wait, wait);
           return;
         }
         memory.delete(key);
@@ -214,6 +236,7 @@ export class Exporter {
             hash,
             records: written,
             known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
+            writtenAt: done.written ? clock() : known?.writtenAt,
           });
           records.push(...written);
           if (done.written) this.options.onWrite?.("success");
@@ -248,6 +271,9 @@ export class Exporter {
         }
       }),
     );
+    // Some object waits for its interval: the status keeps saying what the keys hold until then.
+    if (deferredMs !== undefined && problems.length === 0)
+      return { state: undefined, retryAfterMs: deferredMs };
     records.sort(compareRecords);
     let state: ExportState | null;
     if (targets.length === 0 && problems.length === 0) {
@@ -279,7 +305,8 @@ export class Exporter {
       this.failures.delete(name);
       return { state, retryAfterMs: undefined };
     }
-    return { state, retryAfterMs: this.backoff(name) };
+    const backoff = this.backoff(name);
+    return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
   }
 
   /**
