@@ -320,6 +320,8 @@ export class Exporter {
       const parsed = parseTarget(t, "export");
       if (typeof parsed !== "string") objects.set(objectKey(parsed), parsed);
     }
+    // Objects the status says hold a key of this Referable; the others are only named in the spec.
+    const recorded = new Set((obj.status?.exports ?? []).map((r) => objectKey(r as TargetObject)));
     let failed = false;
     for (const object of objects.values()) {
       if (object.kind === "Secret" && !this.options.allowSecrets) continue; // never written
@@ -334,6 +336,11 @@ export class Exporter {
             "removed exported keys",
           );
       } catch (err) {
+        // A target never written (its namespace never opted in, so it is not in status.exports)
+        // holds nothing of this Referable: a refusal there must not keep the Referable forever.
+        // (A key written just before a crash, before the status recorded it, is left then.)
+        if (isExportError(err) && err.reason === "ExportForbidden" && !recorded.has(objectKey(object)))
+          continue;
         failed = true;
         this.logger.warn(
           { referable: name, target: describeObject(object), err: asError(err).message.slice(0, 300) },

@@ -547,6 +547,26 @@ describe("export into ConfigMaps", () => {
     expect(message).not.toContain("db.internal");
     expect(await getObject("ConfigMap", closed, out)).toBeUndefined();
   });
+
+  it("a Referable that never wrote into a namespace not opted in is not kept by it when deleted", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    // A Secret: the controller may not even read it there (a ConfigMap it may read, as a source).
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("Secret", closed, uniqueName("creds"), "PASSWORD")],
+    });
+    await waitForExported(rf, "ExportForbidden");
+    await admin.request("DELETE", `${RF}/${rf}`);
+    await waitFor(`Referable ${rf} to be gone`, async () => {
+      try {
+        await admin.request("GET", `${RF}/${rf}`);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    });
+  });
 });
 
 describe("opting a namespace in later", () => {
