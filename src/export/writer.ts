@@ -295,7 +295,8 @@ export interface ExportResult {
  * requires). Creates the object when missing (labelled `referable.dev/exported`); keeps every
  * other key, the manager's own included; writes nothing when the key already holds the value.
  * Throws an {@link ExportError}: `ExportConflict` when another field manager owns the key (never
- * forced), `ExportForbidden` when RBAC refuses, `ExportFailed` otherwise.
+ * forced), `ExportForbidden` when RBAC refuses, `ExportFailed` otherwise (and, not retryable,
+ * for an `undefined` value: remove the key with {@link removeExport} instead).
  *
  * @example
  * await exportValue(client, { kind: "ConfigMap", namespace: "team-b", name: "app", key: "DB_HOST" },
@@ -307,6 +308,10 @@ export async function exportValue(
   value: unknown,
   options: ExportOptions,
 ): Promise<ExportResult> {
+  if (value === undefined)
+    throw new ExportError("ExportFailed", "there is no value to export: use removeExport to remove the key", {
+      retryable: false,
+    });
   const text = storedText(target.kind, exportText(value));
   const state = await readTarget(client, target, [target.key], options);
   if (state.exists && state.owned.has(target.key) && state.values.get(target.key) === text)
@@ -319,17 +324,10 @@ export async function exportValue(
     if (v !== undefined) keys[k] = v;
   }
   keys[target.key] = text;
-  const { resourceVersion } = await applyTarget(
-    client,
-    target,
-    state.createdBy !== undefined && state.createdBy === options.fieldManager
-      ? { keys, createdBy: options.fieldManager }
-      : state.exists
-        ? { keys }
-        : { keys, createdBy: options.fieldManager },
-    state.uid,
-    options,
-  );
+  const config: ApplyConfig = { keys };
+  // Created now, or earlier by the same manager: the annotation lets removeExport delete it.
+  if (!state.exists || state.createdBy === options.fieldManager) config.createdBy = options.fieldManager;
+  const { resourceVersion } = await applyTarget(client, target, config, state.uid, options);
   return { written: true, resourceVersion };
 }
 
