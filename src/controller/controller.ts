@@ -313,7 +313,12 @@ export class ReferableController {
     const base: Referable = behind ? { ...obj, status: written.status } : obj;
     const baseVersion = behind ? written.resourceVersion : obj.metadata.resourceVersion;
 
-    const exported = await this.exportStep(base, result);
+    // The keys it wrote are those of the status it wrote, when it knows it: a forged
+    // status.exports must not send it to release (or read) targets it never wrote.
+    const exported = await this.exportStep(
+      this.leader && tracked.own ? { ...base, status: tracked.own } : base,
+      result,
+    );
     if (exported === "restart") return "done";
     const own = this.leader ? tracked.own : undefined;
     const desired = desiredStatus(base, result, this.options.now?.() ?? new Date(), own, exported?.state);

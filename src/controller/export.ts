@@ -72,6 +72,7 @@ export type ExportStep =
 
 /** One object the Referable writes into, and what it remembers of it. */
 interface Written {
+  object: TargetObject;
   /** Hash of the keys and texts last found in, or applied to, the object. */
   hash: string;
   records: ExportRecord[];
@@ -159,11 +160,12 @@ export class Exporter {
         objects.set(k, (e = { object: { kind: o.kind, namespace: o.namespace, name: o.name }, keys: [] }));
       return e;
     };
-    for (const t of targets) entry(t).keys.push(t.key);
-    for (const p of previous) if (p.kind === "ConfigMap" || p.kind === "Secret") entry(p as TargetObject);
-
     const memory = this.written.get(name) ?? new Map<string, Written>();
     this.written.set(name, memory);
+    for (const t of targets) entry(t).keys.push(t.key);
+    for (const p of previous) if (p.kind === "ConfigMap" || p.kind === "Secret") entry(p as TargetObject);
+    // And what this process wrote, should a status recording it have failed to be written.
+    for (const w of memory.values()) entry(w.object);
     const records: ExportRecord[] = [];
     const problems: Array<{ reason: string; message: string }> = [];
     const clock = this.options.clock ?? (() => performance.now());
@@ -232,19 +234,24 @@ export class Exporter {
             if (version !== undefined) record.resourceVersion = version;
             return record;
           });
-          memory.set(key, {
-            hash,
-            records: written,
-            known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
-            writtenAt: done.written ? clock() : known?.writtenAt,
-          });
+          // A target dropped from the spec, its keys removed: nothing more to remember of it.
+          if (keys.length === 0) memory.delete(key);
+          else
+            memory.set(key, {
+              object,
+              hash,
+              records: written,
+              known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
+              writtenAt: done.written ? clock() : known?.writtenAt,
+            });
           records.push(...written);
-          if (done.written) this.options.onWrite?.("success");
-          if (done.written)
+          if (done.written) {
+            this.options.onWrite?.("success");
             this.logger.info(
               { referable: name, target: describeObject(object), keys: Object.keys(stored).length },
-              text === undefined ? "removed exported keys" : "exported the value",
+              Object.keys(stored).length === 0 ? "removed exported keys" : "exported the value",
             );
+          }
         } catch (err) {
           this.options.onWrite?.(
             !isExportError(err)
