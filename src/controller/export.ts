@@ -29,7 +29,7 @@ import {
 import { releaseObject, syncObject, type KnownObject } from "../export/writer.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import type { ResolutionResult } from "../resolver/types.ts";
+import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "./referable.ts";
 import type { ExportState } from "./status.ts";
 
@@ -151,6 +151,7 @@ export class Exporter {
     }
 
     const text = valueText(result);
+    const read = readObjects(result);
     // Every object the Referable writes into, or wrote into (a target removed from the spec).
     const objects = new Map<string, { object: TargetObject; keys: string[] }>();
     const entry = (o: TargetObject) => {
@@ -174,8 +175,16 @@ export class Exporter {
     let deferredMs: number | undefined;
     await Promise.all(
       [...objects].map(async ([key, { object, keys }]) => {
+        // Writing into an object the value is read from changes what is read, and with a
+        // fieldPath that takes the written key in (data, say) the value grows with every write.
+        const readsIt = keys.length > 0 && read.has(key);
+        if (readsIt)
+          problems.push({
+            reason: "InvalidSpec",
+            message: `${describeObject(object)} is a source of this Referable: a Referable cannot export into an object it reads; export into another object`,
+          });
         const stored: Record<string, string> = {};
-        if (text !== undefined) for (const k of keys) stored[k] = storedText(object.kind, text);
+        if (text !== undefined && !readsIt) for (const k of keys) stored[k] = storedText(object.kind, text);
         const hash = hashOf(stored);
         const known = memory.get(key);
         if (known?.hash === hash) {
@@ -441,6 +450,22 @@ export class Exporter {
 
 function hasFinalizer(obj: Referable): boolean {
   return obj.metadata.finalizers?.includes(EXPORT_FINALIZER) ?? false;
+}
+
+/** The ConfigMaps and Secrets the result was read from, as object keys. */
+function readObjects(result: ResolutionResult): Set<string> {
+  const keys = new Set<string>();
+  if (!result.ok) return keys;
+  const sources: SourceRef[] =
+    "sources" in result && result.sources
+      ? result.sources
+      : "source" in result && result.source
+        ? [result.source]
+        : [];
+  for (const s of sources)
+    if (s.apiVersion === "v1" && (s.kind === "ConfigMap" || s.kind === "Secret") && s.namespace)
+      keys.add(objectKey({ kind: s.kind, namespace: s.namespace, name: s.name }));
+  return keys;
 }
 
 /** The text to export, or undefined when the Referable has no value. */

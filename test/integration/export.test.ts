@@ -510,6 +510,20 @@ describe("export into ConfigMaps", () => {
     expect(view.reason).toBe("Available");
   });
 
+  it("refuses to export into the object it reads, which would feed the value back into itself", async () => {
+    // The source and the target in the opted-in namespace: data (the whole map) takes any key in.
+    const both = uniqueName("loop");
+    await createConfigMap(open, both, { v: "x" });
+    const rf = await createReferable({
+      source: { apiVersion: "v1", kind: "ConfigMap", namespace: open, name: both, fieldPath: "data" },
+      export: [target("ConfigMap", open, both, "ALL")],
+    });
+    const view = await waitForExported(rf, "InvalidSpec");
+    expect(exportedCondition(view)!.message).toContain("cannot export into an object it reads");
+    expect(view.reason).toBe("Available");
+    expect(dataOf(await getObject("ConfigMap", open, both))).toEqual({ v: "x" });
+  });
+
   it("keeps an object it created that someone else has written into since", async () => {
     const source = uniqueName("db");
     await createConfigMap(src, source, { v: "db.internal" });
