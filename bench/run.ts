@@ -7,6 +7,7 @@
  *   npm run bench -- --quick           # CI smoke: size 100, rate 50, short phases
  *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
  *   npm run bench -- --quick --scenarios reads   # only the library's cached vs consistent reads
+ *   npm run bench -- --quick --scenarios export   # source write → exported ConfigMap key
  *
  * Numbers go in the table, never in assertions.
  */
@@ -46,10 +47,14 @@ const hotUpdates = Number(arg("hot-updates") ?? (quick ? 40 : 200));
 /** The idle scenario: how long the settled controller is watched doing nothing. */
 const idleSeconds = Number(arg("idle-seconds") ?? (quick ? 10 : 60));
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads. @default all */
-const scenarios = new Set((arg("scenarios") ?? "sizes,hot,fanout,selectors,content,idle,reads").split(","));
+/** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
+const exportRefs = Number(arg("export-refs") ?? (quick ? 20 : 100));
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads, export. @default all */
+const scenarios = new Set(
+  (arg("scenarios") ?? "sizes,hot,fanout,selectors,content,idle,reads,export").split(","),
+);
 /** Scenarios that run the controller process (and so need its idle baseline). */
-const controllerScenarios = ["sizes", "hot", "fanout", "selectors", "content", "idle"].filter((s) =>
+const controllerScenarios = ["sizes", "hot", "fanout", "selectors", "content", "idle", "export"].filter((s) =>
   scenarios.has(s),
 );
 const profile = process.argv.includes("--profile");
@@ -906,6 +911,99 @@ async function runIdle(client: KubeClient, plane: ControlPlane, referables: numb
   };
 }
 
+interface ExportResult {
+  refs: number;
+  /** Source write acknowledged → the Referable's status.value shows the value (its watch). */
+  status: Stats;
+  /** Source write acknowledged → the exported ConfigMap key holds the value (a watch of ConfigMaps). */
+  exported: Stats;
+}
+
+/**
+ * spec.export: `n` Referables over ConfigMaps of their own, each exporting into a ConfigMap of its
+ * own in another namespace. One source written at a time; for each write, the time until the
+ * status shows the value and until the exported key does, both seen through watches as a
+ * consumer sees them.
+ */
+async function runExport(client: KubeClient, plane: ControlPlane, n: number): Promise<ExportResult> {
+  log(`export: ${n} Referables, each exporting its value into a ConfigMap key`);
+  const label = `${RUN}-exp`;
+  const labels = { "bench-set": label };
+  const exportNs = label;
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: exportNs } },
+  });
+  const indexes = Array.from({ length: n }, (_, i) => i);
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(
+      client,
+      `${label}-rf${i}`,
+      labels,
+      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
+      { export: [{ kind: "ConfigMap", namespace: exportNs, name: `${label}-out${i}`, key: "VALUE" }] },
+    ),
+  );
+  const keys = new Map<string, string | undefined>();
+  const keyListeners = new Set<() => void>();
+  const cms = `/api/v1/namespaces/${exportNs}/configmaps`;
+  const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", cms);
+  const keyWatch = client.watch(cms, { resourceVersion: list.metadata.resourceVersion }, (e) => {
+    if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+    keys.set(e.object.metadata!.name!, (e.object.data as Record<string, string> | undefined)?.VALUE);
+    for (const l of keyListeners) l();
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until(
+    "export Referables to export v0",
+    () => (indexes.every((i) => keys.get(`${label}-out${i}`) === "v0") ? true : undefined),
+    300_000,
+  );
+  const statusSamples: number[] = [];
+  const exportedSamples: number[] = [];
+  for (let round = 1; round <= (quick ? 30 : 200); round++) {
+    const i = round % n;
+    const value = `x${round}`;
+    let acked = 0;
+    let statusAt = 0;
+    let exportedAt = 0;
+    const done = new Promise<void>((resolve) => {
+      const check = () => {
+        const now = performance.now();
+        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
+        if (!exportedAt && keys.get(`${label}-out${i}`) === value) exportedAt = now;
+        if (statusAt && exportedAt) {
+          off();
+          keyListeners.delete(check);
+          resolve();
+        }
+      };
+      const off = watch.onChange(check);
+      keyListeners.add(check);
+    });
+    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
+    acked = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`export round ${round}: not seen within 60 s`)), 60_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    // A watch event may be handled before the PATCH's own response: that is a latency of 0.
+    statusSamples.push(Math.max(0, statusAt - acked));
+    exportedSamples.push(Math.max(0, exportedAt - acked));
+  }
+  await c.stop();
+  watch.close();
+  keyWatch.close();
+  await deleteFixtures(client, label);
+  await client.request("DELETE", `/api/v1/namespaces/${exportNs}`).catch(() => undefined);
+  return { refs: n, status: stats(statusSamples), exported: stats(exportedSamples) };
+}
+
 async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;
@@ -1129,6 +1227,7 @@ async function main(): Promise<void> {
     const reads = scenarios.has("reads")
       ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
       : undefined;
+    const exported = scenarios.has("export") ? await runExport(client, plane, exportRefs) : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -1152,6 +1251,7 @@ async function main(): Promise<void> {
         hotPeriods,
         hotUpdates,
         idleSeconds,
+        exportRefs,
         controllerNodeOptions,
         etcd: "--unsafe-no-fsync (test data)",
       },
@@ -1164,6 +1264,7 @@ async function main(): Promise<void> {
       content,
       idle: idleResult,
       reads,
+      export: exported,
       transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
@@ -1191,6 +1292,7 @@ function printTable(r: {
   content: ContentResult | undefined;
   idle: IdleResult | undefined;
   reads: ReadsResult | undefined;
+  export: ExportResult | undefined;
   transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
@@ -1267,6 +1369,11 @@ function printTable(r: {
   if (c)
     p(
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
+    );
+  const e = r.export;
+  if (e)
+    p(
+      `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
     );
   p("");
   if (r.reads) {

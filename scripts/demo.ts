@@ -209,6 +209,25 @@ async function main(): Promise<void> {
       (o) => (o.status as { value?: unknown } | undefined)?.value === "db-2.demo.svc.cluster.local",
     );
     say(`   database-host followed in ${hostMs.toFixed(0)} ms (pushed by watches, no polling)`);
+    // database-url exports the same host, transformed, into a ConfigMap key workloads read.
+    const url = "postgres://db-2.demo.svc.cluster.local:5432/app";
+    await until("the exported key DATABASE_URL to follow", async () => {
+      const cm = await client!.request<KubeObject>("GET", "/api/v1/namespaces/demo/configmaps/app-settings");
+      return (cm.data as Record<string, string> | undefined)?.DATABASE_URL === url ? true : undefined;
+    });
+    say("\n$ kubectl -n demo get configmap app-settings -o jsonpath={.data.DATABASE_URL}");
+    say(
+      await kubectl(
+        plane,
+        "-n",
+        "demo",
+        "get",
+        "configmap",
+        "app-settings",
+        "-o",
+        "jsonpath={.data.DATABASE_URL}",
+      ),
+    );
 
     say("== removing cache-b from the selector (label app=cache → app=retired)");
     const cacheMs = await follow(

@@ -32,6 +32,7 @@ describe("parseConfig", () => {
       statusWriteBudgetBurst: 1000,
       maxValueBytes: 32_768,
       allowSecrets: false,
+      allowSecretExport: false,
       denyKinds: [],
       watchdogMs: 90_000,
       webhookBindAddress: "0",
@@ -83,6 +84,11 @@ describe("parseConfig", () => {
       reason: "a bare bool flag means true",
       argv: ["--allow-secrets"],
       want: { allowSecrets: true },
+    },
+    {
+      reason: "writing Secrets is a flag of its own, apart from reading them",
+      argv: ["--allow-secret-export"],
+      want: { allowSecrets: false, allowSecretExport: true },
     },
     {
       reason: "bool flags take true/false and 1/0",

@@ -28,6 +28,7 @@ export interface Config {
   readonly statusWriteBudgetBurst: number;
   readonly maxValueBytes: number;
   readonly allowSecrets: boolean;
+  readonly allowSecretExport: boolean;
   readonly denyKinds: readonly string[];
   readonly watchdogMs: number;
   readonly informerLingerMs: number;
@@ -195,6 +196,14 @@ const OPTIONS: OptionSpec[] = [
     kind: "bool",
     default: "false",
     help: "allow Secret sources (RBAC must allow them too)",
+  },
+  {
+    key: "allowSecretExport",
+    flag: "allow-secret-export",
+    env: "REFERABLE_ALLOW_SECRET_EXPORT",
+    kind: "bool",
+    default: "false",
+    help: "allow spec.export into Secrets (a RoleBinding must allow it in each namespace too)",
   },
   {
     key: "denyKinds",

@@ -83,3 +83,15 @@ export type { JSONSchemaProps, ValidationRule } from "./resolver/schemas.ts";
 export type { ResolveOptions } from "./resolver/resolver.ts";
 export { loadKubeConfig } from "./kube/kubeconfig.ts";
 export type { LoadKubeConfigOptions } from "./kube/kubeconfig.ts";
+export {
+  exportValue,
+  removeExport,
+  ExportError,
+  isExportError,
+  fieldManagerFor,
+  type ExportTarget,
+  type ExportKind,
+  type ExportOptions,
+  type ExportResult,
+  type ExportFailureReason,
+} from "./export/index.ts";

@@ -108,6 +108,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     watchdogMs: config.watchdogMs,
     labelSelector: config.referableSelector,
     leaseName: config.leaderElectionId,
+    allowSecretExport: config.allowSecretExport,
   });
 
   let shuttingDown = false;

@@ -61,6 +61,7 @@ export class ControllerMetrics {
   readonly statusWrites: Counter<"result">;
   readonly statusRepairs: Counter;
   readonly statusWritesDeferred: Counter<"reason">;
+  readonly exportWrites: Counter<"result">;
   readonly events: Counter<"type">;
 
   constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
@@ -214,6 +215,14 @@ export class ControllerMetrics {
       registers,
     });
     for (const reason of ["rate", "budget"]) this.statusWritesDeferred.labels(reason).inc(0);
+    this.exportWrites = new Counter({
+      name: "referable_export_writes_total",
+      help: "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
+      labelNames: ["result"],
+      registers,
+    });
+    for (const result of ["success", "conflict", "forbidden", "error"])
+      this.exportWrites.labels(result).inc(0);
     this.events = new Counter({
       name: "referable_events_total",
       help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",

@@ -15,6 +15,7 @@ import type { ControllerMetrics } from "../metrics.ts";
 import type { Resolver, Subscription } from "../resolver/resolver.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { EventRecorder } from "./events.ts";
+import { Exporter, type ExportStep } from "./export.ts";
 import {
   REFERABLE_API_VERSION,
   REFERABLE_GROUP,
@@ -62,6 +63,8 @@ export interface ReferableControllerOptions {
    * @default 30000
    */
   maxRepairIntervalMs?: number;
+  /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
+  allowSecretExport?: boolean;
 }
 
 /** What the controller keeps for one Referable. */
@@ -120,6 +123,9 @@ export class ReferableController {
   private readonly queue: WorkQueue;
   private readonly tracked = new Map<string, Tracked>();
   private readonly writePolicy: WritePolicy;
+  private readonly exporter: Exporter;
+  /** When a Referable whose export failed is tried again: set by reconcile, read by timedReconcile. */
+  private readonly exportRetry = new Map<string, number>();
   private readonly graph = new ReferenceGraph();
   private graphFlushScheduled = false;
   private leader = false;
@@ -131,6 +137,12 @@ export class ReferableController {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
     this.writePolicy = new WritePolicy(options.writePolicy);
+    this.exporter = new Exporter({
+      client: options.client,
+      logger: this.logger,
+      allowSecrets: options.allowSecretExport ?? false,
+      onWrite: (result) => options.metrics?.exportWrites.labels(result).inc(),
+    });
     const metrics = options.metrics;
     const labels = { name: "referable", controller: "referable" };
     this.queue = new WorkQueue({
@@ -212,6 +224,7 @@ export class ReferableController {
       .set(leader ? 1 : 0);
     if (!leader) return;
     // What another leader wrote is not ours to put back: start from what is stored.
+    this.exporter.reset();
     for (const t of this.tracked.values()) {
       t.own = undefined;
       t.repairs = 0;
@@ -254,7 +267,7 @@ export class ReferableController {
     const started = performance.now();
     metrics?.activeWorkers.labels("referable").inc();
     try {
-      const result = await this.reconcile(name);
+      const result = this.withExportRetry(name, await this.reconcile(name));
       this.logger.debug(
         {
           referable: name,
@@ -290,6 +303,11 @@ export class ReferableController {
       this.forget(name);
       return "done";
     }
+    if (this.exporter.finalizing(obj)) {
+      if (!this.leader) return "done";
+      const wait = await this.exporter.finalize(obj);
+      return wait === undefined ? "done" : { requeueAfterMs: wait };
+    }
     const tracked = this.track(obj);
     this.flushGraph(name);
     const current = tracked.subscription?.current;
@@ -306,8 +324,15 @@ export class ReferableController {
     const base: Referable = behind ? { ...obj, status: written.status } : obj;
     const baseVersion = behind ? written.resourceVersion : obj.metadata.resourceVersion;
 
+    // The keys it wrote are those of the status it wrote, when it knows it: a forged
+    // status.exports must not send it to release (or read) targets it never wrote.
+    const exported = await this.exportStep(
+      this.leader && tracked.own ? { ...base, status: tracked.own } : base,
+      result,
+    );
+    if (exported === "restart") return "done";
     const own = this.leader ? tracked.own : undefined;
-    const desired = desiredStatus(base, result, this.options.now?.() ?? new Date(), own);
+    const desired = desiredStatus(base, result, this.options.now?.() ?? new Date(), own, exported?.state);
     if (!desired || statusEquals(base.status, desired)) {
       tracked.pushedAt = undefined;
       return "done";
@@ -426,6 +451,30 @@ export class ReferableController {
     return "done";
   }
 
+  /**
+   * spec.export (see export.ts): the leader writes the value into the targets before the status
+   * says so. Nothing happens before the value is observed (Pending), nor on a Referable being
+   * deleted without the finalizer (none may be added then).
+   */
+  private async exportStep(obj: Referable, result: ResolutionResult): Promise<ExportStep | undefined> {
+    if (!this.leader || (!result.ok && result.error.reason === "Pending")) return undefined;
+    if (obj.metadata.deletionTimestamp !== undefined) return undefined;
+    const step = await this.exporter.sync(obj, result);
+    if (step !== "restart" && step.retryAfterMs !== undefined)
+      this.exportRetry.set(obj.metadata.name, step.retryAfterMs);
+    return step;
+  }
+
+  /** `result`, or a later retry when the export step asked for one and nothing sooner is due. */
+  private withExportRetry(name: string, result: WorkResult): WorkResult {
+    const retry = this.exportRetry.get(name);
+    if (retry === undefined) return result;
+    this.exportRetry.delete(name);
+    if (result === "done") return { requeueAfterMs: retry };
+    if (typeof result === "object") return { requeueAfterMs: Math.min(result.requeueAfterMs, retry) };
+    return result;
+  }
+
   /** The subscription state for `obj`, made or remade when its spec (or uid) changed. */
   private track(obj: Referable): Tracked {
     const name = obj.metadata.name;
@@ -536,6 +585,7 @@ export class ReferableController {
     if (!tracked) return;
     tracked.subscription?.close();
     this.tracked.delete(name);
+    this.exporter.forget(name);
     if (tracked.uid) this.options.events?.forget(tracked.uid);
   }
 }

@@ -44,6 +44,8 @@ export interface ReferableSpec {
   default?: unknown;
   /** A CEL expression that shapes the value (see "Transforms" in docs/api.md). */
   transform?: string;
+  /** Keys of ConfigMaps and Secrets that receive the value (see "Export" in docs/api.md). */
+  export?: Array<{ kind?: string; namespace?: string; name?: string; key?: string }>;
 }
 
 /** A metav1.Condition. */
@@ -56,11 +58,22 @@ export interface Condition {
   lastTransitionTime: string;
 }
 
+/** One key that holds the value, at the version of its object that the value was written at. */
+export interface ExportRecord {
+  kind: string;
+  namespace: string;
+  name: string;
+  key: string;
+  resourceVersion?: string;
+}
+
 /** `status` of a Referable. */
 export interface ReferableStatus {
   value?: unknown;
   values?: unknown[];
   sources?: SourceRef[];
+  /** The keys that hold the value now (spec.export). */
+  exports?: ExportRecord[];
   observedGeneration?: number;
   conditions?: Condition[];
 }
@@ -74,6 +87,8 @@ export interface Referable {
     uid?: string;
     generation?: number;
     resourceVersion?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
     [key: string]: unknown;
   };
   spec?: ReferableSpec;
@@ -81,14 +96,21 @@ export interface Referable {
 }
 
 /**
- * What the controller keeps of a Referable: identity, spec and status. Annotations (kubectl's
- * last-applied-configuration is a second copy of the object), managedFields, owner references
- * and finalizers are never read, so never cached.
+ * What the controller keeps of a Referable: identity, spec, status and finalizers (the export
+ * finalizer is the controller's own). Annotations (kubectl's last-applied-configuration is a
+ * second copy of the object), managedFields and owner references are never read, so never cached.
  */
 export function slimReferable(obj: KubeObject): KubeObject {
   const m = obj.metadata ?? {};
   const metadata: Record<string, unknown> = { name: m.name };
-  for (const key of ["uid", "resourceVersion", "generation", "labels", "deletionTimestamp"] as const)
+  for (const key of [
+    "uid",
+    "resourceVersion",
+    "generation",
+    "labels",
+    "deletionTimestamp",
+    "finalizers",
+  ] as const)
     if (m[key] !== undefined) metadata[key] = m[key];
   const slim: KubeObject = { apiVersion: obj.apiVersion, kind: obj.kind, metadata };
   if (obj.spec !== undefined) slim.spec = obj.spec;

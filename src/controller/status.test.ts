@@ -233,3 +233,65 @@ describe("stableStringify", () => {
     expect(stableStringify({ b: 1, a: { d: 1, c: 2 } })).toBe(stableStringify({ a: { c: 2, d: 1 }, b: 1 }));
   });
 });
+
+describe("desiredStatus with spec.export", () => {
+  const record = { kind: "ConfigMap", namespace: "b", name: "app", key: "K", resourceVersion: "7" };
+  const exported = { exports: [record], status: "True" as const, reason: "Exported", message: "" };
+  const exportedOf = (s: ReferableStatus | undefined) => s?.conditions?.find((c) => c.type === "Exported");
+
+  it("adds the Exported condition beside Ready, and the records", () => {
+    const s = desiredStatus(obj(), ok("v"), T0, undefined, exported)!;
+    expect(s.exports).toEqual([record]);
+    expect(exportedOf(s)).toEqual({
+      type: "Exported",
+      status: "True",
+      reason: "Exported",
+      message: "",
+      observedGeneration: 1,
+      lastTransitionTime: "2026-01-01T00:00:00Z",
+    });
+  });
+
+  it("drops an Exported condition forged on a Referable that does not export, even when the step did not run", () => {
+    const plain = desiredStatus(obj(), ok("v"), T0)!;
+    const forged: ReferableStatus = {
+      ...plain,
+      conditions: [
+        ...plain.conditions!,
+        { ...plain.conditions![0]!, type: "Exported", reason: "Exported", status: "True" },
+      ],
+    };
+    expect(exportedOf(desiredStatus(obj(forged), ok("v"), T1, undefined, undefined))).toBeUndefined();
+  });
+
+  it.each([
+    {
+      reason: "an equal export state later changes nothing (not even lastTransitionTime)",
+      later: exported,
+      want: { status: "True", lastTransitionTime: "2026-01-01T00:00:00Z" },
+    },
+    {
+      reason: "the export step not run (not leading, nothing observed) carries the condition over",
+      later: undefined,
+      want: { status: "True", lastTransitionTime: "2026-01-01T00:00:00Z" },
+    },
+    {
+      reason: "a new status moves lastTransitionTime",
+      later: { exports: [], status: "False" as const, reason: "ExportConflict", message: "m" },
+      want: { status: "False", lastTransitionTime: "2026-01-01T00:05:00Z" },
+    },
+    {
+      reason: "null (no spec.export any more) drops the condition and the records",
+      later: null,
+      want: undefined,
+    },
+  ])("$reason", ({ later, want }) => {
+    const first = desiredStatus(obj(), ok("v"), T0, undefined, exported)!;
+    const next = desiredStatus(obj(first), ok("v"), T1, undefined, later)!;
+    if (want === undefined) {
+      expect(exportedOf(next)).toBeUndefined();
+      expect(next.exports).toBeUndefined();
+    } else expect(exportedOf(next)).toMatchObject(want);
+    if (later === exported || later === undefined) expect(statusEquals(first, next)).toBe(true);
+  });
+});

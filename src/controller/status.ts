@@ -6,11 +6,21 @@
  * writes only when {@link statusEquals} says the result differs from what is stored.
  */
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
-import type { Condition, Referable, ReferableStatus } from "./referable.ts";
+import type { Condition, ExportRecord, Referable, ReferableStatus } from "./referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
 /** The condition type the controller owns. */
 export const READY = "Ready";
+/** The condition type of spec.export, present only on a Referable that exports (or did). */
+export const EXPORTED = "Exported";
+
+/** What the export step found: the keys that hold the value, and the Exported condition. */
+export interface ExportState {
+  exports: ExportRecord[];
+  status: Condition["status"];
+  reason: string;
+  message: string;
+}
 
 /**
  * Reasons under which the controller has not looked yet, so a value already read is kept. Not
@@ -53,12 +63,17 @@ export function readyCondition(status: ReferableStatus | undefined): Condition |
  * (a kept value, `lastTransitionTime`, the resourceVersions a value was read at) is then taken
  * from it, never from what is stored, so a status written by anyone else is put back whole.
  * Without it (a fresh start, a new leader) the stored status is all there is to go on.
+ *
+ * `exported` is what the export step found (see export.ts): `null` when the Referable exports
+ * nothing; when omitted (the step did not run: not leading, or nothing observed yet), the
+ * Exported condition and status.exports carry over.
  */
 export function desiredStatus(
   obj: Referable,
   result: ResolutionResult,
   now: Date,
   own?: ReferableStatus,
+  exported?: ExportState | null,
 ): ReferableStatus | undefined {
   const previous = own ?? obj.status ?? {};
   const generation = obj.metadata.generation ?? 0;
@@ -97,7 +112,33 @@ export function desiredStatus(
     if (previous.sources !== undefined) next.sources = previous.sources;
   }
   if (next.sources?.length === 0) delete next.sources;
+  // Carried over only for a Referable that exports (or did): on any other, an Exported condition
+  // is someone else's forgery, dropped as any condition of another type is.
+  const exports = (obj.spec?.export?.length ?? 0) > 0 || (previous.exports?.length ?? 0) > 0;
+  const exportState = exported === undefined ? (exports ? exportStateOf(previous) : null) : exported;
+  if (exportState) {
+    const prevExported = previous.conditions?.find((c) => c.type === EXPORTED);
+    next.conditions!.push({
+      type: EXPORTED,
+      status: exportState.status,
+      reason: exportState.reason,
+      message: escapeUnsafeText(exportState.message),
+      observedGeneration: generation,
+      lastTransitionTime:
+        prevExported && prevExported.status === exportState.status
+          ? prevExported.lastTransitionTime
+          : rfc3339(now),
+    });
+    if (exportState.exports.length > 0) next.exports = exportState.exports;
+  }
   return next;
+}
+
+/** The export part of a status, to carry over. */
+function exportStateOf(status: ReferableStatus): ExportState | null {
+  const c = status.conditions?.find((x) => x.type === EXPORTED);
+  if (!c) return null;
+  return { exports: status.exports ?? [], status: c.status, reason: c.reason, message: c.message };
 }
 
 /**

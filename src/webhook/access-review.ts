@@ -6,9 +6,9 @@
 import type { KubeClient } from "../kube/client.ts";
 import type { UserInfo } from "./admission-review.ts";
 
-/** One permission a source needs its author to hold. */
+/** One permission a source (get, list) or an export target (create, patch) needs its author to hold. */
 export interface Permission {
-  verb: "get" | "list";
+  verb: "get" | "list" | "create" | "patch";
   /** API group, "" for the core group. */
   group: string;
   version: string;

@@ -2,6 +2,7 @@ import { ResolutionError } from "../errors.ts";
 import { ApiError } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
+import { EXPORT_REFUSAL_SUFFIX } from "./admission-export.ts";
 import { isInvalidAdmissionReview, type AdmissionReview, type UserInfo } from "./admission-review.ts";
 
 const RESOURCES: Record<string, ResourceInfo> = {
@@ -68,6 +69,9 @@ const ALLOWED = new Set([
   "list /configmaps team-b ",
   "get /namespaces  team-a",
   "get example.com/* team-c ",
+  "create /configmaps team-b ",
+  "patch /configmaps team-b app",
+  "create /secrets team-b ",
 ]);
 
 function fakeClient(opts: { fail?: boolean } = {}) {
@@ -130,7 +134,56 @@ interface Case {
   clientFails?: boolean;
 }
 
+const exportTo = (kind: string, namespace: string, name: string, key = "K") => ({
+  kind,
+  namespace,
+  name,
+  key,
+});
+
 const cases: Case[] = [
+  {
+    reason: "an export target the author may create and patch is allowed, with the source checked too",
+    request: { object: referable(cm("db"), { export: [exportTo("ConfigMap", "team-b", "app")] }) },
+    allowed: true,
+    asked: ["create /configmaps team-b ", "patch /configmaps team-b app", "get /configmaps team-a db"],
+  },
+  {
+    reason: "an author who may not patch the target object is refused, with the permission named",
+    request: { object: referable(cm("db"), { export: [exportTo("ConfigMap", "team-b", "other")] }) },
+    allowed: false,
+    code: 403,
+    asked: ["create /configmaps team-b ", "patch /configmaps team-b other"],
+    message: `user "alice" may not patch configmaps "other" in namespace "team-b": ${EXPORT_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a Secret target is checked as a Secret, not as a ConfigMap",
+    request: { object: referable(cm("db"), { export: [exportTo("Secret", "team-b", "app")] }) },
+    allowed: false,
+    asked: ["create /secrets team-b ", "patch /secrets team-b app"],
+    message: `user "alice" may not patch secrets "app" in namespace "team-b": ${EXPORT_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "an update that adds a target is checked, though the source is unchanged",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+      oldObject: referable(cm("db")),
+    },
+    allowed: false,
+    asked: ["create /configmaps team-a ", "patch /configmaps team-a app"],
+    message: `user "alice" may not create configmaps in namespace "team-a" and may not patch configmaps "app" in namespace "team-a": ${EXPORT_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "an update that leaves the targets alone (the controller's finalizer) asks nothing",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+      oldObject: referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+    },
+    allowed: true,
+    asked: [],
+  },
   {
     reason: "a transform that compiles is allowed with the usual access check",
     request: { object: referable(cm("db"), { transform: "'postgres://' + value" }) },

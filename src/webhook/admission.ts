@@ -4,6 +4,8 @@
  * on the named object, `list` for a selector, in the source's namespace, cluster-wide for a
  * cluster-scoped kind). The controller reads with its own, broader permissions; without this
  * check anyone allowed to create Referables could read through it whatever the controller can.
+ * Likewise for `spec.export`: whoever adds a target must be allowed to create and patch it
+ * (admission-export.ts).
  *
  * The kind is mapped to its resource through discovery (never a guessed plural) and the question
  * is put to the API server as a SubjectAccessReview for the requesting user, so the cluster's own
@@ -17,6 +19,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
+import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
 import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
@@ -97,6 +100,46 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
     // transform changes how the value is presented, and one that cannot compile never runs.
     const transformError = transformProblem(request.object);
     if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+
+    // Checked before the source's shortcut below: an update may add a target and leave the source.
+    const exportNeeds = exportPermissions(request);
+    if (exportNeeds.length > 0) {
+      const user = request.userInfo;
+      const who = JSON.stringify(user.username ?? "");
+      const signal = AbortSignal.timeout(timeoutMs);
+      let missing: Permission[];
+      try {
+        const answers = await Promise.all(
+          exportNeeds.map((p) => reviewAccess(options.client, user, p, signal)),
+        );
+        missing = exportNeeds.filter((_, i) => !answers[i]!.allowed);
+      } catch (err) {
+        logger.warn(
+          { referable: referableName(request), err: (err as Error).message },
+          "a SubjectAccessReview failed",
+        );
+        return refuse(
+          500,
+          "InternalError",
+          `could not ask the API server whether user ${who} may write the targets of spec.export: ${(err as Error).message}; retry`,
+        );
+      }
+      if (missing.length > 0) {
+        logger.info(
+          {
+            referable: referableName(request),
+            user: user.username,
+            missing: missing.map(describePermission),
+          },
+          "refused a Referable: its author may not write its export targets",
+        );
+        return refuse(
+          403,
+          "Forbidden",
+          `user ${who} may not ${missing.map(describePermission).join(" and may not ")}: ${EXPORT_REFUSAL_SUFFIX}`,
+        );
+      }
+    }
 
     const source = sourceOf(request.object);
     // Everything that decides what the controller reads sits in spec.source: an update that

@@ -5,6 +5,7 @@
  * certificate reloading. See SECURITY.md for the threat model and the failure policy.
  */
 export { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
+export { EXPORT_REFUSAL_SUFFIX } from "./admission-export.ts";
 export type { AdmissionHandler, AdmissionHandlerOptions } from "./admission.ts";
 export { InvalidAdmissionReview, isInvalidAdmissionReview } from "./admission-review.ts";
 export type { AdmissionRequest, AdmissionResponse, AdmissionReview, UserInfo } from "./admission-review.ts";

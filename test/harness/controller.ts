@@ -26,14 +26,18 @@ export interface TestController {
 export async function startTestController(
   options: {
     allowSecrets?: boolean;
+    /** spec.export may write Secrets (--allow-secret-export). @default false */
+    allowSecretExport?: boolean;
     maxValueBytes?: number;
     /** The controller's credentials. @default the test cluster's admin */
     client?: KubeClient;
     watchTimeoutSeconds?: [number, number];
+    /** The shard label value, to start a controller again over the same Referables. @default a new one */
+    shard?: string;
   } = {},
 ): Promise<TestController> {
   const client = options.client ?? adminClient();
-  const shard = uniqueName("shard");
+  const shard = options.shard ?? uniqueName("shard");
   const metrics = new ControllerMetrics({ defaultMetrics: false });
   const resolver = new Resolver({
     client,
@@ -51,6 +55,7 @@ export async function startTestController(
     metrics,
     events,
     labelSelector: `${SHARD_LABEL}=${shard}`,
+    allowSecretExport: options.allowSecretExport ?? false,
   });
   controller.start();
   controller.setLeader(true);

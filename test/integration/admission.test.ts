@@ -5,7 +5,7 @@
  * serving certificate rotates without a restart; and an outage refuses, as documented.
  */
 import { isApiError, type KubeClient } from "../../src/kube/client.ts";
-import { REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
+import { EXPORT_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 import {
   adminClient,
   closeTestClients,
@@ -161,13 +161,18 @@ async function waitForAccess(
   );
 }
 
-function createReferable(client: KubeClient, source: Record<string, unknown>, name = uniqueName("rf")) {
+function createReferable(
+  client: KubeClient,
+  source: Record<string, unknown>,
+  name = uniqueName("rf"),
+  extra: Record<string, unknown> = {},
+) {
   return client.request("POST", RF, {
     body: {
       apiVersion: "referable.dev/v1alpha1",
       kind: "Referable",
       metadata: { name, labels: webhook.labels },
-      spec: { source },
+      spec: { source, ...extra },
     },
   });
 }
@@ -189,6 +194,63 @@ const configMap = (name: string, fieldPath = "data.v") => ({
   namespace: ns,
   name,
   fieldPath,
+});
+
+describe("a Referable may only export where its author may write", () => {
+  it("refuses an author who may read the source but not create and patch the target, and allows one who may", async () => {
+    const erin = await newUser("erin");
+    await grant(erin, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
+    await waitForAccess(
+      erin.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    const exportTo = (kind: string, name: string) => ({
+      export: [{ kind, namespace: ns, name, key: "DB_HOST" }],
+    });
+    const name = uniqueName("rf");
+    const message = await refusal(
+      createReferable(erin.client, configMap("db"), name, exportTo("ConfigMap", "app")),
+    );
+    expect(message).toContain(
+      `user "${erin.username}" may not create configmaps in namespace "${ns}" and may not patch configmaps "app" in namespace "${ns}": ${EXPORT_REFUSAL_SUFFIX}`,
+    );
+    expect(
+      await admin.request("GET", `${RF}/${name}`).catch((e: { statusCode?: number }) => e.statusCode),
+    ).toBe(404);
+    // A Secret is checked as a Secret: rights on ConfigMaps do not stand in.
+    await grant(erin, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "patch"] }], ns);
+    await waitForAccess(
+      erin.client,
+      { verb: "patch", resource: "configmaps", namespace: ns, name: "app" },
+      true,
+    );
+    expect(
+      await refusal(createReferable(erin.client, configMap("db"), undefined, exportTo("Secret", "app"))),
+    ).toContain(
+      `may not create secrets in namespace "${ns}" and may not patch secrets "app" in namespace "${ns}"`,
+    );
+    await createReferable(erin.client, configMap("db"), undefined, exportTo("ConfigMap", "app"));
+  });
+
+  it("checks an update that adds a target, though the source is unchanged", async () => {
+    const frank = await newUser("frank");
+    await grant(frank, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
+    await waitForAccess(
+      frank.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    const name = uniqueName("rf");
+    await createReferable(frank.client, configMap("db"), name);
+    const message = await refusal(
+      frank.client.request("PATCH", `${RF}/${name}`, {
+        body: { spec: { export: [{ kind: "ConfigMap", namespace: ns, name: "app", key: "K" }] } },
+        contentType: "application/merge-patch+json",
+      }),
+    );
+    expect(message).toContain(`may not create configmaps in namespace "${ns}"`);
+  });
 });
 
 describe("a Referable may only read what its author can read", () => {

@@ -34,6 +34,8 @@ type Spec = Record<string, unknown>;
 
 /** A source by name that needs nothing else to be valid. */
 const byName = { apiVersion: "v1", kind: "ConfigMap", namespace: "crd-test", name: "x", fieldPath: "data.k" };
+/** An export target that needs nothing else to be valid. */
+const exportTarget = { kind: "ConfigMap", namespace: "team-b", name: "app-settings", key: "DB_HOST" };
 /** A source by selector that needs nothing else to be valid. */
 const bySelector = {
   apiVersion: "v1",
@@ -138,6 +140,17 @@ describe("the Referable CRD stores valid specs", () => {
       spec: { source: byName, default: { host: "db", port: 5432, tags: { a: [1, true, null] } } },
     },
     { reason: "a list default", spec: { source: byName, default: ["a", 1, { b: false }] } },
+    {
+      reason: "export into a ConfigMap and a Secret, keys of the API server's alphabet, up to 16",
+      spec: {
+        source: byName,
+        export: [
+          exportTarget,
+          { kind: "Secret", namespace: "team-b", name: "db.creds", key: "password_1.txt" },
+          ...Array.from({ length: 14 }, (_, i) => ({ ...exportTarget, key: `K-${i}` })),
+        ],
+      },
+    },
     {
       reason: "a null default is dropped by the API server: it means no default",
       spec: { source: byName, default: null },
@@ -390,6 +403,54 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
       spec: { source: byName, policy: { resolution: "Sometimes" } },
       messages: ['spec.policy.resolution: Unsupported value: "Sometimes"'],
     },
+    {
+      reason: "an export into a kind other than ConfigMap or Secret",
+      spec: { source: byName, export: [{ ...exportTarget, kind: "Deployment" }] },
+      messages: ['spec.export[0].kind: Unsupported value: "Deployment"'],
+    },
+    {
+      reason: "an export key that is not a ConfigMap key",
+      spec: { source: byName, export: [{ ...exportTarget, key: "DB HOST" }] },
+      messages: ["spec.export[0].key in body should match '^[-._a-zA-Z0-9]+$'"],
+    },
+    {
+      reason: "an export key of '..'",
+      spec: { source: byName, export: [{ ...exportTarget, key: ".." }] },
+      messages: ["spec.export[0].key: Invalid value", "key must not be '.' or '..'"],
+    },
+    {
+      reason: "an export key over 253 characters",
+      spec: { source: byName, export: [{ ...exportTarget, key: "k".repeat(254) }] },
+      messages: ["spec.export[0].key: Too long: may not be more than 253"],
+    },
+    {
+      reason: "an export namespace that is not a DNS label",
+      spec: { source: byName, export: [{ ...exportTarget, namespace: "Team_B" }] },
+      messages: ["spec.export[0].namespace in body should match"],
+    },
+    {
+      reason: "an export object name that is not a DNS subdomain",
+      spec: { source: byName, export: [{ ...exportTarget, name: "App_Settings" }] },
+      messages: ["spec.export[0].name in body should match"],
+    },
+    {
+      reason: "an export without a key",
+      spec: { source: byName, export: [{ ...exportTarget, key: undefined }] },
+      messages: ["spec.export[0].key: Required value"],
+    },
+    {
+      reason: "the same key of the same object twice",
+      spec: { source: byName, export: [exportTarget, exportTarget] },
+      messages: ["spec.export[1]: Duplicate value"],
+    },
+    {
+      reason: "more than 16 export targets",
+      spec: {
+        source: byName,
+        export: Array.from({ length: 17 }, (_, i) => ({ ...exportTarget, key: `K${i}` })),
+      },
+      messages: ["spec.export: Too many: 17: must have at most 16 items"],
+    },
   ];
 
   it.each(cases)("refuses $reason", async ({ spec, messages }) => {
@@ -487,7 +548,21 @@ withKubectl("kubectl with the Referable CRD", () => {
     expect(out).toContain("base64.decode(value)");
   });
 
-  it("get rf shows READY, REASON, VALUE (values in mode Multiple), SOURCE and AGE; -o wide adds KIND", async () => {
+  it("explain referable.spec.export documents the write, the conflict, removal and the opt-in", async () => {
+    const out = await kubectl("explain", "referable.spec.export");
+    for (const part of [
+      "server-side apply",
+      "ExportConflict",
+      "removed",
+      "--allow-secret-export",
+      "opted in",
+    ])
+      expect(out).toContain(part);
+    const key = await kubectl("explain", "referable.spec.export.key");
+    expect(key).toContain("letters, digits");
+  });
+
+  it("get rf shows READY, REASON, VALUE (values in mode Multiple), SOURCE, EXPORTED and AGE; -o wide adds KIND", async () => {
     const named = await create("crd-get-name", { source: byName });
     const selected = await create("crd-get-selector", {
       source: bySelector,
@@ -506,7 +581,8 @@ withKubectl("kubectl with the Referable CRD", () => {
       const table = parseTable(await kubectl("get", "rf", ...names));
       return table.every((row) => row.READY !== "") && table;
     });
-    expect(Object.keys(rows[0]!)).toEqual(["NAME", "READY", "REASON", "VALUE", "SOURCE", "AGE"]);
+    // EXPORTED stays empty for a Referable without spec.export (export.test.ts fills it).
+    expect(Object.keys(rows[0]!)).toEqual(["NAME", "READY", "REASON", "VALUE", "SOURCE", "EXPORTED", "AGE"]);
     const byRowName = Object.fromEntries(rows.map((row) => [row.NAME, row]));
     expect(byRowName[names[0]!]).toMatchObject({
       READY: "True",
@@ -530,7 +606,16 @@ withKubectl("kubectl with the Referable CRD", () => {
     for (const row of rows) expect(row.AGE).toMatch(/^\d+[smhd]/);
 
     const wide = parseTable(await kubectl("get", "rf", names[1]!, "-o", "wide"));
-    expect(Object.keys(wide[0]!)).toEqual(["NAME", "READY", "REASON", "VALUE", "SOURCE", "AGE", "KIND"]);
+    expect(Object.keys(wide[0]!)).toEqual([
+      "NAME",
+      "READY",
+      "REASON",
+      "VALUE",
+      "SOURCE",
+      "EXPORTED",
+      "AGE",
+      "KIND",
+    ]);
     expect(wide[0]).toMatchObject({ KIND: "ConfigMap", VALUE: '["a","b"]' });
   });
 });

@@ -400,6 +400,8 @@ describe("deploy/ on the real API server", () => {
     expect(inventory.sort()).toEqual(
       [
         "ClusterRole -/referable-controller",
+        // Bound nowhere: an administrator binds it in the namespaces opted in to export.
+        "ClusterRole -/referable-export-configmaps",
         "ClusterRole -/referable-source-reader",
         "ClusterRole -/referable-source-reader-defaults",
         "ClusterRoleBinding -/referable-controller",
@@ -623,8 +625,23 @@ describe("deploy/ on the real API server", () => {
       },
       { reason: "the spec belongs to users", attributes: { ...referables, verb: "update" }, allowed: false },
       {
-        reason: "the spec belongs to users (patch)",
+        reason: "the export finalizer is added and removed with a JSON patch (never the spec: SECURITY.md)",
         attributes: { ...referables, verb: "patch" },
+        allowed: true,
+      },
+      {
+        reason: "no ConfigMap is written until a namespace is opted in to export",
+        attributes: { resource: "configmaps", namespace: ns, verb: "patch" },
+        allowed: false,
+      },
+      {
+        reason: "nor created",
+        attributes: { resource: "configmaps", namespace: ns, verb: "create" },
+        allowed: false,
+      },
+      {
+        reason: "no Secret is ever written by the base install",
+        attributes: { resource: "secrets", namespace: ns, verb: "patch" },
         allowed: false,
       },
       {

@@ -260,6 +260,39 @@ describe("helm template", () => {
       },
     },
     {
+      reason: "exportNamespaces bind the ConfigMap export role there, and nowhere cluster-wide",
+      set: ["exportNamespaces[0]=team-b", "exportNamespaces[1]=team-c"],
+      check: (o) => {
+        const bindings = o.filter(
+          (x) => x.kind === "RoleBinding" && x.metadata?.name === "rel-export-configmaps",
+        );
+        expect(bindings.map((b) => b.metadata?.namespace).sort()).toEqual(["team-b", "team-c"]);
+        expect(bindings[0]!.roleRef).toEqual({
+          apiGroup: "rbac.authorization.k8s.io",
+          kind: "ClusterRole",
+          name: "rel-export-configmaps",
+        });
+        expect(o.some((x) => x.kind === "ClusterRoleBinding" && x.metadata?.name?.includes("export"))).toBe(
+          false,
+        );
+        expect(o.some((x) => x.metadata?.name === "rel-export-secrets")).toBe(false);
+      },
+    },
+    {
+      reason: "allowSecretExport needs both halves: the flag and the Secret role, bound in exportNamespaces",
+      set: ["allowSecretExport=true", "exportNamespaces[0]=team-b"],
+      check: (o) => {
+        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
+          "--allow-secret-export",
+        );
+        expect(find(o, "ClusterRole", "rel-export-secrets").rules).toEqual([
+          { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] },
+        ]);
+        const binding = o.find((x) => x.kind === "RoleBinding" && x.metadata?.name === "rel-export-secrets");
+        expect(binding?.metadata?.namespace).toBe("team-b");
+      },
+    },
+    {
       reason: "without allowSecrets there is neither",
       set: [],
       check: (o) => {

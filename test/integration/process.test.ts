@@ -238,6 +238,7 @@ describe("flags", () => {
       ["--status-write-budget=VALUE", "default 500"],
       ["--status-write-budget-burst=VALUE", "default 1000"],
       ["--referable-selector=VALUE", 'default ""'],
+      ["--allow-secret-export[=true|false]", "default false"],
     ];
     const lines = help.split("\n");
     for (const [flag, want] of documented) {
@@ -245,8 +246,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 26 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(27);
+    // 27 options and --help, each on two lines, after a 3-line header.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(28);
     expect(p.stderr()).toBe("");
   }, 60_000);
 

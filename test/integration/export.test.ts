@@ -1,0 +1,757 @@
+/**
+ * spec.export on the real control plane: the value delivered into ConfigMap and Secret keys with
+ * server-side apply, by a controller running as a ServiceAccount with the shipped RBAC (deploy/base)
+ * and export opted in for one namespace only, with the RoleBindings the docs give:
+ * - into a new ConfigMap, created and labelled; into an existing one, whose other keys stay;
+ * - into a Secret (opted in, --allow-secret-export), base64-encoded; refused without the flag;
+ * - a key another field manager owns: ExportConflict naming it, never overwritten;
+ * - the source changing (followed), deleted (the key removed, not the others);
+ * - the Referable deleted: its keys removed, an object it created and that holds nothing else
+ *   deleted, everyone else's data kept;
+ * - a namespace not opted in: ExportForbidden saying what to apply;
+ * - a restart: nothing written, not the targets, not the status;
+ * - `kubectl get rf` shows EXPORTED.
+ * The webhook's refusal of an author who may not write a target is in admission.test.ts, where
+ * the users and grants are.
+ */
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
+import { loadAll } from "js-yaml";
+import { exportValue, isExportError, removeExport } from "../../src/index.ts";
+import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { describeIf } from "../harness/availability.ts";
+import {
+  getReferable,
+  SHARD_LABEL,
+  startTestController,
+  type ReferableView,
+  type TestController,
+} from "../harness/controller.ts";
+import {
+  adminClient,
+  closeTestClients,
+  createNamespace,
+  deployBaseRules,
+  kubeConfigWithToken,
+  serviceAccountToken,
+  tokenClient,
+  uniqueName,
+  waitFor,
+} from "../harness/kube.ts";
+
+jest.setTimeout(30_000);
+
+const RF = "/apis/referable.dev/v1alpha1/referables";
+const RBAC = "/apis/rbac.authorization.k8s.io/v1";
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+let admin: KubeClient;
+let controllerClient: KubeClient;
+let controllerToken: string;
+let ctl: TestController;
+let controllerNs: string;
+/** Sources live here. */
+let src: string;
+/** Opted in to export: ConfigMaps and Secrets. */
+let open: string;
+/** Not opted in. */
+let closed: string;
+/** The ClusterRole of deploy/base/rbac-export.yaml, as this test created it. */
+let exportConfigMapsRole: string;
+const cleanup: string[] = [];
+const controllers: TestController[] = [];
+
+/** The rules of the ClusterRole in a file of deploy/ (e.g. an example's). */
+function clusterRoleRules(path: string): unknown[] {
+  for (const doc of loadAll(readFileSync(join(repoRoot, path), "utf8"))) {
+    const obj = doc as { kind?: string; rules?: unknown[] } | null;
+    if (obj?.kind === "ClusterRole") return obj.rules ?? [];
+  }
+  throw new Error(`no ClusterRole in ${path}`);
+}
+
+async function clusterRole(rules: unknown[]): Promise<string> {
+  const name = uniqueName("export-test");
+  await admin.request("POST", `${RBAC}/clusterroles`, {
+    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
+  });
+  cleanup.push(`${RBAC}/clusterroles/${name}`);
+  return name;
+}
+
+const controllerSubject = () => [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }];
+
+beforeAll(async () => {
+  admin = adminClient();
+  controllerNs = await createNamespace(admin, "export-ctl");
+  src = await createNamespace(admin, "export-src");
+  open = await createNamespace(admin, "export-open");
+  closed = await createNamespace(admin, "export-closed");
+  for (const ns of [controllerNs, src, open, closed]) cleanup.push(`/api/v1/namespaces/${ns}`);
+
+  // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
+  const base = await clusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
+  const binding = uniqueName("export-test");
+  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: binding },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: base },
+      subjects: controllerSubject(),
+    },
+  });
+  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+  // The opt-in of one namespace, as deploy/examples/export-namespace and allow-secret-export do.
+  const exportConfigMaps = await clusterRole(deployBaseRules("rbac-export.yaml"));
+  exportConfigMapsRole = exportConfigMaps;
+  const exportSecrets = await clusterRole(
+    clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
+  );
+  for (const role of [exportConfigMaps, exportSecrets]) {
+    await admin.request("POST", `${RBAC}/namespaces/${open}/rolebindings`, {
+      body: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: role },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
+        subjects: controllerSubject(),
+      },
+    });
+  }
+  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
+  controllerClient = tokenClient(controllerToken);
+  await waitFor("the controller's RBAC to apply", async () => {
+    await controllerClient
+      .request("GET", `/api/v1/namespaces/${open}/configmaps/none`)
+      .catch((err: unknown) => {
+        if (!isApiError(err, 404)) throw err;
+      });
+    return true;
+  });
+  ctl = await startTestController({ client: controllerClient, allowSecretExport: true });
+  controllers.push(ctl);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of controllers) await c.stop().catch(() => undefined);
+  // Referables still holding the finalizer would stay: let go of it, then delete them.
+  const list = await admin
+    .request<{ items: KubeObject[] }>("GET", RF, {
+      query: { labelSelector: `${SHARD_LABEL} in (${controllers.map((c) => c.shard).join(",")})` },
+    })
+    .catch(() => ({ items: [] }));
+  for (const rf of list.items) {
+    const path = `${RF}/${rf.metadata?.name}`;
+    await admin
+      .request("PATCH", path, {
+        body: { metadata: { finalizers: null } },
+        contentType: "application/merge-patch+json",
+      })
+      .catch(() => undefined);
+    await admin.request("DELETE", path).catch(() => undefined);
+  }
+  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
+  await closeTestClients();
+}, 60_000);
+
+async function createConfigMap(
+  ns: string,
+  name: string,
+  data: Record<string, string>,
+  fieldManager?: string,
+): Promise<void> {
+  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name }, data },
+    ...(fieldManager ? { query: { fieldManager } } : {}),
+  });
+}
+
+async function createReferable(spec: Record<string, unknown>, shard = ctl.shard): Promise<string> {
+  const name = uniqueName("rf");
+  await admin.request("POST", RF, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: { [SHARD_LABEL]: shard } },
+      spec,
+    },
+  });
+  return name;
+}
+
+const sourceOf = (name: string, key = "v") => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: src,
+  name,
+  fieldPath: `data.${key}`,
+});
+
+const target = (kind: "ConfigMap" | "Secret", namespace: string, name: string, key: string) => ({
+  kind,
+  namespace,
+  name,
+  key,
+});
+
+/** The object, or undefined when it does not exist. */
+async function getObject(
+  kind: "ConfigMap" | "Secret",
+  ns: string,
+  name: string,
+): Promise<KubeObject | undefined> {
+  const resource = kind === "Secret" ? "secrets" : "configmaps";
+  try {
+    return await admin.request<KubeObject>("GET", `/api/v1/namespaces/${ns}/${resource}/${name}`);
+  } catch (err) {
+    if (isApiError(err, 404)) return undefined;
+    throw err;
+  }
+}
+
+const dataOf = (o: KubeObject | undefined) => (o?.data ?? {}) as Record<string, string>;
+
+/** referable_export_writes_total{result} of a test controller. */
+async function exportWrites(c: TestController, result: string): Promise<number> {
+  const metric = await c.metrics.exportWrites.get();
+  return metric.values.find((v) => v.labels.result === result)?.value ?? 0;
+}
+
+function exportedCondition(view: ReferableView) {
+  const conditions = (view.status.conditions ?? []) as Array<{
+    type: string;
+    status: string;
+    reason: string;
+    message: string;
+  }>;
+  return conditions.find((c) => c.type === "Exported");
+}
+
+/** Waits until the Referable's Exported condition has `reason` (and `extra` holds). */
+async function waitForExported(
+  name: string,
+  reason: string,
+  extra: (view: ReferableView) => boolean = () => true,
+  timeoutMs = 15_000,
+): Promise<ReferableView> {
+  let last: ReferableView | undefined;
+  try {
+    return await waitFor(
+      `Referable ${name} to have Exported ${reason}`,
+      async () => {
+        last = await getReferable(admin, name);
+        return exportedCondition(last)?.reason === reason && extra(last) ? last : undefined;
+      },
+      { timeoutMs, intervalMs: 25 },
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.status).slice(0, 600)}`);
+  }
+}
+
+/** Waits until the object's data satisfies `check`; returns the object. */
+async function waitForData(
+  kind: "ConfigMap" | "Secret",
+  ns: string,
+  name: string,
+  check: (data: Record<string, string>, object: KubeObject | undefined) => boolean,
+  timeoutMs = 10_000,
+): Promise<KubeObject | undefined> {
+  let last: KubeObject | undefined;
+  try {
+    await waitFor(
+      `${kind} ${ns}/${name} to hold the expected data`,
+      async () => {
+        last = await getObject(kind, ns, name);
+        return check(dataOf(last), last);
+      },
+      { timeoutMs, intervalMs: 20 },
+    );
+    return last;
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.data ?? null)}`);
+  }
+}
+
+describe("export into ConfigMaps", () => {
+  it("creates a missing ConfigMap with the key, labelled, and records the key with its resourceVersion", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("settings");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    const view = await waitForExported(
+      rf,
+      "Exported",
+      (v) => (v.status.exports as unknown[] | undefined)?.length === 1,
+    );
+    expect(view.reason).toBe("Available");
+    expect(exportedCondition(view)).toMatchObject({ status: "True", message: "" });
+    const cm = await getObject("ConfigMap", open, out);
+    expect(dataOf(cm)).toEqual({ DB_HOST: "db.internal" });
+    expect(cm?.metadata?.labels?.["referable.dev/exported"]).toBe("true");
+    expect(view.status.exports).toEqual([
+      {
+        kind: "ConfigMap",
+        namespace: open,
+        name: out,
+        key: "DB_HOST",
+        resourceVersion: cm?.metadata?.resourceVersion,
+      },
+    ]);
+    // The key belongs to the Referable's own field manager, applied.
+    const managed = (cm?.metadata?.managedFields ?? []) as Array<{
+      manager: string;
+      operation: string;
+      fieldsV1: Record<string, Record<string, unknown>>;
+    }>;
+    const mine = managed.find((m) => m.manager === `referable.dev/${rf}`);
+    expect(mine?.operation).toBe("Apply");
+    expect(Object.keys(mine?.fieldsV1["f:data"] ?? {})).toEqual(["f:DB_HOST"]);
+    // Only a Referable that exports carries the finalizer.
+    expect((view.object.metadata?.finalizers as string[] | undefined) ?? []).toContain(
+      "referable.dev/export",
+    );
+  });
+
+  it("writes into an existing ConfigMap, keeps its other keys, and follows the source", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "one" });
+    const out = uniqueName("app");
+    await createConfigMap(open, out, { OTHER: "kept", LOG_LEVEL: "info" });
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported");
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({
+      OTHER: "kept",
+      LOG_LEVEL: "info",
+      DB_HOST: "one",
+    });
+
+    const started = Date.now();
+    await admin.request("PATCH", `/api/v1/namespaces/${src}/configmaps/${source}`, {
+      body: { data: { v: "two" } },
+      contentType: "application/merge-patch+json",
+    });
+    const cm = await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "two", 5_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(dataOf(cm)).toEqual({ OTHER: "kept", LOG_LEVEL: "info", DB_HOST: "two" });
+    // The status records the write that put "two" there.
+    await waitForExported(
+      rf,
+      "Exported",
+      (v) =>
+        (v.status.exports as Array<{ resourceVersion?: string }>)[0]?.resourceVersion ===
+        cm?.metadata?.resourceVersion,
+    );
+  });
+
+  it("puts the key back into a ConfigMap someone deleted, at the next change of the value", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "one" });
+    const out = uniqueName("app");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported");
+    await admin.request("DELETE", `/api/v1/namespaces/${open}/configmaps/${out}`);
+    // Re-created by someone else, without the key: a new uid, so the controller reads it again.
+    await createConfigMap(open, out, { OTHER: "new" });
+    await admin.request("PATCH", `/api/v1/namespaces/${src}/configmaps/${source}`, {
+      body: { data: { v: "two" } },
+      contentType: "application/merge-patch+json",
+    });
+    const cm = await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "two", 5_000);
+    expect(dataOf(cm)).toEqual({ OTHER: "new", DB_HOST: "two" });
+    // Not created by the Referable this time: no claim on it.
+    expect(cm?.metadata?.annotations?.["referable.dev/created-by"]).toBeUndefined();
+  });
+
+  it("writes a value that is not a string as its JSON text, and several keys of one object", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("json");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      transform: "{'host': value, 'port': 5432}",
+      export: [target("ConfigMap", open, out, "DB"), target("ConfigMap", open, out, "DB_COPY")],
+    });
+    await waitForExported(rf, "Exported");
+    const data = dataOf(await getObject("ConfigMap", open, out));
+    expect(Object.keys(data).sort()).toEqual(["DB", "DB_COPY"]);
+    expect(JSON.parse(data.DB!)).toEqual({ host: "db.internal", port: 5432 });
+    expect(data.DB_COPY).toBe(data.DB);
+  });
+
+  it("reports a key another field manager owns as ExportConflict, naming the manager, and never overwrites it", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "value-of-the-referable" });
+    const out = uniqueName("owned");
+    await createConfigMap(open, out, { DB_HOST: "theirs" }, "someone-else");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    const view = await waitForExported(rf, "ExportConflict");
+    const condition = exportedCondition(view)!;
+    expect(condition.status).toBe("False");
+    expect(condition.message).toContain('conflict with "someone-else"');
+    expect(condition.message).toContain(".data.DB_HOST");
+    // Neither value appears: not the Referable's, not the other writer's.
+    expect(condition.message).not.toContain("value-of-the-referable");
+    expect(condition.message).not.toContain("theirs");
+    expect(view.reason).toBe("Available");
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ DB_HOST: "theirs" });
+    expect(await exportWrites(ctl, "conflict")).toBeGreaterThan(0);
+  });
+
+  it("removes the key when the source is deleted, and only that key", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("app");
+    await createConfigMap(open, out, { OTHER: "kept" });
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported");
+    await admin.request("DELETE", `/api/v1/namespaces/${src}/configmaps/${source}`);
+    const cm = await waitForData("ConfigMap", open, out, (d) => !("DB_HOST" in d));
+    expect(dataOf(cm)).toEqual({ OTHER: "kept" });
+    const view = await waitForExported(rf, "NoValue");
+    expect(view.reason).toBe("SourceNotFound");
+    expect(exportedCondition(view)?.status).toBe("False");
+    expect(view.status.exports).toBeUndefined();
+  });
+
+  it("deleting the Referable removes its keys, deletes the object it created, and keeps everyone else's", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const made = uniqueName("made");
+    const shared = uniqueName("shared");
+    await createConfigMap(open, shared, { OTHER: "kept" });
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, made, "DB_HOST"), target("ConfigMap", open, shared, "DB_HOST")],
+    });
+    // Another Referable writing into the object the first one creates: its key stays.
+    const neighbour = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, shared, "NEIGHBOUR")],
+    });
+    await waitForExported(rf, "Exported");
+    await waitForExported(neighbour, "Exported");
+    expect(dataOf(await getObject("ConfigMap", open, made))).toEqual({ DB_HOST: "db.internal" });
+
+    await admin.request("DELETE", `${RF}/${rf}`);
+    await waitFor(`Referable ${rf} to be gone`, async () => {
+      try {
+        await admin.request("GET", `${RF}/${rf}`);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    });
+    // Removed before the Referable went (the finalizer): no waiting needed.
+    expect(await getObject("ConfigMap", open, made)).toBeUndefined();
+    const after = await getObject("ConfigMap", open, shared);
+    expect(dataOf(after)).toEqual({ OTHER: "kept", NEIGHBOUR: "db.internal" });
+    const managers = ((after?.metadata?.managedFields ?? []) as Array<{ manager: string }>).map(
+      (m) => m.manager,
+    );
+    expect(managers).not.toContain(`referable.dev/${rf}`);
+    expect(managers).toContain(`referable.dev/${neighbour}`);
+  });
+
+  it("removes the key of a target dropped from spec.export; with no target left, lets go of the finalizer", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("app");
+    await createConfigMap(open, out, { OTHER: "kept" });
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, out, "A"), target("ConfigMap", open, out, "B")],
+    });
+    await waitForExported(rf, "Exported");
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({
+      OTHER: "kept",
+      A: "db.internal",
+      B: "db.internal",
+    });
+    const patchExport = (exports: unknown) =>
+      admin.request("PATCH", `${RF}/${rf}`, {
+        body: { spec: { export: exports } },
+        contentType: "application/merge-patch+json",
+      });
+    await patchExport([target("ConfigMap", open, out, "B")]);
+    await waitForData("ConfigMap", open, out, (d) => !("A" in d));
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ OTHER: "kept", B: "db.internal" });
+    await patchExport(null);
+    await waitForData("ConfigMap", open, out, (d) => !("B" in d));
+    const view = await waitFor(
+      "the Referable to drop the export finalizer and the Exported condition",
+      async () => {
+        const v = await getReferable(admin, rf);
+        const finalizers = (v.object.metadata?.finalizers as string[] | undefined) ?? [];
+        return !finalizers.includes("referable.dev/export") && !exportedCondition(v) ? v : undefined;
+      },
+    );
+    expect(view.status.exports).toBeUndefined();
+    expect(view.reason).toBe("Available");
+  });
+
+  it("refuses to export into the object it reads, which would feed the value back into itself", async () => {
+    // The source and the target in the opted-in namespace: data (the whole map) takes any key in.
+    const both = uniqueName("loop");
+    await createConfigMap(open, both, { v: "x" });
+    const rf = await createReferable({
+      source: { apiVersion: "v1", kind: "ConfigMap", namespace: open, name: both, fieldPath: "data" },
+      export: [target("ConfigMap", open, both, "ALL")],
+    });
+    const view = await waitForExported(rf, "InvalidSpec");
+    expect(exportedCondition(view)!.message).toContain("cannot export into an object it reads");
+    expect(view.reason).toBe("Available");
+    expect(dataOf(await getObject("ConfigMap", open, both))).toEqual({ v: "x" });
+  });
+
+  it("keeps an object it created that someone else has written into since", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const made = uniqueName("made");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, made, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported");
+    await admin.request("PATCH", `/api/v1/namespaces/${open}/configmaps/${made}`, {
+      body: { data: { THEIRS: "x" } },
+      contentType: "application/merge-patch+json",
+      query: { fieldManager: "someone-else" },
+    });
+    await admin.request("DELETE", `${RF}/${rf}`);
+    const cm = await waitForData("ConfigMap", open, made, (d) => !("DB_HOST" in d));
+    expect(dataOf(cm)).toEqual({ THEIRS: "x" });
+  });
+
+  it("a namespace not opted in is ExportForbidden, saying what to apply; Ready is unaffected and nothing is written", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("closed");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", closed, out, "DB_HOST")],
+    });
+    const view = await waitForExported(rf, "ExportForbidden");
+    expect(view.reason).toBe("Available");
+    expect(view.status.value).toBe("db.internal");
+    const message = exportedCondition(view)!.message;
+    expect(message).toContain(`namespace ${closed}`);
+    expect(message).toContain("RoleBinding of the ClusterRole referable-export-configmaps");
+    expect(message).toContain("deploy/examples/export-namespace");
+    expect(message).not.toContain("db.internal");
+    expect(await getObject("ConfigMap", closed, out)).toBeUndefined();
+  });
+
+  it("a Referable that never wrote into a namespace not opted in is not kept by it when deleted", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    // A Secret: the controller may not even read it there (a ConfigMap it may read, as a source).
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("Secret", closed, uniqueName("creds"), "PASSWORD")],
+    });
+    await waitForExported(rf, "ExportForbidden");
+    await admin.request("DELETE", `${RF}/${rf}`);
+    await waitFor(`Referable ${rf} to be gone`, async () => {
+      try {
+        await admin.request("GET", `${RF}/${rf}`);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    });
+  });
+});
+
+describe("opting a namespace in later", () => {
+  it("is picked up by itself: the refused export is retried on a backoff and succeeds", async () => {
+    const later = await createNamespace(admin, "export-later");
+    cleanup.push(`/api/v1/namespaces/${later}`);
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("later");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", later, out, "DB_HOST")],
+    });
+    await waitForExported(rf, "ExportForbidden");
+    await admin.request("POST", `${RBAC}/namespaces/${later}/rolebindings`, {
+      body: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "referable-export-configmaps" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: exportConfigMapsRole },
+        subjects: controllerSubject(),
+      },
+    });
+    // The first retries come 1, 2 and 4 s after the refusal.
+    await waitForExported(rf, "Exported", () => true, 20_000);
+    expect(dataOf(await getObject("ConfigMap", later, out))).toEqual({ DB_HOST: "db.internal" });
+  });
+});
+
+describe("export into Secrets", () => {
+  it("writes the value base64-encoded into a Secret of an opted-in namespace", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "s3cr3t-pass" });
+    const out = uniqueName("creds");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("Secret", open, out, "PASSWORD")],
+    });
+    await waitForExported(rf, "Exported");
+    const secret = await getObject("Secret", open, out);
+    expect(dataOf(secret)).toEqual({ PASSWORD: Buffer.from("s3cr3t-pass").toString("base64") });
+    expect(secret?.metadata?.labels?.["referable.dev/exported"]).toBe("true");
+  });
+
+  it("is ExportForbidden when the controller runs without --allow-secret-export, though RBAC allows it", async () => {
+    const strict = await startTestController({ client: controllerClient });
+    controllers.push(strict);
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "s3cr3t-pass" });
+    const out = uniqueName("creds");
+    const rf = await createReferable(
+      { source: sourceOf(source), export: [target("Secret", open, out, "PASSWORD")] },
+      strict.shard,
+    );
+    const view = await waitForExported(rf, "ExportForbidden");
+    expect(exportedCondition(view)!.message).toContain("--allow-secret-export");
+    expect(await getObject("Secret", open, out)).toBeUndefined();
+  });
+});
+
+describe("a restart", () => {
+  it("writes nothing: not the exported key, not the status", async () => {
+    const first = await startTestController({ client: controllerClient });
+    controllers.push(first);
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("restart");
+    const rf = await createReferable(
+      { source: sourceOf(source), export: [target("ConfigMap", open, out, "DB_HOST")] },
+      first.shard,
+    );
+    const before = await waitForExported(rf, "Exported");
+    const cmBefore = await getObject("ConfigMap", open, out);
+    await first.stop();
+
+    // The same credentials, counting the writes (an apply of what is stored changes no
+    // resourceVersion, so only the requests tell whether one was sent).
+    const writes: string[] = [];
+    const counted = new KubeClient({
+      kubeConfig: kubeConfigWithToken(controllerToken),
+      observe: (o) => {
+        if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
+      },
+    });
+    const second = await startTestController({ client: counted, shard: first.shard });
+    controllers.push(second);
+    // Its reconciles of the Referable: one as soon as it is listed (the source not read yet: nothing
+    // to say), one once the source's value is pushed, which reads the target. A write, had there
+    // been one, would come with the second.
+    await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
+      const metric = await second.metrics.reconcileTotal.get();
+      const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
+      return writes.length > 0 || successes >= 2;
+    });
+    expect(writes).toEqual([]);
+    expect(await exportWrites(second, "success")).toBe(0);
+    const cmAfter = await getObject("ConfigMap", open, out);
+    expect(cmAfter?.metadata?.resourceVersion).toBe(cmBefore?.metadata?.resourceVersion);
+    const after = await getReferable(admin, rf);
+    expect(after.object.metadata?.resourceVersion).toBe(before.object.metadata?.resourceVersion);
+
+    // And it still follows the source.
+    await admin.request("PATCH", `/api/v1/namespaces/${src}/configmaps/${source}`, {
+      body: { data: { v: "db2.internal" } },
+      contentType: "application/merge-patch+json",
+    });
+    await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "db2.internal", 5_000);
+    await second.stop();
+    await counted.close();
+  });
+});
+
+describe("the library's exportValue and removeExport", () => {
+  it("writes, writes nothing when the key holds the value, keeps its other keys, conflicts, and removes", async () => {
+    const out = uniqueName("lib");
+    const options = { fieldManager: "my-operator/db" };
+    const t = (key: string) => target("ConfigMap", open, out, key);
+    const first = await exportValue(admin, t("HOST"), "db.internal", options);
+    expect(first.written).toBe(true);
+    expect(await exportValue(admin, t("HOST"), "db.internal", options)).toEqual({
+      written: false,
+      resourceVersion: first.resourceVersion,
+    });
+    await exportValue(admin, t("PORT"), 5432, options);
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ HOST: "db.internal", PORT: "5432" });
+
+    // Another manager's key is reported, not taken.
+    const err = await exportValue(admin, t("HOST"), "elsewhere", { fieldManager: "another" }).catch(
+      (e: unknown) => e,
+    );
+    expect(isExportError(err) && err.reason).toBe("ExportConflict");
+    expect((err as Error).message).toContain('conflict with "my-operator/db"');
+
+    expect(await removeExport(admin, t("HOST"), options)).toBe(true);
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ PORT: "5432" });
+    expect(await removeExport(admin, t("HOST"), options)).toBe(false);
+    // The last key of an object the manager created: the object goes with it.
+    expect(await removeExport(admin, t("PORT"), options)).toBe(true);
+    expect(await getObject("ConfigMap", open, out)).toBeUndefined();
+  });
+});
+
+const binDir = process.env.REFERABLE_TEST_BIN_DIR;
+const withKubectl = describeIf(
+  binDir
+    ? undefined
+    : "no kubectl: REFERABLE_TEST_BIN_DIR is set only when the harness starts the control plane",
+);
+
+withKubectl("kubectl get rf", () => {
+  it("shows EXPORTED: True once exported, False when not", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const done = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, uniqueName("k"), "K")],
+    });
+    const refused = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", closed, uniqueName("k"), "K")],
+    });
+    await waitForExported(done, "Exported");
+    await waitForExported(refused, "ExportForbidden");
+    const { stdout } = await promisify(execFile)(join(binDir!, "kubectl"), ["get", "rf", done, refused], {
+      env: { ...process.env, KUBECONFIG: process.env.REFERABLE_TEST_KUBECONFIG },
+    });
+    const [header, ...rows] = stdout.trim().split("\n");
+    const column = header!.indexOf("EXPORTED");
+    expect(column).toBeGreaterThan(0);
+    const cell = (row: string) => row.slice(column).split(/\s+/)[0];
+    expect(cell(rows.find((r) => r.startsWith(done))!)).toBe("True");
+    expect(cell(rows.find((r) => r.startsWith(refused))!)).toBe("False");
+  });
+});
