@@ -21,7 +21,6 @@ export class ExportError extends Error {
   readonly reason: ExportFailureReason;
   /** Whether the same write may succeed later without anyone editing the Referable. */
   readonly retryable: boolean;
-  readonly [BRAND] = true;
 
   constructor(
     reason: ExportFailureReason,
@@ -33,6 +32,8 @@ export class ExportError extends Error {
     this.reason = reason;
     // RBAC may be granted, the other writer may let go of the key, a 5xx may pass.
     this.retryable = options?.retryable ?? true;
+    // Defined, not declared, so the brand stays out of the class's public type.
+    Object.defineProperty(this, BRAND, { value: true });
   }
 }
 

@@ -4,8 +4,64 @@
  * Referable's value through this; a consumer calls {@link exportValue} from its own code.
  * @module
  */
-export { exportValue, removeExport } from "./writer.ts";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { KubeClient } from "../kube/client.ts";
+import type { ExportTarget } from "./target.ts";
+import {
+  exportValue as exportWith,
+  removeExport as removeWith,
+  type ExportOptions,
+  type ExportResult,
+} from "./writer.ts";
+
 export type { ExportResult, ExportOptions } from "./writer.ts";
+
+/** Runs `work` with a connection made from `kubeConfig`, closed after. */
+async function withClient<T>(kubeConfig: KubeConfig, work: (client: KubeClient) => Promise<T>): Promise<T> {
+  const client = new KubeClient({ kubeConfig });
+  try {
+    return await work(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * Writes `value` into `target`'s key with server-side apply under `options.fieldManager`: a
+ * string as it is, any other JSON value as its JSON text (base64-encoded in a Secret, as the API
+ * requires). Creates the object when missing (labelled `referable.dev/exported`); keeps every
+ * other key, the manager's own included; writes nothing when the key already holds the value.
+ * Connects with `kubeConfig` (for example from {@link loadKubeConfig}) for this call.
+ * Throws an {@link ExportError}: `ExportConflict` when another field manager owns the key (never
+ * forced), `ExportForbidden` when RBAC refuses, `ExportFailed` otherwise (and, not retryable,
+ * for an `undefined` value: remove the key with {@link removeExport} instead).
+ *
+ * @example
+ * await exportValue(kubeConfig, { kind: "ConfigMap", namespace: "team-b", name: "app", key: "DB_HOST" },
+ *   "db.internal", { fieldManager: "my-operator/db-host" });
+ */
+export function exportValue(
+  kubeConfig: KubeConfig,
+  target: ExportTarget,
+  value: unknown,
+  options: ExportOptions,
+): Promise<ExportResult> {
+  return withClient(kubeConfig, (client) => exportWith(client, target, value, options));
+}
+
+/**
+ * Removes `target`'s key as written by `options.fieldManager` (with {@link exportValue}): the
+ * manager lets go of it, so it disappears unless another manager owns it too. The manager's other
+ * keys stay; an object it created and that holds nothing else is deleted. Resolves `false` when
+ * the manager did not own the key. Connects with `kubeConfig` for this call.
+ */
+export function removeExport(
+  kubeConfig: KubeConfig,
+  target: ExportTarget,
+  options: ExportOptions,
+): Promise<boolean> {
+  return withClient(kubeConfig, (client) => removeWith(client, target, options));
+}
 export { ExportError, isExportError } from "./errors.ts";
 export type { ExportFailureReason } from "./errors.ts";
 export { exportText, fieldManagerFor } from "./target.ts";

@@ -38,6 +38,7 @@ import {
   deployBaseRules,
   kubeConfigWithToken,
   serviceAccountToken,
+  testKubeConfig,
   tokenClient,
   uniqueName,
   waitFor,
@@ -695,30 +696,32 @@ describe("a restart", () => {
 
 describe("the library's exportValue and removeExport", () => {
   it("writes, writes nothing when the key holds the value, keeps its other keys, conflicts, and removes", async () => {
+    // As a consumer calls it: with a KubeConfig (the library makes and closes its connection).
+    const kubeConfig = testKubeConfig();
     const out = uniqueName("lib");
     const options = { fieldManager: "my-operator/db" };
     const t = (key: string) => target("ConfigMap", open, out, key);
-    const first = await exportValue(admin, t("HOST"), "db.internal", options);
+    const first = await exportValue(kubeConfig, t("HOST"), "db.internal", options);
     expect(first.written).toBe(true);
-    expect(await exportValue(admin, t("HOST"), "db.internal", options)).toEqual({
+    expect(await exportValue(kubeConfig, t("HOST"), "db.internal", options)).toEqual({
       written: false,
       resourceVersion: first.resourceVersion,
     });
-    await exportValue(admin, t("PORT"), 5432, options);
+    await exportValue(kubeConfig, t("PORT"), 5432, options);
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ HOST: "db.internal", PORT: "5432" });
 
     // Another manager's key is reported, not taken.
-    const err = await exportValue(admin, t("HOST"), "elsewhere", { fieldManager: "another" }).catch(
+    const err = await exportValue(kubeConfig, t("HOST"), "elsewhere", { fieldManager: "another" }).catch(
       (e: unknown) => e,
     );
     expect(isExportError(err) && err.reason).toBe("ExportConflict");
     expect((err as Error).message).toContain('conflict with "my-operator/db"');
 
-    expect(await removeExport(admin, t("HOST"), options)).toBe(true);
+    expect(await removeExport(kubeConfig, t("HOST"), options)).toBe(true);
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ PORT: "5432" });
-    expect(await removeExport(admin, t("HOST"), options)).toBe(false);
+    expect(await removeExport(kubeConfig, t("HOST"), options)).toBe(false);
     // The last key of an object the manager created: the object goes with it.
-    expect(await removeExport(admin, t("PORT"), options)).toBe(true);
+    expect(await removeExport(kubeConfig, t("PORT"), options)).toBe(true);
     expect(await getObject("ConfigMap", open, out)).toBeUndefined();
   });
 });
