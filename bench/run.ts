@@ -876,17 +876,26 @@ async function rssMiBOf(pid: number): Promise<number> {
  * settled, then `idleSeconds` in which nothing changes and nobody scrapes it. CPU and RSS are
  * read from /proc, so the measurement itself does not wake the process.
  */
-async function runIdle(client: KubeClient, plane: ControlPlane, referables: number): Promise<IdleResult> {
-  log(`idle: ${referables} Referables, leader election on, ${idleSeconds} s of nothing`);
-  const label = `${RUN}-idle`;
+async function runIdle(
+  client: KubeClient,
+  plane: ControlPlane,
+  referables: number,
+  leaderElection: boolean,
+): Promise<IdleResult> {
+  log(
+    `idle: ${referables} Referables, leader election ${leaderElection ? "on" : "off"}, ${idleSeconds} s of nothing`,
+  );
+  const label = `${RUN}-idle-${leaderElection ? "le" : "nole"}`;
   const fx = await makeNamedFixture(client, referables, label);
   const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
   await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${fx.label}`, [
-    "--leader-elect=true",
-    `--leader-election-namespace=${NS}`,
-    `--leader-election-id=${label}`,
-  ]);
+  const c = await startController(
+    plane.kubeconfigPath,
+    `bench-set=${fx.label}`,
+    leaderElection
+      ? ["--leader-elect=true", `--leader-election-namespace=${NS}`, `--leader-election-id=${label}`]
+      : ["--leader-elect=false"],
+  );
   await until(
     "the idle Referables Ready",
     () => (watch.readyCount() >= referables ? true : undefined),
@@ -907,7 +916,7 @@ async function runIdle(client: KubeClient, plane: ControlPlane, referables: numb
     seconds: idleSeconds,
     cpuSecondsPerMinute: Number((((cpu1 - cpu0) * 60) / idleSeconds).toFixed(3)),
     rssMiB,
-    leaderElection: true,
+    leaderElection,
   };
 }
 
@@ -1222,7 +1231,10 @@ async function main(): Promise<void> {
     const content = scenarios.has("content")
       ? await runClusterContent(client, plane, contentRefs, contentObjects)
       : undefined;
-    const idleResult = scenarios.has("idle") ? await runIdle(client, plane, 10) : undefined;
+    // As the Deployment runs it (leader election on), and as `npm start` does (off).
+    const idleResult = scenarios.has("idle")
+      ? [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)]
+      : undefined;
     if (scenarios.has("reads")) log("measuring one-shot reads (cached and consistent)");
     const reads = scenarios.has("reads")
       ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
@@ -1290,7 +1302,7 @@ function printTable(r: {
   selectors:
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
-  idle: IdleResult | undefined;
+  idle: IdleResult[] | undefined;
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
   transforms: TransformResult[];
@@ -1357,9 +1369,9 @@ function printTable(r: {
         `floor (${r.fanOut.n} status writes straight to the API server): ${r.fanOut.writeFloor.map((f) => `${ms(f.ms)} ms at ${f.concurrency} in flight`).join(", ")}; p50 / best floor ${(r.fanOut.samples.p50 / floor).toFixed(2)}`,
     );
   }
-  if (r.idle)
+  for (const idle of r.idle ?? [])
     p(
-      `idle: ${r.idle.referables} Referables, leader election ${r.idle.leaderElection ? "on" : "off"}, ${r.idle.seconds} s with nothing changing and no scrape: CPU ${r.idle.cpuSecondsPerMinute.toFixed(3)} s per minute, RSS ${r.idle.rssMiB} MiB`,
+      `idle: ${idle.referables} Referables, leader election ${idle.leaderElection ? "on" : "off"}, ${idle.seconds} s with nothing changing and no scrape: CPU ${idle.cpuSecondsPerMinute.toFixed(3)} s per minute, RSS ${idle.rssMiB} MiB`,
     );
   if (r.selectors)
     p(

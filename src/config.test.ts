@@ -25,7 +25,7 @@ describe("parseConfig", () => {
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
-      concurrency: 8,
+      concurrency: 16,
       statusWriteRate: 25,
       statusWriteBurst: 5,
       statusWriteBudget: 500,
@@ -68,7 +68,7 @@ describe("parseConfig", () => {
       reason: "an empty environment variable counts as unset",
       argv: [],
       env: { POD_NAMESPACE: "", REFERABLE_LEADER_ELECT: "", REFERABLE_CONCURRENCY: "" },
-      want: { leaderElectionNamespace: "referable-system", leaderElect: false, concurrency: 8 },
+      want: { leaderElectionNamespace: "referable-system", leaderElect: false, concurrency: 16 },
     },
     {
       reason: "--flag=value and --flag value are the same",
@@ -367,7 +367,7 @@ describe("helpText", () => {
     { reason: "probe default", flag: "--health-probe-bind-address=VALUE", want: "default :8081" },
     { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default false" },
     { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
-    { reason: "env var named", flag: "--concurrency=VALUE", want: "env REFERABLE_CONCURRENCY; default 8" },
+    { reason: "env var named", flag: "--concurrency=VALUE", want: "env REFERABLE_CONCURRENCY; default 16" },
     { reason: "empty default shown as quotes", flag: "--referable-selector=VALUE", want: 'default ""' },
   ];
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {

@@ -146,7 +146,7 @@ const OPTIONS: OptionSpec[] = [
     flag: "concurrency",
     env: "REFERABLE_CONCURRENCY",
     kind: "int",
-    default: "8",
+    default: "16",
     help: "Referables reconciled at once",
   },
   {
