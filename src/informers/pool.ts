@@ -48,6 +48,8 @@ export function informerKey(resource: ResourceInfo, namespace: string | undefine
 /** Shared, reference-counted informers; see the module comment. */
 export class InformerPool<T extends Cached = KubeObject> {
   private readonly entries = new Map<string, Entry<T>>();
+  /** Informers closed for want of users whose stop() has not resolved yet. */
+  private readonly closing = new Set<Promise<void>>();
   private readonly options: InformerPoolOptions<T>;
   private readonly logger: Logger;
   private stopped = false;
@@ -101,17 +103,18 @@ export class InformerPool<T extends Cached = KubeObject> {
     return [...this.entries.keys()];
   }
 
-  /** Stops every informer. */
+  /** Stops every informer, and resolves once those closed earlier have stopped too. */
   async stop(): Promise<void> {
     this.stopped = true;
     const entries = [...this.entries.values()];
     this.entries.clear();
-    await Promise.all(
-      entries.map((e) => {
+    await Promise.all([
+      ...entries.map((e) => {
         clearTimeout(e.lingerTimer);
         return e.informer.stop();
       }),
-    );
+      ...this.closing,
+    ]);
   }
 
   private release(key: string, entry: Entry<T>): void {
@@ -121,7 +124,9 @@ export class InformerPool<T extends Cached = KubeObject> {
     const close = () => {
       if (entry.holders > 0 || this.entries.get(key) !== entry) return;
       this.entries.delete(key);
-      void entry.informer.stop();
+      // Kept until stopped, so that stop() does not resolve while a watch is still closing.
+      const stopping = entry.informer.stop().finally(() => this.closing.delete(stopping));
+      this.closing.add(stopping);
       this.logger.debug({ informer: key }, "informer stopped: no more users");
     };
     if (lingerMs <= 0) close();
