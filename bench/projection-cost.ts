@@ -51,8 +51,10 @@ const client: Pick<KubeClient, "request" | "watch"> = {
     return JSON.parse(text) as T;
   },
   watch(): WatchStream {
-    // A watch that stays open and silent: the list is what is measured.
-    return { done: new Promise<void>(() => undefined), close: () => undefined };
+    // A watch that stays open and silent until closed, as the real one: the list is what is measured.
+    let end!: () => void;
+    const done = new Promise<void>((resolve) => (end = resolve));
+    return { done, close: () => end() };
   },
 };
 
