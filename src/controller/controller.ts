@@ -170,12 +170,17 @@ export class ReferableController {
         // The echo of this replica's own status write brings nothing to do: it holds what was
         // written, which reconcile already compares against. Skipping it halves the reconciles
         // of a fan-out (one source read by a thousand Referables), where the controller shares
-        // the machine with the API server it waits for.
+        // the machine with the API server it waits for. Not for a Referable that exports or
+        // holds a finalizer: the export's next step (letting go of the finalizer once the
+        // status no longer lists a key) starts from that echo.
         const written = this.tracked.get(name)?.written;
+        const referable = event.object as unknown as Referable;
         if (
           event.type === "MODIFIED" &&
           written?.resourceVersion !== undefined &&
-          written.resourceVersion === event.object.metadata?.resourceVersion
+          written.resourceVersion === referable.metadata?.resourceVersion &&
+          !referable.metadata.finalizers?.length &&
+          !referable.spec?.export?.length
         )
           return;
         this.queue.add(name);
