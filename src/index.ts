@@ -63,11 +63,7 @@ export type {
   SelectionMode,
   SourceRef,
 } from "./resolver/types.ts";
-export type {
-  LabelSelector,
-  LabelSelectorOperator,
-  LabelSelectorRequirement,
-} from "./informers/label-selector.ts";
+export type { LabelSelector, LabelSelectorOperator, LabelSelectorRequirement } from "./api/label-selector.ts";
 
 // Errors.
 export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";

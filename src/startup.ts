@@ -8,7 +8,7 @@
 import { asError } from "./errors.ts";
 import { isApiError, type KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
-import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./controller/referable.ts";
+import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./api/referable.ts";
 
 /** What the checks need to know of the configuration. */
 export interface StartupCheckOptions {

@@ -14,6 +14,7 @@
  * else edits is put right at the next change of the value, or the next restart.
  */
 import { createHash } from "node:crypto";
+import { EXPORT_FINALIZER } from "../api/referable.ts";
 import { asError } from "../errors.ts";
 import { isExportError } from "../export/errors.ts";
 import {
@@ -33,8 +34,7 @@ import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "./referable.ts";
 import type { ExportState } from "./status.ts";
 
-/** The finalizer that keeps a Referable until its keys are removed. */
-export const EXPORT_FINALIZER = "referable.dev/export";
+export { EXPORT_FINALIZER } from "../api/referable.ts";
 
 /** Options for {@link Exporter}. */
 export interface ExporterOptions {

@@ -2,98 +2,22 @@
  * The Referable resource (`referable.dev/v1alpha1`, cluster-scoped) as the controller reads
  * it, and the translation of its spec into a resolver request.
  */
+import type { ReferableSpec } from "../api/referable.ts";
 import { ResolutionError } from "../errors.ts";
-import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
 import type { KubeObject } from "../kube/client.ts";
-import type { ResourceInfo } from "../kube/discovery.ts";
 import type { AnyReference } from "../resolver/request.ts";
-import type { RequiredCondition, SourceRef } from "../resolver/types.ts";
 
-export const REFERABLE_GROUP = "referable.dev";
-export const REFERABLE_VERSION = "v1alpha1";
-export const REFERABLE_API_VERSION = `${REFERABLE_GROUP}/${REFERABLE_VERSION}`;
-
-/** How the Referable kind is served: fixed by our own CRD, so no discovery is needed. */
-export const REFERABLE_RESOURCE: ResourceInfo = {
-  group: REFERABLE_GROUP,
-  version: REFERABLE_VERSION,
-  resource: "referables",
-  kind: "Referable",
-  namespaced: false,
-  verbs: ["get", "list", "watch", "patch", "update"],
-};
-
-/** `spec` of a Referable (see crds/). */
-export interface ReferableSpec {
-  source?: {
-    apiVersion?: string;
-    kind?: string;
-    namespace?: string;
-    name?: string;
-    selector?: { matchLabels?: Record<string, string>; matchExpressions?: LabelSelectorRequirement[] };
-    fieldPath?: string;
-    requireConditions?: RequiredCondition[];
-  };
-  selection?: {
-    mode?: "Single" | "Multiple";
-    sortByFieldPath?: string;
-    minMatch?: number;
-    maxMatch?: number;
-  };
-  policy?: { resolution?: "Required" | "Optional" };
-  default?: unknown;
-  /** A CEL expression that shapes the value (see "Transforms" in docs/api.md). */
-  transform?: string;
-  /** Keys of ConfigMaps and Secrets that receive the value (see "Export" in docs/api.md). */
-  export?: Array<{ kind?: string; namespace?: string; name?: string; key?: string }>;
-}
-
-/** A metav1.Condition. */
-export interface Condition {
-  type: string;
-  status: "True" | "False" | "Unknown";
-  reason: string;
-  message: string;
-  observedGeneration?: number;
-  lastTransitionTime: string;
-}
-
-/** One key that holds the value, at the version of its object that the value was written at. */
-export interface ExportRecord {
-  kind: string;
-  namespace: string;
-  name: string;
-  key: string;
-  resourceVersion?: string;
-}
-
-/** `status` of a Referable. */
-export interface ReferableStatus {
-  value?: unknown;
-  values?: unknown[];
-  sources?: SourceRef[];
-  /** The keys that hold the value now (spec.export). */
-  exports?: ExportRecord[];
-  observedGeneration?: number;
-  conditions?: Condition[];
-}
-
-/** A Referable as read from the API server. */
-export interface Referable {
-  apiVersion?: string;
-  kind?: string;
-  metadata: {
-    name: string;
-    uid?: string;
-    generation?: number;
-    resourceVersion?: string;
-    deletionTimestamp?: string;
-    finalizers?: string[];
-    [key: string]: unknown;
-  };
-  spec?: ReferableSpec;
-  status?: ReferableStatus;
-}
+export {
+  REFERABLE_API_VERSION,
+  REFERABLE_GROUP,
+  REFERABLE_RESOURCE,
+  REFERABLE_VERSION,
+  type Condition,
+  type ExportRecord,
+  type Referable,
+  type ReferableSpec,
+  type ReferableStatus,
+} from "../api/referable.ts";
 
 /**
  * What the controller keeps of a Referable: identity, spec, status and finalizers (the export

@@ -4,6 +4,7 @@
  * Referable's `spec.export`) and the library (`exportValue`).
  */
 import { createHash } from "node:crypto";
+import { Limits } from "../api/limits.ts";
 
 /** The kinds a value can be exported into. */
 export type ExportKind = "ConfigMap" | "Secret";
@@ -26,15 +27,12 @@ export type TargetObject = Omit<ExportTarget, "key">;
 /** Bounds of `spec.export`, the same in the CRD. */
 export const ExportLimits = {
   /** Targets of one Referable. */
-  targets: 16,
+  targets: Limits.exportTargets,
   /** Characters of a key, as the API server allows in a ConfigMap or Secret. */
-  key: 253,
+  key: Limits.exportKey,
 } as const;
 
-/** Label put on every object a value is exported into: written by referable. */
-export const EXPORTED_LABEL = "referable.dev/exported";
-/** Annotation naming the writer that created the object, which may delete it once it holds nothing else. */
-export const CREATED_BY_ANNOTATION = "referable.dev/created-by";
+export { CREATED_BY_ANNOTATION, EXPORTED_LABEL } from "../api/referable.ts";
 
 /** A ConfigMap or Secret key, as the API server validates it. */
 export const KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;
@@ -42,7 +40,7 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** The API server's limit on a field manager's name. */
-const MAX_FIELD_MANAGER = 128;
+const MAX_FIELD_MANAGER = Limits.fieldManager;
 const MANAGER_PREFIX = "referable.dev/";
 
 /**

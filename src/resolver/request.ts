@@ -3,6 +3,7 @@
  * paths, a compiled label selector, and every default applied. All spec errors surface here
  * as `InvalidSpec`, with the field to fix in the message.
  */
+import { Limits } from "../api/limits.ts";
 import { ResolutionError } from "../errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
@@ -122,7 +123,9 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
       ? "name"
       : "selector";
   const fieldPathText =
-    target === "external" ? String(raw.fieldPath ?? "") : requireString(raw.fieldPath, f("fieldPath"), 1024);
+    target === "external"
+      ? String(raw.fieldPath ?? "")
+      : requireString(raw.fieldPath, f("fieldPath"), Limits.fieldPath);
   const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
 
   let selector: CompiledSelector | undefined;
@@ -156,7 +159,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
     if (maxMatch !== undefined && minMatch > maxMatch)
       invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
-    const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), 1024);
+    const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), Limits.fieldPath);
     sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
   }
 
@@ -166,7 +169,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const hasDefault = raw.default !== undefined;
   // Compiled here, with the rest of the spec, so a transform that does not parse or type-check is
   // InvalidSpec before anything is read.
-  const transformText = optionalString(raw.transform, f("transform"), 4096);
+  const transformText = optionalString(raw.transform, f("transform"), Limits.transform);
   const transform =
     transformText === undefined
       ? undefined

@@ -5,7 +5,7 @@
  * administrator opted it in); without this check anyone allowed to create Referables could write
  * through it into any ConfigMap or Secret of an opted-in namespace.
  */
-import { stableStringify } from "../controller/status.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import type { Permission } from "./access-review.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
