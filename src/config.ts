@@ -4,7 +4,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { JITTER_FACTOR } from "./controller/leader-election.ts";
+import { JITTER_FACTOR } from "./runtime/leader-election.ts";
 import { WRITE_POLICY_DEFAULTS } from "./controller/write-policy.ts";
 import { parseBindAddress } from "./server.ts";
 

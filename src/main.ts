@@ -9,8 +9,7 @@ import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { ReferableController } from "./controller/controller.ts";
 import { EventRecorder } from "./controller/events.ts";
-import { LeaderElector } from "./controller/leader-election.ts";
-import { Manager } from "./manager.ts";
+import { Manager } from "./runtime/manager.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
@@ -156,7 +155,6 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   }
   let exitWith: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => (exitWith = resolve));
-  let elector: LeaderElector | undefined;
   let manager: Manager | undefined;
 
   const shutdown = async (why: string, code: number) => {
@@ -193,30 +191,31 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   process.once("SIGINT", () => void shutdown("SIGINT", 0));
 
   const begin = () => {
-    if (config.leaderElect) {
-      elector = new LeaderElector({
-        client,
-        namespace: config.leaderElectionNamespace,
-        name: config.leaderElectionId,
-        identity: config.identity,
-        leaseDurationMs: config.leaseDurationMs,
-        renewDeadlineMs: config.renewDeadlineMs,
-        retryPeriodMs: config.retryPeriodMs,
-        logger: logger.child({ part: "leader-election" }),
-        onStartedLeading: () => controller.setLeader(true),
-        onStoppedLeading: () => {
-          controller.setLeader(false);
+    // Caches, then writers, then leadership; the manager campaigns for the Lease.
+    manager = new Manager({
+      controller,
+      resolver,
+      logger: logger.child({ part: "manager" }),
+      ...(config.leaderElect && {
+        leaderElection: {
+          client,
+          namespace: config.leaderElectionNamespace,
+          name: config.leaderElectionId,
+          identity: config.identity,
+          leaseDurationMs: config.leaseDurationMs,
+          renewDeadlineMs: config.renewDeadlineMs,
+          retryPeriodMs: config.retryPeriodMs,
+          logger: logger.child({ part: "leader-election" }),
           // As controller-runtime does: a replica that lost its lease exits and is restarted as
           // a fresh candidate, rather than risk acting on a state it no longer owns.
-          if (!shuttingDown) {
+          onLost: () => {
+            if (shuttingDown) return;
             logger.error({}, "lost the leader lease: exiting");
             void shutdown("lost leadership", 1);
-          }
+          },
         },
-      });
-    }
-    // Caches, then writers, then leadership.
-    manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
+      }),
+    });
     void manager.start();
     logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
   };

@@ -27,7 +27,7 @@ import {
 } from "./referable.ts";
 import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
-import { runWorkers, WorkQueue, type WorkResult } from "./workqueue.ts";
+import { runWorkers, WorkQueue, type WorkResult } from "../runtime/workqueue.ts";
 import { WritePolicy, type TokenBucket, type WritePolicyOptions } from "./write-policy.ts";
 
 /** Options for {@link ReferableController}. */

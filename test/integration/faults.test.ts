@@ -11,7 +11,7 @@
  * Correctness is judged by the oracle (test/harness/oracle.ts), which computes every
  * Referable's status from the cluster state on its own.
  */
-import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
+import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";

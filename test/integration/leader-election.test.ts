@@ -6,7 +6,7 @@ import {
   JITTER_FACTOR,
   LeaderElector,
   type LeaderElectionOptions,
-} from "../../src/controller/leader-election.ts";
+} from "../../src/runtime/leader-election.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import type { Logger } from "../../src/log.ts";
 import {

@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
-import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
+import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
 import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";

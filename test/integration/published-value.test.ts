@@ -12,9 +12,9 @@
  * second, which must not load the plane other test files share.
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import { LeaderElector } from "../../src/controller/leader-election.ts";
+import { LeaderElector } from "../../src/runtime/leader-election.ts";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import { Manager } from "../../src/manager.ts";
+import { Manager } from "../../src/runtime/manager.ts";
 import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL, waitForReason, type ReferableView } from "../harness/controller.ts";
 import {

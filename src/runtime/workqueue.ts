@@ -12,6 +12,8 @@
  *   `get` resolves to undefined once the queue is empty.
  */
 import { asError } from "../errors.ts";
+import { KeyedBackoff } from "./backoff.ts";
+import { TokenBucket } from "./token-bucket.ts";
 
 /** Decides how long a key waits before it is retried; client-go's `TypedRateLimiter`. */
 export interface RateLimiter {
@@ -31,30 +33,27 @@ export interface ExponentialBackoffOptions {
   maxDelayMs?: number;
 }
 
-/** Per-key exponential backoff: `baseDelayMs * 2^failures`, capped at `maxDelayMs`. */
+/** Per-key exponential backoff: `baseDelayMs * 2^failures`, capped at `maxDelayMs` (see backoff.ts). */
 export class ItemExponentialFailureRateLimiter implements RateLimiter {
-  private readonly baseDelayMs: number;
-  private readonly maxDelayMs: number;
-  private readonly failures = new Map<string, number>();
+  private readonly backoff: KeyedBackoff;
 
   constructor(options: ExponentialBackoffOptions = {}) {
-    this.baseDelayMs = options.baseDelayMs ?? 5;
-    this.maxDelayMs = options.maxDelayMs ?? 1_000_000;
+    this.backoff = new KeyedBackoff({
+      baseMs: options.baseDelayMs ?? 5,
+      maxMs: options.maxDelayMs ?? 1_000_000,
+    });
   }
 
   when(key: string): number {
-    const exponent = this.failures.get(key) ?? 0;
-    this.failures.set(key, exponent + 1);
-    // 2^exponent overflows to Infinity long before it matters; the cap applies either way.
-    return Math.min(this.baseDelayMs * 2 ** exponent, this.maxDelayMs);
+    return this.backoff.next(key);
   }
 
   forget(key: string): void {
-    this.failures.delete(key);
+    this.backoff.forget(key);
   }
 
   numRequeues(key: string): number {
-    return this.failures.get(key) ?? 0;
+    return this.backoff.failures(key);
   }
 }
 
@@ -72,26 +71,17 @@ export interface TokenBucketOptions {
  * refilled, and waits until it would be.
  */
 export class BucketRateLimiter implements RateLimiter {
-  private readonly qps: number;
-  private readonly burst: number;
-  private tokens: number;
-  private last: number;
+  private readonly bucket: TokenBucket;
 
   constructor(options: TokenBucketOptions = {}) {
-    this.qps = options.qps ?? 10;
-    this.burst = options.burst ?? 100;
-    if (!(this.qps > 0) || !(this.burst >= 1))
-      throw new RangeError("the token bucket needs qps > 0 and burst >= 1");
-    this.tokens = this.burst;
-    this.last = performance.now();
+    const qps = options.qps ?? 10;
+    const burst = options.burst ?? 100;
+    if (!(qps > 0) || !(burst >= 1)) throw new RangeError("the token bucket needs qps > 0 and burst >= 1");
+    this.bucket = new TokenBucket(qps, burst, performance.now());
   }
 
   when(): number {
-    const now = performance.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
-    this.last = now;
-    this.tokens -= 1;
-    return this.tokens >= 0 ? 0 : (-this.tokens / this.qps) * 1000;
+    return this.bucket.reserve(performance.now());
   }
 
   forget(): void {}
