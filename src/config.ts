@@ -5,7 +5,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { JITTER_FACTOR } from "./runtime/leader-election.ts";
-import { WRITE_POLICY_DEFAULTS } from "./controller/write-policy.ts";
+import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
 import { parseBindAddress } from "./server.ts";
 
 /** The parsed configuration. */

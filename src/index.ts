@@ -90,4 +90,4 @@ export {
   type ExportOptions,
   type ExportResult,
   type ExportFailureReason,
-} from "./export/index.ts";
+} from "./outputs/keys/index.ts";

@@ -3,8 +3,8 @@
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
+import { ReferableController } from "../../src/referable/controller.ts";
+import { EventRecorder } from "../../src/referable/events.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { sourcePolicy } from "../../src/main.ts";
 import { ControllerMetrics } from "../../src/metrics.ts";

@@ -11,8 +11,8 @@ import { readFile, writeFile } from "node:fs/promises";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { dirname, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
+import { ReferableController } from "../../src/referable/controller.ts";
+import { EventRecorder } from "../../src/referable/events.ts";
 import {
   ApiError,
   isApiError,

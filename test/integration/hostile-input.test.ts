@@ -11,8 +11,8 @@
  * so every test below passing is the proof that none happened.
  */
 import { jest } from "@jest/globals";
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
+import { ReferableController } from "../../src/referable/controller.ts";
+import { EventRecorder } from "../../src/referable/events.ts";
 import { isResolutionError } from "../../src/errors.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
 import { sourcePolicy } from "../../src/main.ts";

@@ -1,8 +1,8 @@
-import { ResolutionError } from "../errors.ts";
-import { ApiError } from "../kube/client.ts";
-import type { ResolutionResult } from "../resolver/types.ts";
-import { EXPORT_FINALIZER, Exporter } from "./export.ts";
-import type { Referable } from "./referable.ts";
+import { ResolutionError } from "../../errors.ts";
+import { ApiError } from "../../kube/client.ts";
+import type { ResolutionResult } from "../../resolver/types.ts";
+import { EXPORT_FINALIZER, Exporter } from "./output.ts";
+import type { Referable } from "../../api/referable.ts";
 
 const value = (v: unknown): ResolutionResult => ({ ok: true, reason: "Available", value: v });
 

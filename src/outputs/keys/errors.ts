@@ -4,9 +4,9 @@
  * alone, for the same reason as `isResolutionError` (two copies of the module under Jest).
  */
 
-import type { ExportFailureReason } from "../api/reasons.ts";
+import type { ExportFailureReason } from "../../api/reasons.ts";
 
-export type { ExportFailureReason } from "../api/reasons.ts";
+export type { ExportFailureReason } from "../../api/reasons.ts";
 
 const BRAND = Symbol.for("referable.dev/ExportError");
 

@@ -5,7 +5,7 @@
  * @module
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { KubeClient } from "../kube/client.ts";
+import { KubeClient } from "../../kube/client.ts";
 import type { ExportTarget } from "./target.ts";
 import {
   exportValue as exportWith,

@@ -14,9 +14,9 @@
  * else edits is put right at the next change of the value, or the next restart.
  */
 import { createHash } from "node:crypto";
-import { EXPORT_FINALIZER } from "../api/referable.ts";
-import { asError } from "../errors.ts";
-import { isExportError } from "../export/errors.ts";
+import { EXPORT_FINALIZER } from "../../api/referable.ts";
+import { asError } from "../../errors.ts";
+import { isExportError } from "./errors.ts";
 import {
   describeObject,
   exportText,
@@ -26,15 +26,15 @@ import {
   storedText,
   type ExportTarget,
   type TargetObject,
-} from "../export/target.ts";
-import { releaseObject, syncObject, type KnownObject } from "../export/writer.ts";
-import { isApiError, type KubeClient } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
-import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
-import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "./referable.ts";
-import type { ExportState } from "./status.ts";
+} from "./target.ts";
+import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
+import { isApiError, type KubeClient } from "../../kube/client.ts";
+import { silentLogger, type Logger } from "../../log.ts";
+import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
+import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "../../api/referable.ts";
+import type { ExportState } from "../../referable/status.ts";
 
-export { EXPORT_FINALIZER } from "../api/referable.ts";
+export { EXPORT_FINALIZER } from "../../api/referable.ts";
 
 /** Options for {@link Exporter}. */
 export interface ExporterOptions {

@@ -4,7 +4,7 @@
  * Referable's `spec.export`) and the library (`exportValue`).
  */
 import { createHash } from "node:crypto";
-import { Limits } from "../api/limits.ts";
+import { Limits } from "../../api/limits.ts";
 
 /** The kinds a value can be exported into. */
 export type ExportKind = "ConfigMap" | "Secret";
@@ -32,7 +32,7 @@ export const ExportLimits = {
   key: Limits.exportKey,
 } as const;
 
-export { CREATED_BY_ANNOTATION, EXPORTED_LABEL } from "../api/referable.ts";
+export { CREATED_BY_ANNOTATION, EXPORTED_LABEL } from "../../api/referable.ts";
 
 /** A ConfigMap or Secret key, as the API server validates it. */
 export const KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;

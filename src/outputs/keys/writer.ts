@@ -9,7 +9,7 @@
  * object. What is read is reduced at once to a {@link TargetState} (the asked keys, who owns
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
-import { isApiError, type KubeClient } from "../kube/client.ts";
+import { isApiError, type KubeClient } from "../../kube/client.ts";
 import { ExportError, isExportError } from "./errors.ts";
 import {
   CREATED_BY_ANNOTATION,

@@ -15,7 +15,7 @@ import type { ControllerMetrics } from "../metrics.ts";
 import type { Resolver, Subscription } from "../resolver/resolver.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { EventRecorder } from "./events.ts";
-import { Exporter, type ExportStep } from "./export.ts";
+import { Exporter, type ExportStep } from "../outputs/keys/output.ts";
 import {
   REFERABLE_API_VERSION,
   REFERABLE_GROUP,
@@ -24,11 +24,11 @@ import {
   slimReferable,
   type Referable,
   type ReferableStatus,
-} from "./referable.ts";
+} from "./spec.ts";
 import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
 import { runWorkers, WorkQueue, type WorkResult } from "../runtime/workqueue.ts";
-import { WritePolicy, type TokenBucket, type WritePolicyOptions } from "./write-policy.ts";
+import { WritePolicy, type TokenBucket, type WritePolicyOptions } from "../outputs/write-policy.ts";
 
 /** Options for {@link ReferableController}. */
 export interface ReferableControllerOptions {

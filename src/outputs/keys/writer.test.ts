@@ -1,4 +1,4 @@
-import { ApiError } from "../kube/client.ts";
+import { ApiError } from "../../kube/client.ts";
 import { isExportError } from "./errors.ts";
 import { exportValue, readTarget, releaseObject } from "./writer.ts";
 
