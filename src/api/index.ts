@@ -9,3 +9,4 @@ export * from "./reasons.ts";
 export * from "./referable.ts";
 export * from "./references.ts";
 export * from "./stable-json.ts";
+export * from "./export-kinds.ts";

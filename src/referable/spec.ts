@@ -1,23 +1,14 @@
 /**
- * The Referable resource (`referable.dev/v1alpha1`, cluster-scoped) as the controller reads
- * it, and the translation of its spec into a resolver request.
+ * A Referable's spec as the reconciler reads it: what the cache keeps of the object, the
+ * resolver request its spec makes, and what it reads among Referables (the reference graph's
+ * edges, and the one rule that a Referable cannot read itself).
  */
-import type { ReferableSpec } from "../api/referable.ts";
+import { isReferableKind, type Referable, type ReferableSpec } from "../api/referable.ts";
 import { ResolutionError } from "../errors.ts";
+import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
-
-export {
-  REFERABLE_API_VERSION,
-  REFERABLE_GROUP,
-  REFERABLE_RESOURCE,
-  REFERABLE_VERSION,
-  type Condition,
-  type ExportRecord,
-  type Referable,
-  type ReferableSpec,
-  type ReferableStatus,
-} from "../api/referable.ts";
+import type { ReadsReferables } from "./reference-graph.ts";
 
 /**
  * What the controller keeps of a Referable: identity, spec, status and finalizers (the export
@@ -88,4 +79,29 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
     maxMatch: selection.maxMatch,
     sortByFieldPath: selection.sortByFieldPath,
   };
+}
+
+/** What a Referable reads among Referables, from its spec: the reference graph's edges. */
+export function readsOf(obj: Referable): ReadsReferables | undefined {
+  const source = obj.spec?.source;
+  if (!source || !isReferableKind(source.apiVersion, source.kind)) return undefined;
+  if (source.name) return { name: source.name };
+  if (!source.selector) return undefined;
+  try {
+    return { selector: compileLabelSelector(source.selector) };
+  } catch {
+    return undefined; // an invalid selector reads nothing: the resolver reports it (InvalidSpec)
+  }
+}
+
+/**
+ * InvalidSpec when the spec names the Referable itself as its source. A selector that matches
+ * it, or a cycle through others, is the reference graph's to find (same rule, same edges: {@link readsOf}).
+ */
+export function refuseSelfRead(obj: Referable): void {
+  if (readsOf(obj)?.name === obj.metadata.name)
+    throw new ResolutionError(
+      "InvalidSpec",
+      "a Referable cannot read itself: point spec.source at another object",
+    );
 }

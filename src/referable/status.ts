@@ -10,7 +10,7 @@ import { stableStringify } from "../api/stable-json.ts";
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 
 export { stableStringify } from "../api/stable-json.ts";
-import type { Condition, ExportRecord, Referable, ReferableStatus } from "./spec.ts";
+import type { Condition, ExportRecord, Referable, ReferableStatus } from "../api/referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
 export { EXPORTED, READY } from "../api/referable.ts";

@@ -5,6 +5,7 @@
  */
 
 const EPSILON = 1e-9;
+const EPSILON_MS = 1e-6;
 
 /**
  * A token bucket that starts full. Its tokens may go below zero: {@link reserve} takes a token
@@ -33,7 +34,8 @@ export class TokenBucket {
   delay(now: number): number {
     this.refill(now);
     // Refills add up fractions: a hair below one token is one (else the wait rounds to 0 ms).
-    return this.tokens >= 1 - EPSILON ? 0 : Math.ceil(((1 - this.tokens) * 1000) / this.rate);
+    // The same hair off the milliseconds: 0.7 of a token at 10 a second is 70 ms, not 71.
+    return this.tokens >= 1 - EPSILON ? 0 : Math.ceil(((1 - this.tokens) * 1000) / this.rate - EPSILON_MS);
   }
 
   /** Takes a token if one is there now: 0. Else takes nothing: the milliseconds until one is. */

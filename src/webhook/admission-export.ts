@@ -5,6 +5,7 @@
  * administrator opted it in); without this check anyone allowed to create Referables could write
  * through it into any ConfigMap or Secret of an opted-in namespace.
  */
+import { EXPORT_KINDS, isExportKind, type ExportKind } from "../api/export-kinds.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import type { Permission } from "./access-review.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
@@ -24,7 +25,7 @@ export function exportPermissions(request: AdmissionRequest): Permission[] {
   const needed: Permission[] = [];
   for (const t of targetsOf(request.object)) {
     if (before.has(stableStringify(t))) continue;
-    const resource = t.kind === "Secret" ? "secrets" : "configmaps";
+    const resource = EXPORT_KINDS[t.kind].resource;
     const common = { group: "", version: "v1", resource, namespace: t.namespace };
     needed.push({ verb: "create", ...common }, { verb: "patch", ...common, name: t.name });
   }
@@ -32,7 +33,7 @@ export function exportPermissions(request: AdmissionRequest): Permission[] {
 }
 
 interface Target {
-  kind: "ConfigMap" | "Secret";
+  kind: ExportKind;
   namespace: string;
   name: string;
 }
@@ -45,7 +46,7 @@ function targetsOf(object: unknown): Target[] {
   for (const entry of raw) {
     if (typeof entry !== "object" || entry === null) continue;
     const e = entry as Record<string, unknown>;
-    if ((e.kind !== "ConfigMap" && e.kind !== "Secret") || typeof e.namespace !== "string") continue;
+    if (!isExportKind(e.kind) || typeof e.namespace !== "string") continue;
     if (typeof e.name !== "string") continue;
     targets.push({ kind: e.kind, namespace: e.namespace, name: e.name });
   }

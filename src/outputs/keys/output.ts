@@ -1,7 +1,7 @@
 /**
- * The export step of a reconcile: a Referable's value delivered into the ConfigMap and Secret
+ * The key output: a Referable's value delivered into the ConfigMap and Secret
  * keys its `spec.export` names (server-side apply under the field manager `referable.dev/<name>`,
- * see src/export/), its keys removed when it has no value, and, through the finalizer
+ * see writer.ts), its keys removed when it has no value, and, through the finalizer
  * `referable.dev/export`, removed before the Referable goes.
  *
  * How the controller knows a key already holds the value without writing: it reads the target
@@ -14,9 +14,25 @@
  * else edits is put right at the next change of the value, or the next restart.
  */
 import { createHash } from "node:crypto";
-import { EXPORT_FINALIZER } from "../../api/referable.ts";
+import { EXPORT_KINDS, isExportKind } from "../../api/export-kinds.ts";
+import { Limits } from "../../api/limits.ts";
+import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { asError } from "../../errors.ts";
+import type { KubeClient } from "../../kube/client.ts";
+import { silentLogger, type Logger } from "../../log.ts";
+import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
+import type { ExportState } from "../../referable/status.ts";
+import { backoffDelay } from "../../runtime/backoff.ts";
+import type { Output } from "../output.ts";
+import { pass, WritePolicy, type WriteGate } from "../write-policy.ts";
 import { isExportError } from "./errors.ts";
+import {
+  addFinalizer,
+  finalizerMessage,
+  hasFinalizer,
+  removeFinalizer,
+  type FinalizerPatch,
+} from "./finalizer.ts";
 import {
   describeObject,
   exportText,
@@ -28,16 +44,11 @@ import {
   type TargetObject,
 } from "./target.ts";
 import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
-import { isApiError, type KubeClient } from "../../kube/client.ts";
-import { silentLogger, type Logger } from "../../log.ts";
-import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
-import { REFERABLE_API_VERSION, type ExportRecord, type Referable } from "../../api/referable.ts";
-import type { ExportState } from "../../referable/status.ts";
 
 export { EXPORT_FINALIZER } from "../../api/referable.ts";
 
-/** Options for {@link Exporter}. */
-export interface ExporterOptions {
+/** Options for {@link KeysOutput}. */
+export interface KeysOutputOptions {
   client: Pick<KubeClient, "request">;
   logger?: Logger;
   /** Whether Secrets may be written (--allow-secret-export). @default false */
@@ -49,26 +60,31 @@ export interface ExporterOptions {
   /**
    * Shortest time between two writes of one target object by one Referable: the first change
    * after a quiet spell is written at once, a source changing faster has its changes coalesced,
-   * and the last one is always written. Bounds the writes a hot source causes, as
-   * minWriteIntervalMs bounds status writes.
+   * and the last one is always written (a bucket of the write policy, burst 1). 0: none.
    * @default 100
    */
   minWriteIntervalMs?: number;
-  /** Monotonic clock in milliseconds. @default performance.now */
+  /** The write policy whose budget key writes share with status writes. @default one of its own */
+  policy?: WritePolicy;
+  /** Monotonic clock in milliseconds, for a policy of its own. @default performance.now */
   clock?: () => number;
   /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
 
-/** What the export step asks of the reconcile. */
-export type ExportStep =
-  /** The Referable was changed (the finalizer added): its next event reconciles it again. */
-  | "restart"
-  /**
-   * The export part of the status to write (null: none; undefined: as it is), and when to try
-   * again after a failure.
-   */
-  | { state: ExportState | null | undefined; retryAfterMs: number | undefined };
+/** What the key output asks of the reconcile. */
+export interface KeysStep {
+  /** The export part of the status to write (null: none; undefined: as it is). */
+  state: ExportState | null | undefined;
+  /** When to look again: a failure's backoff, or a write waiting for the write policy. */
+  retryAfterMs: number | undefined;
+  /** The Referable's metadata after the finalizer patch this step made: the reconcile goes on from it. */
+  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
+  /** The Referable changed since it was read: look again (on the backoff) from the newer version. */
+  requeue?: boolean;
+  /** Another step follows once the status records this one (the finalizer let go of): look again then. */
+  thenRequeue?: boolean;
+}
 
 /** One object the Referable writes into, and what it remembers of it. */
 interface Written {
@@ -78,62 +94,63 @@ interface Written {
   records: ExportRecord[];
   /** The object's uid and whether the Referable created it: the next change applies without a read. */
   known: KnownObject | undefined;
-  /** When the Referable last wrote the object (clock), or undefined when it only read it. */
-  writtenAt: number | undefined;
 }
 
-const OPT_IN_HINT =
-  "opt the namespace in with a RoleBinding of the ClusterRole referable-export-configmaps to the controller's ServiceAccount (deploy/examples/export-namespace)";
-const SECRET_OPT_IN_HINT =
-  "opt the namespace in with a RoleBinding of the ClusterRole referable-export-secrets to the controller's ServiceAccount (deploy/examples/allow-secret-export)";
+/**
+ * What the key output remembers of one Referable: a hash per target object, never a value.
+ * Owned by the Referable's state (src/referable/state.ts), forgotten with it, and dropped on a
+ * change of leader (another leader may have written the targets).
+ */
+export interface KeysMemory {
+  objects: Map<string, Written>;
+  /** Per object: its share of the write policy. */
+  gates: Map<string, WriteGate>;
+  /** Failed attempts in a row, for the backoff. */
+  failures: number;
+}
 
-/** Runs the export step; one per controller. See the module comment. */
-export class Exporter {
-  private readonly options: ExporterOptions;
+/** A Referable's empty memory. */
+export function newKeysMemory(): KeysMemory {
+  return { objects: new Map(), gates: new Map(), failures: 0 };
+}
+
+/** The objects of one write, with the keys each should hold. */
+type ObjectPlan = Map<string, { object: TargetObject; keys: string[] }>;
+
+/** What one write gathers, object by object. */
+interface Gathered {
+  records: ExportRecord[];
+  problems: Array<{ reason: string; message: string }>;
+  /** The soonest a write held back by the write policy is due. */
+  deferredMs: number | undefined;
+}
+
+/** Writes and releases the keys of spec.export; one per controller. See the module comment. */
+export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory> {
+  private readonly options: KeysOutputOptions;
   private readonly logger: Logger;
-  /** Per Referable: per object key, what it holds. */
-  private readonly written = new Map<string, Map<string, Written>>();
-  /** Per Referable: failed attempts in a row, for the backoff. */
-  private readonly failures = new Map<string, number>();
+  private readonly policy: WritePolicy;
 
-  constructor(options: ExporterOptions) {
+  constructor(options: KeysOutputOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
+    this.policy = options.policy ?? new WritePolicy({}, options.clock);
   }
 
-  /** Forgets what the targets hold: a new leader reads them again (another leader may have written). */
-  reset(): void {
-    this.written.clear();
-    this.failures.clear();
-  }
-
-  /** Forgets a Referable that is gone. */
-  forget(name: string): void {
-    this.written.delete(name);
-    this.failures.delete(name);
-  }
-
-  /** Whether the Referable holds the export finalizer while being deleted: {@link finalize} must run. */
+  /** Whether the Referable holds the export finalizer while being deleted: {@link release} must run. */
   finalizing(obj: Referable): boolean {
     return obj.metadata.deletionTimestamp !== undefined && hasFinalizer(obj);
   }
 
   /**
    * Writes `result`'s value into every target of `obj.spec.export` (removes the keys when there is
-   * no value, and from targets no longer listed), and says what the status should report.
-   * `result` must be an observed one (not Pending).
+   * no value, and from targets no longer listed), and says what the status should report. The
+   * finalizer comes first, in the same pass. `result` must be an observed one (not Pending).
    */
-  async sync(obj: Referable, result: ResolutionResult): Promise<ExportStep> {
-    const name = obj.metadata.name;
+  async write(obj: Referable, result: ResolutionResult, memory: KeysMemory): Promise<KeysStep> {
     const raw = obj.spec?.export ?? [];
     const previous = obj.status?.exports ?? [];
-    if (raw.length === 0 && previous.length === 0) {
-      this.written.delete(name);
-      this.failures.delete(name);
-      if (!hasFinalizer(obj)) return { state: null, retryAfterMs: undefined };
-      const problem = await this.removeFinalizer(obj);
-      return problem === undefined ? "restart" : this.finalizerProblem(name, problem);
-    }
+    if (raw.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
     const targets: ExportTarget[] = [];
     for (const [i, t] of (Array.isArray(raw) ? raw : []).entries()) {
       const parsed = parseTarget(t, `spec.export[${i}]`);
@@ -144,193 +161,32 @@ export class Exporter {
         };
       targets.push(parsed);
     }
+    let metadata: KeysStep["metadata"];
     if (targets.length > 0 && !hasFinalizer(obj)) {
       // Before any key is written: a Referable deleted from now on keeps until its keys are removed.
-      const problem = await this.addFinalizer(obj);
-      return problem === undefined ? "restart" : this.finalizerProblem(name, problem);
+      const patch = await addFinalizer(this.options.client, obj, this.logger);
+      if (!patch.ok) return this.finalizerFailed(patch, memory);
+      metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
     }
-
+    const plan = planObjects(targets, previous, memory);
+    const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
     const text = valueText(result);
     const read = readObjects(result);
-    // Every object the Referable writes into, or wrote into (a target removed from the spec).
-    const objects = new Map<string, { object: TargetObject; keys: string[] }>();
-    const entry = (o: TargetObject) => {
-      const k = objectKey(o);
-      let e = objects.get(k);
-      if (!e)
-        objects.set(k, (e = { object: { kind: o.kind, namespace: o.namespace, name: o.name }, keys: [] }));
-      return e;
-    };
-    const memory = this.written.get(name) ?? new Map<string, Written>();
-    this.written.set(name, memory);
-    for (const t of targets) entry(t).keys.push(t.key);
-    for (const p of previous) if (p.kind === "ConfigMap" || p.kind === "Secret") entry(p as TargetObject);
-    // And what this process wrote, should a status recording it have failed to be written.
-    for (const w of memory.values()) entry(w.object);
-    const records: ExportRecord[] = [];
-    const problems: Array<{ reason: string; message: string }> = [];
-    const clock = this.options.clock ?? (() => performance.now());
-    const interval = this.options.minWriteIntervalMs ?? 100;
-    /** The soonest a write held back by the interval is due. */
-    let deferredMs: number | undefined;
     await Promise.all(
-      [...objects].map(async ([key, { object, keys }]) => {
-        // Writing into an object the value is read from changes what is read, and with a
-        // fieldPath that takes the written key in (data, say) the value grows with every write.
-        const readsIt = keys.length > 0 && read.has(key);
-        if (readsIt)
-          problems.push({
-            reason: "InvalidSpec",
-            message: `${describeObject(object)} is a source of this Referable: a Referable cannot export into an object it reads; export into another object`,
-          });
-        const stored: Record<string, string> = {};
-        if (text !== undefined && !readsIt) for (const k of keys) stored[k] = storedText(object.kind, text);
-        const hash = hashOf(stored);
-        const known = memory.get(key);
-        if (known?.hash === hash) {
-          records.push(...known.records);
-          return;
-        }
-        const wait = known?.writtenAt === undefined ? 0 : known.writtenAt + interval - clock();
-        if (wait > 0) {
-          // Written moments ago: this change waits for the interval (a later one may replace it).
-          deferredMs = Math.min(deferredMs ?? wait, wait);
-          return;
-        }
-        memory.delete(key);
-        // Not for a target dropped from the spec: its removal reads first, so a key of an
-        // object someone else re-created is never touched blindly.
-        const previouslyKnown = keys.length > 0 ? known?.known : undefined;
-        if (object.kind === "Secret" && !this.options.allowSecrets) {
-          // Nothing is written into a Secret, and nothing there removed: the controller stays out.
-          if (keys.length > 0)
-            problems.push({
-              reason: "ExportForbidden",
-              message: `${describeObject(object)}: the controller does not write Secrets unless started with --allow-secret-export (and ${SECRET_OPT_IN_HINT})`,
-            });
-          return;
-        }
-        try {
-          const done = await syncObject(
-            this.options.client,
-            object,
-            stored,
-            name,
-            {
-              fieldManager: fieldManagerFor(name),
-              forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
-            },
-            previouslyKnown,
-          );
-          const written = Object.keys(stored).map((k) => {
-            // A key that already held the value keeps the resourceVersion recorded when it was written.
-            const before = done.written
-              ? undefined
-              : previous.find(
-                  (p) =>
-                    p.kind === object.kind &&
-                    p.namespace === object.namespace &&
-                    p.name === object.name &&
-                    p.key === k,
-                );
-            const record: ExportRecord = {
-              kind: object.kind,
-              namespace: object.namespace,
-              name: object.name,
-              key: k,
-            };
-            const version = before?.resourceVersion ?? done.resourceVersion;
-            if (version !== undefined) record.resourceVersion = version;
-            return record;
-          });
-          // A target dropped from the spec, its keys removed: nothing more to remember of it.
-          if (keys.length === 0) memory.delete(key);
-          else
-            memory.set(key, {
-              object,
-              hash,
-              records: written,
-              known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
-              writtenAt: done.written ? clock() : known?.writtenAt,
-            });
-          records.push(...written);
-          if (done.written) {
-            this.options.onWrite?.("success");
-            this.logger.info(
-              { referable: name, target: describeObject(object), keys: Object.keys(stored).length },
-              Object.keys(stored).length === 0 ? "removed exported keys" : "exported the value",
-            );
-          }
-        } catch (err) {
-          this.options.onWrite?.(
-            !isExportError(err)
-              ? "error"
-              : err.reason === "ExportConflict"
-                ? "conflict"
-                : err.reason === "ExportForbidden"
-                  ? "forbidden"
-                  : "error",
-          );
-          if (!isExportError(err)) {
-            // A network error, a timeout: tried again on the backoff.
-            problems.push({
-              reason: "ExportFailed",
-              message: `${describeObject(object)}: ${asError(err).message.slice(0, 300)}; retrying`,
-            });
-            return;
-          }
-          problems.push({ reason: err.reason, message: err.message });
-          this.logger.warn(
-            { referable: name, target: describeObject(object), reason: err.reason },
-            "could not export the value",
-          );
-        }
-      }),
+      [...plan].map(([key, { object, keys }]) =>
+        this.writeObject(obj, key, object, keys, { text, read, memory, previous, gathered }),
+      ),
     );
-    // Some object waits for its interval: the status keeps saying what the keys hold until then.
-    if (deferredMs !== undefined && problems.length === 0)
-      return { state: undefined, retryAfterMs: deferredMs };
-    records.sort(compareRecords);
-    let state: ExportState | null;
-    if (targets.length === 0 && problems.length === 0) {
-      // spec.export was emptied and its keys are removed: the status drops the export part, and
-      // the next reconcile lets go of the finalizer.
-      state = null;
-    } else if (problems.length > 0) {
-      problems.sort((a, b) => a.message.localeCompare(b.message));
-      state = {
-        exports: records,
-        status: "False",
-        reason: problems[0]!.reason,
-        message: problems
-          .map((p) => p.message)
-          .join("; ")
-          .slice(0, 4000),
-      };
-    } else if (text === undefined) {
-      state = {
-        exports: records,
-        status: "False",
-        reason: "NoValue",
-        message: "the Referable has no value (see the Ready condition): its exported keys are removed",
-      };
-    } else {
-      state = { exports: records, status: "True", reason: "Exported", message: "" };
-    }
-    if (problems.length === 0) {
-      this.failures.delete(name);
-      return { state, retryAfterMs: undefined };
-    }
-    const backoff = this.backoff(name);
-    return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
+    const step = this.summarize(targets, text, gathered, memory);
+    if (step.state === null && hasFinalizer(obj)) step.thenRequeue = true;
+    return metadata ? { ...step, metadata } : step;
   }
 
   /**
    * Removes every key the Referable exported (deleting an object it created once that holds
    * nothing else), then its finalizer. Returns when to try again, if something failed.
    */
-  async finalize(obj: Referable): Promise<number | undefined> {
-    const name = obj.metadata.name;
+  async release(obj: Referable, memory: KeysMemory): Promise<number | undefined> {
     const objects = new Map<string, TargetObject>();
     for (const t of [...(obj.spec?.export ?? []), ...(obj.status?.exports ?? [])]) {
       const parsed = parseTarget(t, "export");
@@ -339,117 +195,284 @@ export class Exporter {
     // Objects the status says hold a key of this Referable; the others are only named in the spec.
     const recorded = new Set((obj.status?.exports ?? []).map((r) => objectKey(r as TargetObject)));
     let failed = false;
-    for (const object of objects.values()) {
-      if (object.kind === "Secret" && !this.options.allowSecrets) continue; // never written
-      try {
-        const outcome = await releaseObject(this.options.client, object, name, {
-          fieldManager: fieldManagerFor(name),
-          forbiddenHint: object.kind === "Secret" ? SECRET_OPT_IN_HINT : OPT_IN_HINT,
-        });
-        if (outcome !== "absent")
-          this.logger.info(
-            { referable: name, target: describeObject(object), outcome },
-            "removed exported keys",
-          );
-      } catch (err) {
-        // A target never written (its namespace never opted in, so it is not in status.exports)
-        // holds nothing of this Referable: a refusal there must not keep the Referable forever.
-        // (A key written just before a crash, before the status recorded it, is left then.)
-        if (isExportError(err) && err.reason === "ExportForbidden" && !recorded.has(objectKey(object)))
-          continue;
-        failed = true;
-        this.logger.warn(
-          { referable: name, target: describeObject(object), err: asError(err).message.slice(0, 300) },
-          "could not remove exported keys; the Referable keeps its finalizer until they are",
-        );
-      }
-    }
-    if (failed || (await this.removeFinalizer(obj)) !== undefined) return this.backoff(name);
-    this.forget(name);
+    for (const object of objects.values())
+      if (!(await this.releaseObject(obj.metadata.name, object, recorded))) failed = true;
+    if (failed) return this.backoff(memory);
+    const patch = await removeFinalizer(this.options.client, obj, this.logger);
+    if (!patch.ok && !patch.changed) return this.backoff(memory);
     return undefined;
   }
 
-  /** The wait before the next attempt of a Referable whose export failed. */
-  backoff(name: string): number {
-    const n = this.failures.get(name) ?? 0;
-    this.failures.set(name, n + 1);
-    const min = this.options.minRetryMs ?? 1000;
-    return Math.min(this.options.maxRetryMs ?? 300_000, min * 2 ** Math.min(n, 20));
+  /** Nothing to export and nothing exported: let go of the finalizer, if held. */
+  private async exportsNothing(obj: Referable, memory: KeysMemory): Promise<KeysStep> {
+    if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0)
+      Object.assign(memory, newKeysMemory());
+    if (!hasFinalizer(obj)) return { state: null, retryAfterMs: undefined };
+    const patch = await removeFinalizer(this.options.client, obj, this.logger);
+    if (!patch.ok) return this.finalizerFailed(patch, memory);
+    return {
+      state: null,
+      retryAfterMs: undefined,
+      metadata: { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers },
+    };
   }
 
-  /** Exported=False for a finalizer the controller could not add or remove, tried again on the backoff. */
-  private finalizerProblem(name: string, problem: string): ExportStep {
+  /** A finalizer patch that did not go through: look again, or Exported=False on the backoff. */
+  private finalizerFailed(patch: Exclude<FinalizerPatch, { ok: true }>, memory: KeysMemory): KeysStep {
+    if (patch.changed) return { state: undefined, retryAfterMs: undefined, requeue: true };
     return {
       state: {
         exports: [],
         status: "False",
         reason: "ExportFailed",
-        message: `could not update the finalizer ${EXPORT_FINALIZER}, which keeps a Referable until its exported keys are removed: ${problem}`,
+        message: finalizerMessage(patch.problem),
       },
-      retryAfterMs: this.backoff(name),
+      retryAfterMs: this.backoff(memory),
     };
   }
 
-  /** Adds the finalizer; resolves with what went wrong, if anything. */
-  private async addFinalizer(obj: Referable): Promise<string | undefined> {
-    const finalizers = obj.metadata.finalizers;
-    return this.patchFinalizers(
-      obj,
-      finalizers === undefined
-        ? [{ op: "add", path: "/metadata/finalizers", value: [EXPORT_FINALIZER] }]
-        : [
-            { op: "test", path: "/metadata/finalizers", value: finalizers },
-            { op: "add", path: "/metadata/finalizers/-", value: EXPORT_FINALIZER },
-          ],
-    );
-  }
-
-  /** Removes the finalizer; resolves with what went wrong, if anything. */
-  private async removeFinalizer(obj: Referable): Promise<string | undefined> {
-    const finalizers = obj.metadata.finalizers ?? [];
-    return this.patchFinalizers(obj, [
-      { op: "test", path: "/metadata/finalizers", value: finalizers },
-      {
-        op: "replace",
-        path: "/metadata/finalizers",
-        value: finalizers.filter((f) => f !== EXPORT_FINALIZER),
-      },
-    ]);
-  }
-
-  /**
-   * A JSON patch of the finalizers, tested against the list read (and the uid): no one else's
-   * edit is lost. Resolves with what went wrong, if anything.
-   */
-  private async patchFinalizers(obj: Referable, ops: unknown[]): Promise<string | undefined> {
-    try {
-      await this.options.client.request(
-        "PATCH",
-        `/apis/${REFERABLE_API_VERSION}/referables/${obj.metadata.name}`,
-        {
-          body: [{ op: "test", path: "/metadata/uid", value: obj.metadata.uid }, ...ops],
-          contentType: "application/json-patch+json",
-        },
-      );
-      return undefined;
-    } catch (err) {
-      // 404: gone. 409, 422 (a failed test): changed since it was read, and the change's own
-      // event reconciles it again, from the new version; nothing to report.
-      if (isApiError(err, 404) || isApiError(err, 409) || isApiError(err, 422)) return undefined;
-      const message = asError(err).message.slice(0, 300);
-      this.logger.warn(
-        { referable: obj.metadata.name, err: message },
-        "could not update the export finalizer",
-      );
-      if (isApiError(err, 403))
-        return `${message}: the controller needs patch on referables.referable.dev (deploy/base/rbac-controller.yaml)`;
-      return message;
+  /** Brings one object to what it should hold, gathering its records and problems. */
+  private async writeObject(
+    obj: Referable,
+    key: string,
+    object: TargetObject,
+    keys: string[],
+    ctx: {
+      text: string | undefined;
+      read: Set<string>;
+      memory: KeysMemory;
+      previous: ExportRecord[];
+      gathered: Gathered;
+    },
+  ): Promise<void> {
+    const { memory, gathered } = ctx;
+    // Writing into an object the value is read from changes what is read, and with a
+    // fieldPath that takes the written key in (data, say) the value grows with every write.
+    const readsIt = keys.length > 0 && ctx.read.has(key);
+    if (readsIt)
+      gathered.problems.push({
+        reason: "InvalidSpec",
+        message: `${describeObject(object)} is a source of this Referable: a Referable cannot export into an object it reads; export into another object`,
+      });
+    const stored: Record<string, string> = {};
+    if (ctx.text !== undefined && !readsIt)
+      for (const k of keys) stored[k] = storedText(object.kind, ctx.text);
+    const hash = hashOf(stored);
+    const known = memory.objects.get(key);
+    if (known?.hash === hash) {
+      gathered.records.push(...known.records);
+      return;
     }
+    const kind = EXPORT_KINDS[object.kind];
+    if (kind.needsSecretExport && !this.options.allowSecrets) {
+      // Nothing is written into a Secret, and nothing there removed: the controller stays out.
+      memory.objects.delete(key);
+      if (keys.length > 0)
+        gathered.problems.push({
+          reason: "ExportForbidden",
+          message: `${describeObject(object)}: the controller does not write Secrets unless started with --allow-secret-export (and ${kind.optIn})`,
+        });
+      return;
+    }
+    if (!this.admitted(key, memory, gathered)) return;
+    memory.objects.delete(key);
+    try {
+      const written = await this.apply(
+        obj,
+        object,
+        stored,
+        keys.length > 0 ? known?.known : undefined,
+        ctx.previous,
+      );
+      // A target dropped from the spec, its keys removed: nothing more to remember of it.
+      if (keys.length === 0) memory.gates.delete(key);
+      else memory.objects.set(key, { object, hash, records: written.records, known: written.known });
+      gathered.records.push(...written.records);
+    } catch (err) {
+      gathered.problems.push(this.failure(obj.metadata.name, object, err));
+    }
+  }
+
+  /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
+  private admitted(key: string, memory: KeysMemory, gathered: Gathered): boolean {
+    let gate = memory.gates.get(key);
+    if (!gate) {
+      const interval = this.options.minWriteIntervalMs ?? 100;
+      memory.gates.set(key, (gate = this.policy.gate(interval > 0 ? 1000 / interval : 0)));
+    }
+    const admission = pass(this.policy, gate);
+    if (admission.write) return true;
+    // Written moments ago: this change waits (a later one may replace it).
+    gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
+    return false;
+  }
+
+  /** Applies `stored` to `object`, and the records of the keys that hold the value now. */
+  private async apply(
+    obj: Referable,
+    object: TargetObject,
+    stored: Record<string, string>,
+    known: KnownObject | undefined,
+    previous: ExportRecord[],
+  ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined }> {
+    const name = obj.metadata.name;
+    // Not for a target dropped from the spec: its removal reads first, so a key of an object
+    // someone else re-created is never touched blindly.
+    const done = await syncObject(
+      this.options.client,
+      object,
+      stored,
+      name,
+      { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn },
+      known,
+    );
+    const records = Object.keys(stored).map((k) => {
+      // A key that already held the value keeps the resourceVersion recorded when it was written.
+      const before = done.written
+        ? undefined
+        : previous.find((p) => objectKey(p as TargetObject) === objectKey(object) && p.key === k);
+      const record: ExportRecord = {
+        kind: object.kind,
+        namespace: object.namespace,
+        name: object.name,
+        key: k,
+      };
+      const version = before?.resourceVersion ?? done.resourceVersion;
+      if (version !== undefined) record.resourceVersion = version;
+      return record;
+    });
+    if (done.written) {
+      this.options.onWrite?.("success");
+      this.logger.info(
+        { referable: name, target: describeObject(object), keys: Object.keys(stored).length },
+        Object.keys(stored).length === 0 ? "removed exported keys" : "exported the value",
+      );
+    }
+    return { records, known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created } };
+  }
+
+  /** A failed write as a problem for the Exported condition, counted and logged. */
+  private failure(name: string, object: TargetObject, err: unknown): { reason: string; message: string } {
+    const reason = isExportError(err) ? err.reason : undefined;
+    this.options.onWrite?.(
+      reason === "ExportConflict" ? "conflict" : reason === "ExportForbidden" ? "forbidden" : "error",
+    );
+    // A network error, a timeout: tried again on the backoff.
+    if (!isExportError(err))
+      return {
+        reason: "ExportFailed",
+        message: `${describeObject(object)}: ${asError(err).message.slice(0, 300)}; retrying`,
+      };
+    this.logger.warn(
+      { referable: name, target: describeObject(object), reason: err.reason },
+      "could not export the value",
+    );
+    return { reason: err.reason, message: err.message };
+  }
+
+  /** The Exported state of a write, and when to look again. */
+  private summarize(
+    targets: ExportTarget[],
+    text: string | undefined,
+    gathered: Gathered,
+    memory: KeysMemory,
+  ): KeysStep {
+    const { records, problems, deferredMs } = gathered;
+    // Some object waits for the write policy: the status keeps saying what the keys hold until then.
+    if (deferredMs !== undefined && problems.length === 0)
+      return { state: undefined, retryAfterMs: deferredMs };
+    records.sort(compareRecords);
+    if (problems.length === 0) {
+      memory.failures = 0;
+      return { state: exportedState(targets, text, records), retryAfterMs: undefined };
+    }
+    problems.sort((a, b) => a.message.localeCompare(b.message));
+    const state: ExportState = {
+      exports: records,
+      status: "False",
+      reason: problems[0]!.reason,
+      message: problems
+        .map((p) => p.message)
+        .join("; ")
+        .slice(0, Limits.conditionMessage),
+    };
+    const backoff = this.backoff(memory);
+    return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
+  }
+
+  /** Lets go of one object's keys; false when that failed and must be tried again. */
+  private async releaseObject(name: string, object: TargetObject, recorded: Set<string>): Promise<boolean> {
+    const kind = EXPORT_KINDS[object.kind];
+    if (kind.needsSecretExport && !this.options.allowSecrets) return true; // never written
+    try {
+      const outcome = await releaseObject(this.options.client, object, name, {
+        fieldManager: fieldManagerFor(name),
+        forbiddenHint: kind.optIn,
+      });
+      if (outcome !== "absent")
+        this.logger.info(
+          { referable: name, target: describeObject(object), outcome },
+          "removed exported keys",
+        );
+      return true;
+    } catch (err) {
+      // A target never written (its namespace never opted in, so it is not in status.exports)
+      // holds nothing of this Referable: a refusal there must not keep the Referable forever.
+      // (A key written just before a crash, before the status recorded it, is left then.)
+      if (isExportError(err) && err.reason === "ExportForbidden" && !recorded.has(objectKey(object)))
+        return true;
+      this.logger.warn(
+        { referable: name, target: describeObject(object), err: asError(err).message.slice(0, 300) },
+        "could not remove exported keys; the Referable keeps its finalizer until they are",
+      );
+      return false;
+    }
+  }
+
+  /** The wait before the next attempt of a Referable whose export failed. */
+  private backoff(memory: KeysMemory): number {
+    const attempt = memory.failures++;
+    return backoffDelay(attempt, {
+      baseMs: this.options.minRetryMs ?? 1000,
+      maxMs: this.options.maxRetryMs ?? 300_000,
+    });
   }
 }
 
-function hasFinalizer(obj: Referable): boolean {
-  return obj.metadata.finalizers?.includes(EXPORT_FINALIZER) ?? false;
+/** Every object the Referable writes into, or wrote into (a target removed from the spec). */
+function planObjects(targets: ExportTarget[], previous: ExportRecord[], memory: KeysMemory): ObjectPlan {
+  const objects: ObjectPlan = new Map();
+  const entry = (o: TargetObject) => {
+    const k = objectKey(o);
+    let e = objects.get(k);
+    if (!e)
+      objects.set(k, (e = { object: { kind: o.kind, namespace: o.namespace, name: o.name }, keys: [] }));
+    return e;
+  };
+  for (const t of targets) entry(t).keys.push(t.key);
+  for (const p of previous) if (isExportKind(p.kind)) entry(p as TargetObject);
+  // And what this process wrote, should a status recording it have failed to be written.
+  for (const w of memory.objects.values()) entry(w.object);
+  return objects;
+}
+
+/** The Exported state of a write without problems. */
+function exportedState(
+  targets: ExportTarget[],
+  text: string | undefined,
+  records: ExportRecord[],
+): ExportState | null {
+  // spec.export was emptied and its keys are removed: the status drops the export part, and
+  // the same look lets go of the finalizer once the status says so.
+  if (targets.length === 0) return null;
+  if (text === undefined)
+    return {
+      exports: records,
+      status: "False",
+      reason: "NoValue",
+      message: "the Referable has no value (see the Ready condition): its exported keys are removed",
+    };
+  return { exports: records, status: "True", reason: "Exported", message: "" };
 }
 
 /** The ConfigMaps and Secrets the result was read from, as object keys. */
@@ -463,7 +486,7 @@ function readObjects(result: ResolutionResult): Set<string> {
         ? [result.source]
         : [];
   for (const s of sources)
-    if (s.apiVersion === "v1" && (s.kind === "ConfigMap" || s.kind === "Secret") && s.namespace)
+    if (s.apiVersion === "v1" && isExportKind(s.kind) && s.namespace)
       keys.add(objectKey({ kind: s.kind, namespace: s.namespace, name: s.name }));
   return keys;
 }

@@ -4,10 +4,10 @@
  * Referable's `spec.export`) and the library (`exportValue`).
  */
 import { createHash } from "node:crypto";
+import { EXPORT_KINDS, isExportKind, type ExportKind } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
 
-/** The kinds a value can be exported into. */
-export type ExportKind = "ConfigMap" | "Secret";
+export type { ExportKind } from "../../api/export-kinds.ts";
 
 /** One key of one ConfigMap or Secret that receives a value. */
 export interface ExportTarget {
@@ -62,12 +62,12 @@ export function exportText(value: unknown): string {
 
 /** `text` as the object stores it: as it is in a ConfigMap, base64 in a Secret's `data`. */
 export function storedText(kind: ExportKind, text: string): string {
-  return kind === "Secret" ? Buffer.from(text, "utf8").toString("base64") : text;
+  return EXPORT_KINDS[kind].base64 ? Buffer.from(text, "utf8").toString("base64") : text;
 }
 
 /** The plural resource of a kind. */
 export function resourceOf(kind: ExportKind): "configmaps" | "secrets" {
-  return kind === "Secret" ? "secrets" : "configmaps";
+  return EXPORT_KINDS[kind].resource;
 }
 
 /** The API path of the object a target sits in. */
@@ -92,7 +92,7 @@ export function objectKey(object: TargetObject): string {
 export function parseTarget(raw: unknown, field: string): ExportTarget | string {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${field} must be an object`;
   const t = raw as Record<string, unknown>;
-  if (t.kind !== "ConfigMap" && t.kind !== "Secret") return `${field}.kind must be ConfigMap or Secret`;
+  if (!isExportKind(t.kind)) return `${field}.kind must be ConfigMap or Secret`;
   if (typeof t.namespace !== "string" || t.namespace.length > 63 || !DNS1123_LABEL.test(t.namespace))
     return `${field}.namespace must be a namespace name (a DNS label of at most 63 characters)`;
   if (typeof t.name !== "string" || t.name.length > 253 || !DNS1123_SUBDOMAIN.test(t.name))
