@@ -7,35 +7,16 @@ import { pino } from "pino";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
-import { ReferableController } from "./referable/controller.ts";
-import { EventRecorder } from "./referable/events.ts";
+import { buildController } from "./referable/build.ts";
 import { Manager } from "./runtime/manager.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
-import type { ResourceInfo } from "./kube/discovery.ts";
 import { ControllerMetrics } from "./metrics.ts";
-import { Resolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 import { StartupGate } from "./startup.ts";
-
-/** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
-export function sourcePolicy(
-  config: Pick<Config, "allowSecrets" | "denyKinds">,
-): (resource: ResourceInfo) => string | undefined {
-  const denied = new Set(config.denyKinds.map((k) => k.toLowerCase()));
-  return (resource) => {
-    if (resource.group === "" && resource.resource === "secrets" && !config.allowSecrets) {
-      return "the controller does not read Secrets unless started with --allow-secrets (and RBAC allows it)";
-    }
-    const kindGroup = (resource.group ? `${resource.kind}.${resource.group}` : resource.kind).toLowerCase();
-    if (denied.has(kindGroup))
-      return `the controller's configuration denies ${kindGroup} sources (--deny-kinds)`;
-    return undefined;
-  };
-}
 
 /** Runs the controller until SIGTERM/SIGINT; resolves with the exit code. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -75,40 +56,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
   });
   const discovery = new Discovery({ client });
-  const resolver = new Resolver({
-    client,
-    discovery,
-    logger: logger.child({ part: "resolver" }),
-    maxValueBytes: config.maxValueBytes,
-    informerLingerMs: config.informerLingerMs,
-    watchdogMs: config.watchdogMs,
-    sourcePolicy: sourcePolicy(config),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
-  });
-  const events = new EventRecorder({
-    client,
-    instance: config.identity,
-    logger,
-    onEmit: (type) => metrics.events.labels(type).inc(),
-  });
-  const controller = new ReferableController({
-    client,
-    resolver,
-    metrics,
-    events,
-    logger: logger.child({ part: "controller" }),
-    concurrency: config.concurrency,
-    writePolicy: {
-      rate: config.statusWriteRate,
-      burst: config.statusWriteBurst,
-      budget: config.statusWriteBudget,
-      budgetBurst: config.statusWriteBudgetBurst,
-    },
-    watchdogMs: config.watchdogMs,
-    labelSelector: config.referableSelector,
-    leaseName: config.leaderElectionId,
-    allowSecretExport: config.allowSecretExport,
-  });
+  const { controller, resolver } = buildController({ ...config, client, discovery, logger, metrics });
 
   let shuttingDown = false;
   // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
