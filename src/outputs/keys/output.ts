@@ -13,18 +13,17 @@
  * one read and no write, and memory holds a hash per target, never a value. A target someone
  * else edits is put right at the next change of the value, or the next restart.
  */
-import { createHash } from "node:crypto";
-import { EXPORT_KINDS, isExportKind } from "../../api/export-kinds.ts";
+import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
 import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { asError } from "../../errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import { silentLogger, type Logger } from "../../log.ts";
-import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
+import type { ResolutionResult } from "../../resolver/types.ts";
 import type { ExportState } from "../../referable/status.ts";
 import { backoffDelay } from "../../runtime/backoff.ts";
 import type { Output } from "../output.ts";
-import { pass, WritePolicy, type WriteGate } from "../write-policy.ts";
+import { pass, WritePolicy } from "../write-policy.ts";
 import { isExportError } from "./errors.ts";
 import {
   addFinalizer,
@@ -35,7 +34,6 @@ import {
 } from "./finalizer.ts";
 import {
   describeObject,
-  exportText,
   fieldManagerFor,
   objectKey,
   parseTarget,
@@ -43,7 +41,19 @@ import {
   type ExportTarget,
   type TargetObject,
 } from "./target.ts";
+import {
+  compareRecords,
+  exportedState,
+  hashOf,
+  newKeysMemory,
+  planObjects,
+  readObjects,
+  valueText,
+  type KeysMemory,
+} from "./memory.ts";
 import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
+
+export { newKeysMemory, type KeysMemory } from "./memory.ts";
 
 export { EXPORT_FINALIZER } from "../../api/referable.ts";
 
@@ -85,37 +95,6 @@ export interface KeysStep {
   /** Another step follows once the status records this one (the finalizer let go of): look again then. */
   thenRequeue?: boolean;
 }
-
-/** One object the Referable writes into, and what it remembers of it. */
-interface Written {
-  object: TargetObject;
-  /** Hash of the keys and texts last found in, or applied to, the object. */
-  hash: string;
-  records: ExportRecord[];
-  /** The object's uid and whether the Referable created it: the next change applies without a read. */
-  known: KnownObject | undefined;
-}
-
-/**
- * What the key output remembers of one Referable: a hash per target object, never a value.
- * Owned by the Referable's state (src/referable/state.ts), forgotten with it, and dropped on a
- * change of leader (another leader may have written the targets).
- */
-export interface KeysMemory {
-  objects: Map<string, Written>;
-  /** Per object: its share of the write policy. */
-  gates: Map<string, WriteGate>;
-  /** Failed attempts in a row, for the backoff. */
-  failures: number;
-}
-
-/** A Referable's empty memory. */
-export function newKeysMemory(): KeysMemory {
-  return { objects: new Map(), gates: new Map(), failures: 0 };
-}
-
-/** The objects of one write, with the keys each should hold. */
-type ObjectPlan = Map<string, { object: TargetObject; keys: string[] }>;
 
 /** What one write gathers, object by object. */
 interface Gathered {
@@ -437,78 +416,4 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       maxMs: this.options.maxRetryMs ?? 300_000,
     });
   }
-}
-
-/** Every object the Referable writes into, or wrote into (a target removed from the spec). */
-function planObjects(targets: ExportTarget[], previous: ExportRecord[], memory: KeysMemory): ObjectPlan {
-  const objects: ObjectPlan = new Map();
-  const entry = (o: TargetObject) => {
-    const k = objectKey(o);
-    let e = objects.get(k);
-    if (!e)
-      objects.set(k, (e = { object: { kind: o.kind, namespace: o.namespace, name: o.name }, keys: [] }));
-    return e;
-  };
-  for (const t of targets) entry(t).keys.push(t.key);
-  for (const p of previous) if (isExportKind(p.kind)) entry(p as TargetObject);
-  // And what this process wrote, should a status recording it have failed to be written.
-  for (const w of memory.objects.values()) entry(w.object);
-  return objects;
-}
-
-/** The Exported state of a write without problems. */
-function exportedState(
-  targets: ExportTarget[],
-  text: string | undefined,
-  records: ExportRecord[],
-): ExportState | null {
-  // spec.export was emptied and its keys are removed: the status drops the export part, and
-  // the same look lets go of the finalizer once the status says so.
-  if (targets.length === 0) return null;
-  if (text === undefined)
-    return {
-      exports: records,
-      status: "False",
-      reason: "NoValue",
-      message: "the Referable has no value (see the Ready condition): its exported keys are removed",
-    };
-  return { exports: records, status: "True", reason: "Exported", message: "" };
-}
-
-/** The ConfigMaps and Secrets the result was read from, as object keys. */
-function readObjects(result: ResolutionResult): Set<string> {
-  const keys = new Set<string>();
-  if (!result.ok) return keys;
-  const sources: SourceRef[] =
-    "sources" in result && result.sources
-      ? result.sources
-      : "source" in result && result.source
-        ? [result.source]
-        : [];
-  for (const s of sources)
-    if (s.apiVersion === "v1" && isExportKind(s.kind) && s.namespace)
-      keys.add(objectKey({ kind: s.kind, namespace: s.namespace, name: s.name }));
-  return keys;
-}
-
-/** The text to export, or undefined when the Referable has no value. */
-function valueText(result: ResolutionResult): string | undefined {
-  if (!result.ok) return undefined;
-  if ("values" in result) return exportText(result.values);
-  return result.value === undefined || result.value === null ? undefined : exportText(result.value);
-}
-
-function hashOf(keys: Record<string, string>): string {
-  const h = createHash("sha256");
-  for (const k of Object.keys(keys).sort()) h.update(k).update("\0").update(keys[k]!).update("\0");
-  return h.digest("base64").slice(0, 22);
-}
-
-function compareRecords(a: ExportRecord, b: ExportRecord): number {
-  return (
-    a.kind.localeCompare(b.kind) ||
-    a.namespace.localeCompare(b.namespace) ||
-    a.name.localeCompare(b.name) ||
-    a.key.localeCompare(b.key)
-  );
 }
