@@ -8,6 +8,7 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
+  installTestCrd,
   testKubeConfig,
   uniqueName,
 } from "../harness/kube.ts";
@@ -247,5 +248,45 @@ describe("resolving by name", () => {
       sub.close();
       await fresh.stop();
     }
+  });
+});
+
+describe("names that a field selector must escape", () => {
+  it("reads a custom resource named with '=' and ',' by name, from a watched kind and consistently", async () => {
+    const group = `${uniqueName("esc")}.example.com`;
+    const apiVersion = await installTestCrd(admin, group, "Widget");
+    const base = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
+    const widget = (name: string, url: string) =>
+      admin.request("POST", base, {
+        body: { apiVersion, kind: "Widget", metadata: { name }, spec: { url } },
+      });
+    await widget("plain", "p");
+    const odd = "a=b,c";
+    await widget(odd, "odd-value");
+    const ref = (name: string) => ({
+      apiVersion,
+      kind: "Widget",
+      namespace: ns,
+      name,
+      fieldPath: "spec.url",
+    });
+
+    // The kind is watched (and the odd object decoded) before anyone reads the odd object, so its
+    // value is read again by name: a list with a metadata.name field selector.
+    const first = new ResultRecorder();
+    const second = new ResultRecorder();
+    const a = resolver.watch(ref("plain"), first.push);
+    try {
+      await first.reason("Available");
+      const b = resolver.watch(ref(odd), second.push);
+      try {
+        expect(await second.reason("Available")).toMatchObject({ ok: true, value: "odd-value" });
+      } finally {
+        b.close();
+      }
+    } finally {
+      a.close();
+    }
+    expect(await resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "odd-value" });
   });
 });
