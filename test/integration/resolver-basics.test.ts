@@ -252,41 +252,46 @@ describe("resolving by name", () => {
 });
 
 describe("names that a field selector must escape", () => {
-  it("reads a custom resource named with '=' and ',' by name, from a watched kind and consistently", async () => {
-    const group = `${uniqueName("esc")}.example.com`;
-    const apiVersion = await installTestCrd(admin, group, "Widget");
-    const base = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
-    const widget = (name: string, url: string) =>
-      admin.request("POST", base, {
-        body: { apiVersion, kind: "Widget", metadata: { name }, spec: { url } },
+  it("reads an object named with '=' and ',' by name, from a watched kind and consistently", async () => {
+    // RBAC objects take path-segment names, so '=' and ',' are allowed there.
+    const apiVersion = "rbac.authorization.k8s.io/v1";
+    const base = `/apis/${apiVersion}/clusterroles`;
+    const plain = uniqueName("plain-role");
+    const odd = `${uniqueName("odd")}=b,c`;
+    for (const [name, verb] of [
+      [plain, "get"],
+      [odd, "watch"],
+    ] as const)
+      await admin.request("POST", base, {
+        body: {
+          apiVersion,
+          kind: "ClusterRole",
+          metadata: { name },
+          rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: [verb] }],
+        },
       });
-    await widget("plain", "p");
-    const odd = "a=b,c";
-    await widget(odd, "odd-value");
-    const ref = (name: string) => ({
-      apiVersion,
-      kind: "Widget",
-      namespace: ns,
-      name,
-      fieldPath: "spec.url",
-    });
-
-    // The kind is watched (and the odd object decoded) before anyone reads the odd object, so its
-    // value is read again by name: a list with a metadata.name field selector.
-    const first = new ResultRecorder();
-    const second = new ResultRecorder();
-    const a = resolver.watch(ref("plain"), first.push);
+    const ref = (name: string) => ({ apiVersion, kind: "ClusterRole", name, fieldPath: "rules[0].verbs[0]" });
     try {
-      await first.reason("Available");
-      const b = resolver.watch(ref(odd), second.push);
+      // The kind is watched (and the odd object decoded) before anyone reads the odd object, so
+      // its value is read again by name: a list with a metadata.name field selector.
+      const first = new ResultRecorder();
+      const second = new ResultRecorder();
+      const a = resolver.watch(ref(plain), first.push);
       try {
-        expect(await second.reason("Available")).toMatchObject({ ok: true, value: "odd-value" });
+        expect(await first.reason("Available")).toMatchObject({ value: "get" });
+        const b = resolver.watch(ref(odd), second.push);
+        try {
+          expect(await second.reason("Available")).toMatchObject({ ok: true, value: "watch" });
+        } finally {
+          b.close();
+        }
       } finally {
-        b.close();
+        a.close();
       }
+      expect(await resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "watch" });
     } finally {
-      a.close();
+      for (const name of [plain, odd])
+        await admin.request("DELETE", `${base}/${encodeURIComponent(name)}`).catch(() => undefined);
     }
-    expect(await resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "odd-value" });
   });
 });
