@@ -8,7 +8,6 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
-  installTestCrd,
   testKubeConfig,
   uniqueName,
 } from "../harness/kube.ts";
