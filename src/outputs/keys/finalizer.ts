@@ -93,8 +93,11 @@ async function patchFinalizers(
     };
   } catch (err) {
     // 404: gone. 409, 422 (a failed test): changed since it was read; the next look computes
-    // from the newer version.
-    if (isApiError(err, 404) || isApiError(err, 409) || isApiError(err, 422))
+    // from the newer version. An admission webhook's refusal is also a 422, but nothing changed:
+    // reported, logged and retried on the backoff (deploy/'s webhook never sees finalizer
+    // changes; an older configuration may).
+    if (isApiError(err, 404) || isApiError(err, 409)) return { ok: false, changed: true };
+    if (isApiError(err, 422) && !/admission webhook/i.test(asError(err).message))
       return { ok: false, changed: true };
     const message = asError(err).message.slice(0, 300);
     logger.warn({ referable: obj.metadata.name, err: message }, "could not update the export finalizer");
