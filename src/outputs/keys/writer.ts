@@ -281,7 +281,7 @@ export async function releaseObject(
   return "released";
 }
 
-/** The outcome of {@link writeKey}. */
+/** The outcome of {@link exportValue}. */
 export interface ExportResult {
   /** Whether the key was written (false: it already held the value). */
   written: boolean;
