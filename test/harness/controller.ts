@@ -117,3 +117,27 @@ export async function waitForReason(
     );
   }
 }
+
+/** The Referables' collection path. */
+export const REFERABLES = "/apis/referable.dev/v1alpha1/referables";
+
+/**
+ * Creates a Referable with `spec`, owned by the test controller of `shard` (its label), as
+ * `client`; resolves with its name.
+ */
+export async function createReferable(
+  client: KubeClient,
+  spec: Record<string, unknown>,
+  options: { shard: string; name?: string; labels?: Record<string, string> },
+): Promise<string> {
+  const name = options.name ?? uniqueName("rf");
+  await client.request("POST", REFERABLES, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: { ...options.labels, [SHARD_LABEL]: options.shard } },
+      spec,
+    },
+  });
+  return name;
+}

@@ -7,7 +7,6 @@
 import { isApiError, type KubeClient } from "../../src/kube/client.ts";
 import { EXPORT_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 import {
-  adminClient,
   closeTestClients,
   createNamespace,
   impersonatingClient,
@@ -15,6 +14,7 @@ import {
   tokenClient,
   uniqueName,
   waitFor,
+  openScope,
 } from "../harness/kube.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
 
@@ -35,8 +35,7 @@ interface User {
 }
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "admission");
+  ({ admin, ns } = await openScope("admission"));
   webhook = await startTestWebhook(admin);
   authorRole = uniqueName("referable-author");
   await admin.request("POST", `${RBAC}/clusterroles`, {

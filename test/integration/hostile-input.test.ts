@@ -25,12 +25,12 @@ import {
   type ReferableView,
 } from "../harness/controller.ts";
 import {
-  adminClient,
-  closeTestClients,
   createNamespace,
   testKubeConfig,
   uniqueName,
   waitFor,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 
 // Every wait below has its own deadline, with a message; the test's must be longer.
@@ -89,14 +89,10 @@ let ns: string;
 let stack: Stack;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "hostile");
+  ({ admin, ns } = await openScope("hostile"));
   stack = await startStack();
 });
-afterAll(async () => {
-  await stack?.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(stack));
 afterEach(() => {
   // Nothing a path says may run: no global written, no prototype polluted.
   expect((globalThis as Record<string, unknown>)[FLAG]).toBeUndefined();
