@@ -92,6 +92,19 @@ function harness(c: Case) {
 const reasons = (statuses: ReferableStatus[]) =>
   statuses.map((s) => s.conditions?.find((x) => x.type === "Ready")?.reason ?? "none");
 
+/** A reconciler that has written the status of a Referable with a value once. */
+async function writtenOnce() {
+  const c: Case = {
+    reason: "",
+    cached: referable(),
+    current: available("v"),
+    want: { result: {}, written: [] },
+  };
+  const h = harness(c);
+  await h.reconciler.reconcile("r");
+  return { c, h };
+}
+
 describe("ReferableReconciler", () => {
   const cases: Case[] = [
     {
@@ -188,28 +201,14 @@ describe("ReferableReconciler", () => {
   });
 
   it("reads through its own write until the cache shows it: a second look writes nothing", async () => {
-    const c: Case = {
-      reason: "",
-      cached: referable(),
-      current: available("v"),
-      want: { result: {}, written: [] },
-    };
-    const h = harness(c);
-    await h.reconciler.reconcile("r");
+    const { h } = await writtenOnce();
     // The cache still holds version 100, from which the status at 101 was written.
     expect(await h.reconciler.reconcile("r")).toEqual({});
     expect(h.written).toHaveLength(1);
   });
 
   it("puts back a status someone else changed, no sooner than the repair interval", async () => {
-    const c: Case = {
-      reason: "",
-      cached: referable(),
-      current: available("v"),
-      want: { result: {}, written: [] },
-    };
-    const h = harness(c);
-    await h.reconciler.reconcile("r");
+    const { c, h } = await writtenOnce();
     // Someone else writes a status: the cache moves on to a version the controller did not make.
     c.cached = {
       ...referable({ resourceVersion: "102" }),
@@ -222,14 +221,7 @@ describe("ReferableReconciler", () => {
   });
 
   it("a Referable that is gone takes its Events' memory with it", async () => {
-    const c: Case = {
-      reason: "",
-      cached: referable(),
-      current: available("v"),
-      want: { result: {}, written: [] },
-    };
-    const h = harness(c);
-    await h.reconciler.reconcile("r");
+    const { c, h } = await writtenOnce();
     c.cached = undefined;
     await h.reconciler.reconcile("r");
     expect({ forgotten: h.forgotten, state: h.states.get("r") }).toEqual({

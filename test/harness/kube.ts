@@ -272,3 +272,22 @@ export async function closeScope(...started: Array<{ stop(): Promise<void> } | u
   for (const part of started) await part?.stop();
   await closeTestClients();
 }
+
+/** What the API server's authorizer says of the caller's request (a SelfSubjectAccessReview's status). */
+export async function selfAccess(
+  client: KubeClient,
+  attributes: Record<string, string>,
+): Promise<{ allowed: boolean; reason?: string }> {
+  const review = await client.request<{ status: { allowed: boolean; reason?: string } }>(
+    "POST",
+    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+    {
+      body: {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SelfSubjectAccessReview",
+        spec: { resourceAttributes: attributes },
+      },
+    },
+  );
+  return review.status;
+}

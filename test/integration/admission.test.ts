@@ -15,6 +15,7 @@ import {
   uniqueName,
   waitFor,
   openScope,
+  selfAccess,
 } from "../harness/kube.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
 
@@ -163,20 +164,7 @@ async function waitForAccess(
 ): Promise<void> {
   await waitFor(
     `access ${JSON.stringify(attributes)} to be ${allowed ? "granted" : "revoked"}`,
-    async () => {
-      const review = await client.request<{ status: { allowed: boolean } }>(
-        "POST",
-        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        {
-          body: {
-            apiVersion: "authorization.k8s.io/v1",
-            kind: "SelfSubjectAccessReview",
-            spec: { resourceAttributes: attributes },
-          },
-        },
-      );
-      return review.status.allowed === allowed;
-    },
+    async () => (await selfAccess(client, attributes)).allowed === allowed,
     { timeoutMs: 30_000 },
   );
 }

@@ -33,6 +33,7 @@ import {
   uniqueName,
   waitFor,
   openScope,
+  selfAccess,
 } from "../harness/kube.ts";
 import { itIf } from "../harness/availability.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
@@ -358,20 +359,7 @@ afterAll(async () => {
 
 const createReferable = (source: Record<string, unknown>) => createReferableAs(admin, { source }, { shard });
 
-async function selfCan(attributes: Record<string, string>): Promise<{ allowed: boolean; reason?: string }> {
-  const review = await saClient.request<{ status: { allowed: boolean; reason?: string } }>(
-    "POST",
-    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-    {
-      body: {
-        apiVersion: "authorization.k8s.io/v1",
-        kind: "SelfSubjectAccessReview",
-        spec: { resourceAttributes: attributes },
-      },
-    },
-  );
-  return review.status;
-}
+const selfCan = (attributes: Record<string, string>) => selfAccess(saClient, attributes);
 
 async function leaseHolder(): Promise<{ holder: string; durationSeconds: number } | undefined> {
   const lease = await admin
