@@ -97,17 +97,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const name = optionalString(raw.name, f("name"), 253);
   const hasExternal = raw.external !== undefined;
   const hasSelectorFields = raw.matchLabels !== undefined || raw.matchExpressions !== undefined;
-  const policy = (raw.policy ?? {}) as Record<string, unknown>;
-  if (typeof policy !== "object") invalid(`${f("policy")} must be an object`);
-  const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
-  if (resolution !== "Required" && resolution !== "Optional") {
-    invalid(
-      `${f("policy.resolution")} must be "Required" or "Optional", not ${JSON.stringify(String(resolution).slice(0, 40))}`,
-    );
-  }
-  if (policy.resolve !== undefined && policy.resolve !== "Always" && policy.resolve !== "IfNotPresent") {
-    invalid(`${f("policy.resolve")} must be "Always" or "IfNotPresent"`);
-  }
+  const resolution = compileResolution(raw.policy, f);
   if (name !== undefined && hasExternal)
     invalid(`set exactly one of ${f("name")} and ${f("external")}, not both`);
   if ((name !== undefined || hasExternal) && hasSelectorFields) {
@@ -128,40 +118,8 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
       : requireString(raw.fieldPath, f("fieldPath"), Limits.fieldPath);
   const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
 
-  let selector: CompiledSelector | undefined;
-  let mode: SelectionMode = "Single";
-  let minMatch = 1;
-  let maxMatch: number | undefined;
-  let sortBy: CompiledPath | undefined;
-  if (target === "selector") {
-    selector = compileLabelSelector(
-      {
-        matchLabels: raw.matchLabels as Record<string, string>,
-        matchExpressions: raw.matchExpressions as never,
-      },
-      { path: prefix ? `${prefix}.selector` : "selector" },
-    );
-    const rawMode = raw.mode ?? "Single";
-    if (rawMode !== "Single" && rawMode !== "Multiple")
-      invalid(`${f("mode")} must be "Single" or "Multiple"`);
-    mode = rawMode;
-    const min = nonNegativeInt(raw.minMatch, f("minMatch"));
-    maxMatch = nonNegativeInt(raw.maxMatch, f("maxMatch"));
-    if (
-      mode === "Single" &&
-      (min !== undefined || maxMatch !== undefined || raw.sortByFieldPath !== undefined)
-    ) {
-      invalid(
-        `${f("minMatch")}, ${f("maxMatch")} and ${f("sortByFieldPath")} apply only with mode: Multiple`,
-      );
-    }
-    minMatch = min ?? 1;
-    if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
-    if (maxMatch !== undefined && minMatch > maxMatch)
-      invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
-    const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), Limits.fieldPath);
-    sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
-  }
+  const { selector, mode, minMatch, maxMatch, sortBy } =
+    target === "selector" ? compileSelection(raw, prefix, f) : SINGLE;
 
   const extractors: Extractor[] = [];
   for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
@@ -205,6 +163,73 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     sortKey: sortBy && pathExtractor(sortBy).key,
     conditionsKey: requireConditions.length > 0 ? extractors[extractors.length - 1]!.key : undefined,
   };
+}
+
+/** What a reference (not a selector) selects: one object. */
+const SINGLE: Selection = {
+  selector: undefined,
+  mode: "Single",
+  minMatch: 1,
+  maxMatch: undefined,
+  sortBy: undefined,
+};
+
+/** The selection part of a compiled request. */
+interface Selection {
+  selector: CompiledSelector | undefined;
+  mode: SelectionMode;
+  minMatch: number;
+  maxMatch: number | undefined;
+  sortBy: CompiledPath | undefined;
+}
+
+/** `policy.resolution` (checking `policy.resolve` too): the one place the policy is read. */
+function compileResolution(value: unknown, f: (name: string) => string): ResolutionPolicy {
+  const policy = (value ?? {}) as Record<string, unknown>;
+  if (typeof policy !== "object") invalid(`${f("policy")} must be an object`);
+  const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
+  if (resolution !== "Required" && resolution !== "Optional") {
+    invalid(
+      `${f("policy.resolution")} must be "Required" or "Optional", not ${JSON.stringify(String(resolution).slice(0, 40))}`,
+    );
+  }
+  if (policy.resolve !== undefined && policy.resolve !== "Always" && policy.resolve !== "IfNotPresent") {
+    invalid(`${f("policy.resolve")} must be "Always" or "IfNotPresent"`);
+  }
+  return resolution;
+}
+
+/** The selector, mode and match bounds of a selector request. */
+function compileSelection(
+  raw: Record<string, unknown>,
+  prefix: string,
+  f: (name: string) => string,
+): Selection {
+  const selector = compileLabelSelector(
+    {
+      matchLabels: raw.matchLabels as Record<string, string>,
+      matchExpressions: raw.matchExpressions as never,
+    },
+    { path: prefix ? `${prefix}.selector` : "selector" },
+  );
+  const rawMode = raw.mode ?? "Single";
+  if (rawMode !== "Single" && rawMode !== "Multiple") invalid(`${f("mode")} must be "Single" or "Multiple"`);
+  const mode: SelectionMode = rawMode;
+  const min = nonNegativeInt(raw.minMatch, f("minMatch"));
+  const maxMatch = nonNegativeInt(raw.maxMatch, f("maxMatch"));
+  if (
+    mode === "Single" &&
+    (min !== undefined || maxMatch !== undefined || raw.sortByFieldPath !== undefined)
+  ) {
+    invalid(`${f("minMatch")}, ${f("maxMatch")} and ${f("sortByFieldPath")} apply only with mode: Multiple`);
+  }
+  const minMatch = min ?? 1;
+  if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
+  if (maxMatch !== undefined && minMatch > maxMatch)
+    invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
+  const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), Limits.fieldPath);
+  const sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
+  return { selector, mode, minMatch, maxMatch, sortBy };
 }
 
 function compileConditions(value: unknown, field: string): RequiredCondition[] {
