@@ -27,8 +27,10 @@ import { compileLabelSelector, type LabelSelector } from "../../src/informers/la
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot, startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
+import { itIf } from "../harness/availability.ts";
 import { clientFor } from "../harness/faults.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
+import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import {
   adminClient,
   closeTestClients,
@@ -1259,6 +1261,66 @@ describe("helm upgrade upgrades the CRD", () => {
       await runHelm(helm, helmArgs("uninstall", "rfcrd"));
       await admin.request("GET", CRD);
       await admin.request("GET", `${RF}/before-upgrade`);
+    },
+    STEP_MS,
+  );
+});
+
+// ---------------------------------------------------------------------------------------------
+// kube-prometheus-stack's rule selection, with a real Prometheus
+
+/**
+ * What the Prometheus Operator does with PrometheusRules for a Prometheus whose ruleSelector is
+ * `selector` (kube-prometheus-stack's default: `release: <its release>`): the rules of every
+ * PrometheusRule whose labels match become Prometheus's rule files; the others are not loaded.
+ */
+function selectRules(objects: Obj[], selector: LabelSelector): unknown[] {
+  const matches = compileLabelSelector(selector);
+  return objects
+    .filter((o) => o.kind === "PrometheusRule" && matches.matches(o.metadata?.labels))
+    .flatMap((o) => (o.spec as { groups: unknown[] }).groups);
+}
+
+describe("kube-prometheus-stack-style rule selection", () => {
+  let prometheus: Prometheus | undefined;
+  afterAll(async () => prometheus?.stop());
+
+  itIf(prometheusUnavailable())(
+    "loads the chart's alerts when prometheusRule.labels carry the release label, and none without it",
+    async () => {
+      const selector: LabelSelector = { matchLabels: { release: "kps" } };
+      const apis = MONITORING_APIS.map((api) => `--api-versions=${api}`);
+      const unlabelled = await template("rel", "ops", "prometheusRule.enabled=true", ...apis);
+      expect(selectRules(unlabelled, selector)).toEqual([]);
+
+      const labelled = await template(
+        "rel",
+        "ops",
+        "prometheusRule.enabled=true",
+        "prometheusRule.labels.release=kps",
+        ...apis,
+      );
+      const groups = selectRules(labelled, selector);
+      const alerts = (groups as Array<{ rules: Array<{ alert: string }> }>).flatMap((g) =>
+        g.rules.map((r) => r.alert),
+      );
+      expect(alerts.length).toBeGreaterThan(0);
+      // Prometheus refuses to start on a rule file it cannot load, so ready means loaded.
+      prometheus = await startPrometheus([], { ruleGroups: groups });
+      const started = Date.now();
+      const rules = await waitFor(
+        "every selected rule to be evaluated",
+        async () => {
+          const r = await prometheus!.rules();
+          return r.length === alerts.length && r.every((x) => Date.parse(x.lastEvaluation) > started)
+            ? r
+            : undefined;
+        },
+        WAIT,
+      );
+      expect(rules.map((r) => [r.name, r.type, r.health, r.lastError ?? ""]).sort()).toEqual(
+        alerts.map((a) => [a, "alerting", "ok", ""]).sort(),
+      );
     },
     STEP_MS,
   );
