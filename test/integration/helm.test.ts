@@ -1325,3 +1325,45 @@ describe("kube-prometheus-stack-style rule selection", () => {
     STEP_MS,
   );
 });
+
+// ---------------------------------------------------------------------------------------------
+// The docs' commands
+
+/** Every `helm install` command in the sh blocks of `doc`, continuation lines joined, split into words. */
+async function helmInstallsIn(doc: string): Promise<string[][]> {
+  const text = await readFile(join(repoRoot, doc), "utf8");
+  const blocks = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]!.replace(/\\\n\s*/g, ""));
+  return blocks
+    .flatMap((b) => b.split("\n"))
+    .map((line) => line.replace(/#.*$/, "").trim())
+    .filter((line) => line.startsWith("helm install "))
+    .map((line) => line.split(/\s+/));
+}
+
+describe("the docs' helm commands", () => {
+  const docs = ["README.md", "deploy/README.md", "deploy/helm/referable/README.md"];
+  it(
+    "every `helm install` of the docs renders as written (helm template with the same flags)",
+    async () => {
+      let seen = 0;
+      for (const doc of docs) {
+        for (const words of await helmInstallsIn(doc)) {
+          seen++;
+          // helm install NAME CHART ...: the same as helm template, which needs no cluster.
+          const args = ["template", ...words.slice(2)];
+          const objects = (loadAll(await runHelm(helm, args)) as Obj[]).filter(Boolean);
+          const d = objects.find((o): o is Deployment => o.kind === "Deployment");
+          expect({ doc, command: words.join(" "), deployment: d?.metadata?.name }).toEqual({
+            doc,
+            command: words.join(" "),
+            deployment: `${words[2]}-controller`,
+          });
+          const repository = words.find((w) => w.startsWith("image.repository="));
+          if (repository) expect(controllerContainer(d!).image).toContain(repository.split("=")[1]);
+        }
+      }
+      expect(seen).toBeGreaterThanOrEqual(4);
+    },
+    STEP_MS,
+  );
+});
