@@ -1210,4 +1210,42 @@ describe("deploy/ on the real API server", () => {
     },
     STEP_TIMEOUT_MS,
   );
+
+  it(
+    "runs every kubectl command of docs/runbooks.md and docs/troubleshooting.md against this install",
+    async () => {
+      const referable = await createReferable({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        name: "absent",
+        fieldPath: "data.x",
+      });
+      const commands: string[] = [];
+      for (const doc of ["docs/runbooks.md", "docs/troubleshooting.md"]) {
+        const text = await readFile(join(repoRoot, doc), "utf8");
+        for (const [, block] of text.matchAll(/^```sh\n([\s\S]*?)^```$/gm))
+          for (const line of block!.split("\n"))
+            if (line.startsWith("kubectl ")) commands.push(line.replace(/\s+#.*$/, ""));
+      }
+      expect(commands.length).toBeGreaterThanOrEqual(8);
+      for (const command of commands) {
+        // The kubectl part of a pipeline (the rest filters its output); <name> is a Referable.
+        let args = command.split("|")[0]!.trim().split(/\s+/).slice(1);
+        args = args.map((a) => a.replace("<name>", referable));
+        // No kubelet runs here, so there are no pods to read logs from: `logs deploy/X` is
+        // checked to name the Deployment the install has.
+        const logs = args.indexOf("logs");
+        if (logs >= 0)
+          args = [
+            ...args.slice(0, logs),
+            "get",
+            ...args.slice(logs + 1).filter((a) => !a.startsWith("--tail")),
+          ];
+        await expect(kubectl(args).then(() => command)).resolves.toBe(command);
+      }
+      await admin.request("DELETE", `${RF}/${referable}`);
+    },
+    STEP_TIMEOUT_MS,
+  );
 });

@@ -5,7 +5,15 @@
  * - with its defaults it renders what deploy/ renders (same objects, names, RBAC rules, pod
  *   spec), the Namespace aside (Helm creates it: --create-namespace);
  * - each value does what values.yaml says, and the webhook and Prometheus Operator options
- *   render what deploy/'s overlays render;
+ *   render what deploy/'s overlays render (the dashboard's ConfigMap included); helm lint passes
+ *   with every value set; typos and contradictions (a PDB that blocks drains, two writers, a heap
+ *   cap at the memory limit) are refused with the fix; the ServiceMonitor and PrometheusRule are
+ *   skipped without the Prometheus Operator's CRDs; every alert's runbook exists;
+ * - kube-prometheus-stack's rule selection (by the `release` label) loads the chart's alerts into
+ *   a real Prometheus;
+ * - on a private control plane, `helm upgrade` with a changed CRD changes the CRD (new columns,
+ *   new validation enforced), and `helm uninstall` keeps it;
+ * - every `helm install` command of the docs renders as written;
  * - `helm install` succeeds on the control plane and two replicas, run as local processes with
  *   the installed Deployment's args and env and the installed ServiceAccount's token (nothing
  *   else), pass their start-up checks, elect one leader in the release's namespace and resolve
