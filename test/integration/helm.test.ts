@@ -84,6 +84,42 @@ afterAll(async () => {
   await closeTestClients();
 });
 
+/** Every value of the chart set at once (the webhook needs cert-manager, so a real install turns it off). */
+const EVERY_VALUE = {
+  global: { imageRegistry: "unused.example" },
+  nameOverride: "refs",
+  commonLabels: { "cost-center": "c42" },
+  crds: { enabled: true, keep: false },
+  image: { repository: "registry.example/referable", tag: "1.2.3", digest: `sha256:${"b".repeat(64)}` },
+  replicaCount: 3,
+  resources: { limits: { memory: "1Gi", cpu: "2" }, requests: { memory: "256Mi", cpu: "100m" } },
+  heapCapMiB: 512,
+  logFormat: "json",
+  extraEnv: [{ name: "TZ", value: "UTC" }],
+  extraArgs: ["--concurrency=8"],
+  metrics: { secure: true, readerServiceAccounts: [{ name: "prometheus", namespace: "monitoring" }] },
+  serviceMonitor: { enabled: true, labels: { release: "kps" } },
+  prometheusRule: {
+    enabled: true,
+    labels: { release: "kps" },
+    runbookBaseURL: "https://wiki.example/referable",
+  },
+  grafanaDashboard: { enabled: true, annotations: { grafana_folder: "Platform" } },
+  podDisruptionBudget: { enabled: true, minAvailable: 2 },
+  serviceAccount: { create: true, name: "referable", annotations: { a: "b" } },
+  podLabels: { team: "platform" },
+  podAnnotations: { "example.com/x": "y" },
+  // null removes a default key (Helm's rule): the platform picks the UID, as OpenShift's restricted SCC does.
+  podSecurityContext: { runAsUser: null, runAsGroup: null },
+  securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+  priorityClassName: "system-cluster-critical",
+  topologySpreadConstraints: [
+    { maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway" },
+  ],
+  networkPolicy: { enabled: true, metricsFrom: [{ podSelector: {} }], extraIngress: [] },
+  webhook: { enabled: true },
+};
+
 /** The Prometheus Operator's kinds, as a cluster with its CRDs reports them to Helm. */
 const MONITORING_APIS = [
   "monitoring.coreos.com/v1/ServiceMonitor",
@@ -734,40 +770,7 @@ describe("helm template", () => {
     "helm lint passes, and helm template renders, with every value set at once",
     async () => {
       const file = join(await mkdtemp(join(tmpdir(), "referable-helm-values-")), "values.yaml");
-      const every = {
-        global: { imageRegistry: "unused.example" },
-        nameOverride: "refs",
-        commonLabels: { "cost-center": "c42" },
-        crds: { enabled: true, keep: false },
-        image: { repository: "registry.example/referable", tag: "1.2.3", digest: `sha256:${"b".repeat(64)}` },
-        replicaCount: 3,
-        resources: { limits: { memory: "1Gi", cpu: "2" }, requests: { memory: "256Mi", cpu: "100m" } },
-        heapCapMiB: 512,
-        logFormat: "json",
-        extraEnv: [{ name: "TZ", value: "UTC" }],
-        extraArgs: ["--concurrency=8"],
-        metrics: { secure: true, readerServiceAccounts: [{ name: "prometheus", namespace: "monitoring" }] },
-        serviceMonitor: { enabled: true, labels: { release: "kps" } },
-        prometheusRule: {
-          enabled: true,
-          labels: { release: "kps" },
-          runbookBaseURL: "https://wiki.example/referable",
-        },
-        grafanaDashboard: { enabled: true, annotations: { grafana_folder: "Platform" } },
-        podDisruptionBudget: { enabled: true, minAvailable: 2 },
-        serviceAccount: { create: true, name: "referable", annotations: { a: "b" } },
-        podLabels: { team: "platform" },
-        podAnnotations: { "example.com/x": "y" },
-        podSecurityContext: { runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } },
-        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
-        priorityClassName: "system-cluster-critical",
-        topologySpreadConstraints: [
-          { maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway" },
-        ],
-        networkPolicy: { enabled: true, metricsFrom: [{ podSelector: {} }], extraIngress: [] },
-        webhook: { enabled: true },
-      };
-      await writeFile(file, JSON.stringify(every));
+      await writeFile(file, JSON.stringify(EVERY_VALUE));
       try {
         const lint = await runHelm(helm, ["lint", CHART, "--strict", "--values", file]);
         expect(lint).toContain("0 chart(s) failed");
@@ -1285,6 +1288,52 @@ describe("helm upgrade upgrades the CRD", () => {
       await runHelm(helm, helmArgs("uninstall", "rfcrd"));
       await admin.request("GET", CRD);
       await admin.request("GET", `${RF}/before-upgrade`);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "installs with every value set (the webhook aside): the API server accepts every object",
+    async () => {
+      const file = join(tmp, "every-value.yaml");
+      await writeFile(
+        file,
+        JSON.stringify({ ...EVERY_VALUE, crds: { enabled: false }, webhook: { enabled: false } }),
+      );
+      const ns = "referable-every";
+      const args = ["--namespace", ns, `--kubeconfig=${plane.kubeconfigPath}`];
+      await runHelm(helm, ["install", "rfall", CHART, "--create-namespace", "--values", file, ...args]);
+      const status = load(await runHelm(helm, ["status", "rfall", "-o", "yaml", ...args])) as {
+        info?: { status?: string };
+      };
+      expect(status.info?.status).toBe("deployed");
+      // Read back as the API server stored them.
+      const d = await admin.request<Deployment>(
+        "GET",
+        `/apis/apps/v1/namespaces/${ns}/deployments/rfall-refs-controller`,
+      );
+      expect(d.spec.template.spec.securityContext).toEqual({
+        runAsNonRoot: true,
+        seccompProfile: { type: "RuntimeDefault" },
+      });
+      expect(d.spec.template.spec.priorityClassName).toBe("system-cluster-critical");
+      expect(d.spec.template.spec.serviceAccountName).toBe("referable");
+      const np = await admin.request<Obj>(
+        "GET",
+        `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies/rfall-refs-controller`,
+      );
+      expect(np.metadata?.labels?.["cost-center"]).toBe("c42");
+      const reader = await admin.request<Obj>(
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/rfall-refs-metrics-reader",
+      );
+      expect(reader.subjects).toEqual([
+        { kind: "ServiceAccount", name: "prometheus", namespace: "monitoring" },
+      ]);
+      await runHelm(helm, ["uninstall", "rfall", ...args]);
+      await expect(
+        admin.request("GET", `/apis/apps/v1/namespaces/${ns}/deployments/rfall-refs-controller`),
+      ).rejects.toThrow(/404/);
     },
     STEP_MS,
   );
