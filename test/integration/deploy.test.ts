@@ -487,6 +487,7 @@ describe("deploy/ on the real API server", () => {
     const overlay = await render("deploy/overlays/prometheus-operator");
     const added = overlay.filter((o) => !base.some((b) => JSON.stringify(b) === JSON.stringify(o)));
     expect(added.map((o) => `${o.kind} ${o.metadata?.namespace}/${o.metadata?.name}`).sort()).toEqual([
+      "ConfigMap referable-system/referable-controller-dashboard",
       "PrometheusRule referable-system/referable-controller",
       "ServiceMonitor referable-system/referable-controller",
     ]);
@@ -1047,6 +1048,40 @@ describe("deploy/ on the real API server", () => {
         expect(rules.map((r) => [r.name, r.health, r.lastError ?? "", r.state])).toEqual(
           rules.map((r) => [r.name, "ok", "", "inactive"]),
         );
+
+        // Every query of the Grafana dashboard (the overlay's ConfigMap, which the chart ships
+        // too) runs on these series and returns at least one, with Grafana's variables as a
+        // user would pick them: this job, and a rate window of a few scrapes.
+        const dashboardMap = overlay.find((o) => o.kind === "ConfigMap")!;
+        const dashboard = JSON.parse(
+          (dashboardMap.data as Record<string, string>)["referable-controller.json"]!,
+        ) as {
+          panels: Array<{ title: string; type: string; targets?: Array<{ expr: string }> }>;
+          templating: { list: Array<{ name: string; query: unknown }> };
+        };
+        const jobs = await prometheus.query("count by (job) (referable_referables)");
+        expect(jobs.map((j) => j.labels.job)).toEqual([job]); // what the $job variable offers
+        const exprs = dashboard.panels
+          .filter((p) => p.type !== "row")
+          .flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
+        expect(exprs.length).toBeGreaterThanOrEqual(20);
+        const substitute = (expr: string) =>
+          expr.replaceAll("$job", job).replaceAll("$__rate_interval", "30s");
+        const answered = await waitFor(
+          "every dashboard query to return series",
+          async () => {
+            const out = await Promise.all(
+              exprs.map(async (e) => ({
+                ...e,
+                series: (await prometheus!.query(substitute(e.expr))).length,
+              })),
+            );
+            last = out.filter((e) => e.series === 0);
+            return out.every((e) => e.series > 0) ? out : undefined;
+          },
+          WAIT,
+        );
+        expect(answered.filter((e) => e.series === 0)).toEqual([]);
       } catch (err) {
         throw new Error(
           `${(err as Error).message}\nlast seen: ${JSON.stringify(last)}\n${prometheus.logTail()}`,
@@ -1172,6 +1207,44 @@ describe("deploy/ on the real API server", () => {
       } catch (err) {
         throw withLogs(err, replicas);
       }
+    },
+    STEP_TIMEOUT_MS,
+  );
+
+  it(
+    "runs every kubectl command of docs/runbooks.md and docs/troubleshooting.md against this install",
+    async () => {
+      const referable = await createReferable({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        name: "absent",
+        fieldPath: "data.x",
+      });
+      const commands: string[] = [];
+      for (const doc of ["docs/runbooks.md", "docs/troubleshooting.md"]) {
+        const text = await readFile(join(repoRoot, doc), "utf8");
+        for (const [, block] of text.matchAll(/^```sh\n([\s\S]*?)^```$/gm))
+          for (const line of block!.split("\n"))
+            if (line.startsWith("kubectl ")) commands.push(line.replace(/\s+#.*$/, ""));
+      }
+      expect(commands.length).toBeGreaterThanOrEqual(8);
+      for (const command of commands) {
+        // The kubectl part of a pipeline (the rest filters its output); <name> is a Referable.
+        let args = command.split("|")[0]!.trim().split(/\s+/).slice(1);
+        args = args.map((a) => a.replace("<name>", referable));
+        // No kubelet runs here, so there are no pods to read logs from: `logs deploy/X` is
+        // checked to name the Deployment the install has.
+        const logs = args.indexOf("logs");
+        if (logs >= 0)
+          args = [
+            ...args.slice(0, logs),
+            "get",
+            ...args.slice(logs + 1).filter((a) => !a.startsWith("--tail")),
+          ];
+        await expect(kubectl(args).then(() => command)).resolves.toBe(command);
+      }
+      await admin.request("DELETE", `${RF}/${referable}`);
     },
     STEP_TIMEOUT_MS,
   );
