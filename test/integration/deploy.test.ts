@@ -336,7 +336,7 @@ beforeAll(async () => {
   deployment = find<Deployment>(base, "Deployment", "referable-controller");
   const container = controllerContainer(deployment);
   const parsed = parseConfig(container.args ?? [], podEnv(deployment, container, "parse-only"));
-  if (parsed === "help") throw new Error("the Deployment's args ask for --help");
+  if (parsed === "help" || parsed === "version") throw new Error(`the Deployment's args ask for --${parsed}`);
   config = parsed;
 }, STEP_TIMEOUT_MS);
 
