@@ -48,6 +48,12 @@ export interface MetricsAuthorizerOptions {
 /** The path and verb the SubjectAccessReview asks about (kubebuilder's metrics-reader role). */
 export const METRICS_PATH = "/metrics";
 
+/** A promise, so that concurrent scrapes with one token share one review; expired entries are asked again. */
+interface CacheEntry {
+  expiresAt: number;
+  decision: Promise<MetricsDecision>;
+}
+
 interface ReviewedUser {
   username?: string;
   uid?: string;
@@ -62,8 +68,7 @@ export class MetricsAuthorizer {
   private readonly allowTtlMs: number;
   private readonly denyTtlMs: number;
   private readonly reviewTimeoutMs: number;
-  // Promises, so that concurrent scrapes with one token share one review.
-  private readonly cache: LRUCache<string, Promise<MetricsDecision>>;
+  private readonly cache: LRUCache<string, CacheEntry>;
   /** Reviews made (for tests and benchmarks: the cache's effect). */
   reviews = 0;
 
@@ -73,7 +78,7 @@ export class MetricsAuthorizer {
     this.allowTtlMs = options.allowTtlMs ?? 60_000;
     this.denyTtlMs = options.denyTtlMs ?? 10_000;
     this.reviewTimeoutMs = options.reviewTimeoutMs ?? 10_000;
-    this.cache = new LRUCache({ max: options.maxCachedTokens ?? 256, ttlAutopurge: false });
+    this.cache = new LRUCache({ max: options.maxCachedTokens ?? 256 });
   }
 
   /** Decides on a request's `Authorization` header. Never throws. */
@@ -83,23 +88,26 @@ export class MetricsAuthorizer {
     const token = m[1]!;
     const key = createHash("sha256").update(token).digest("hex");
     const cached = this.cache.get(key);
-    if (cached) return cached;
-    const pending = this.review(token).then(
-      (decision) => {
-        // Re-set with the TTL the answer earns (an allowed token is trusted longer).
-        if (this.cache.get(key) === pending)
-          this.cache.set(key, pending, { ttl: decision.status === 200 ? this.allowTtlMs : this.denyTtlMs });
-        return decision;
-      },
-      (err: unknown): MetricsDecision => {
-        // A check that cannot run is not a yes; and not remembered, so the next scrape asks again.
-        if (this.cache.get(key) === pending) this.cache.delete(key);
-        this.logger.warn({ err: asError(err).message }, "cannot review a /metrics caller's token");
-        return { status: 503, message: "cannot check the caller's access now; try again" };
-      },
-    );
-    this.cache.set(key, pending, { ttl: this.reviewTimeoutMs * 2 + this.denyTtlMs });
-    return pending;
+    if (cached && cached.expiresAt > performance.now()) return cached.decision;
+    const entry: CacheEntry = {
+      // Until the answer comes: long enough for the review, which has its own deadline.
+      expiresAt: performance.now() + this.reviewTimeoutMs,
+      decision: this.review(token).then(
+        (decision) => {
+          // The TTL the answer earns (an allowed token is trusted longer), from when it came.
+          entry.expiresAt = performance.now() + (decision.status === 200 ? this.allowTtlMs : this.denyTtlMs);
+          return decision;
+        },
+        (err: unknown): MetricsDecision => {
+          // A check that cannot run is not a yes; and not remembered, so the next scrape asks again.
+          if (this.cache.get(key) === entry) this.cache.delete(key);
+          this.logger.warn({ err: asError(err).message }, "cannot review a /metrics caller's token");
+          return { status: 503, message: "cannot check the caller's access now; try again" };
+        },
+      ),
+    };
+    this.cache.set(key, entry);
+    return entry.decision;
   }
 
   private async review(token: string): Promise<MetricsDecision> {
@@ -134,7 +142,7 @@ export class MetricsAuthorizer {
     );
     return {
       status: 403,
-      message: `Forbidden: user ${JSON.stringify(user.username)} may not get ${METRICS_PATH} (bind it to the metrics-reader ClusterRole)`,
+      message: `Forbidden: user ${JSON.stringify(user.username)} may not get ${METRICS_PATH}: bind it to the referable-metrics-reader ClusterRole (deploy/), or another granting get on the non-resource URL ${METRICS_PATH}`,
     };
   }
 }
