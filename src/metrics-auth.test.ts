@@ -1,5 +1,10 @@
 import { jest } from "@jest/globals";
-import { MetricsAuthorizer } from "./metrics-auth.ts";
+import { X509Certificate } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MetricsAuthorizer, openSecureMetrics } from "./metrics-auth.ts";
+import { selfSignedCertificate } from "./self-signed.ts";
 
 /** A fake of the client's `request` (our interface): a TokenReview and SubjectAccessReview server. */
 function fakeReviews(users: Record<string, { username: string; allowed: boolean }>) {
@@ -131,5 +136,41 @@ describe("MetricsAuthorizer", () => {
     expect((await auth.decide("Bearer reader-token")).status).toBe(503);
     reviews.fail(false);
     expect((await auth.decide("Bearer reader-token")).status).toBe(200);
+  });
+});
+
+describe("openSecureMetrics", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "referable-metrics-cert-"));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it("makes a self-signed certificate for the names given when no folder is set", async () => {
+    const secure = await openSecureMetrics({
+      client: fakeReviews(USERS).client,
+      certDir: undefined,
+      dnsNames: ["a.example"],
+    });
+    expect(new X509Certificate(secure.tls.cert).subjectAltName).toContain("DNS:a.example");
+    secure.close();
+  });
+
+  it("serves the pair of --metrics-cert-dir (tls.crt and tls.key)", async () => {
+    const pair = selfSignedCertificate({ commonName: "from-the-folder" });
+    await writeFile(join(dir, "tls.crt"), pair.cert);
+    await writeFile(join(dir, "tls.key"), pair.key);
+    const secure = await openSecureMetrics({ client: fakeReviews(USERS).client, certDir: dir });
+    expect(new X509Certificate(secure.tls.cert).subject).toBe("CN=from-the-folder");
+    expect((await secure.authorize("Bearer reader-token")).status).toBe(200);
+    secure.close();
+  });
+
+  it("rejects, naming the file, when the folder holds no pair", async () => {
+    const empty = await mkdtemp(join(tmpdir(), "referable-metrics-cert-empty-"));
+    await expect(openSecureMetrics({ client: fakeReviews(USERS).client, certDir: empty })).rejects.toThrow(
+      /tls\.(crt|key)/,
+    );
+    await rm(empty, { recursive: true, force: true });
   });
 });
