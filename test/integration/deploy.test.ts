@@ -446,6 +446,9 @@ describe("deploy/ on the real API server", () => {
         "ClusterRole -/referable-source-reader",
         "ClusterRole -/referable-source-reader-defaults",
         "ClusterRoleBinding -/referable-controller",
+        // Secure metrics: the controller may create TokenReviews and SubjectAccessReviews.
+        "ClusterRole -/referable-metrics-auth",
+        "ClusterRoleBinding -/referable-metrics-auth",
         "ClusterRoleBinding -/referable-source-reader",
         "CustomResourceDefinition -/referables.referable.dev",
         "Deployment referable-system/referable-controller",
@@ -497,7 +500,7 @@ describe("deploy/ on the real API server", () => {
       identity: "parse-only", // POD_NAME from the downward API
       allowSecrets: false,
       // /metrics over HTTPS behind TokenReview and SubjectAccessReview, as kubebuilder's default;
-      // JSON logs whatever the terminal.
+      // JSON logs (a pod's standard output is no terminal).
       metricsSecure: true,
       logFormat: "json",
     });
