@@ -42,6 +42,27 @@ describe("ControllerMetrics", () => {
     expect(metrics.registry).toBe(registry);
   });
 
+  const thrown: Array<{ reason: string; kind: "terminal" | "panic" | "error"; want: number[] }> = [
+    { reason: "an error counts in the totals only", kind: "error", want: [1, 1, 0, 0] },
+    { reason: "a panic counts as an error and a panic", kind: "panic", want: [1, 1, 1, 0] },
+    {
+      reason: "a terminal error counts as an error and a terminal one",
+      kind: "terminal",
+      want: [1, 1, 0, 1],
+    },
+  ];
+  it.each(thrown)("observeReconcileError: $reason", async ({ kind, want }) => {
+    const metrics = fresh();
+    metrics.observeReconcileError(kind);
+    const c = 'controller="referable"';
+    expect([
+      await value(metrics, `controller_runtime_reconcile_total{${c},result="error"}`),
+      await value(metrics, `controller_runtime_reconcile_errors_total{${c}}`),
+      await value(metrics, `controller_runtime_reconcile_panics_total{${c}}`),
+      await value(metrics, `controller_runtime_terminal_reconcile_errors_total{${c}}`),
+    ]).toEqual(want);
+  });
+
   it("sets the stuck-worker gauges from the queue's measurement", async () => {
     const metrics = fresh();
     metrics.setUnfinishedWork({ unfinishedWorkSeconds: 7.5, longestRunningProcessorSeconds: 6 });

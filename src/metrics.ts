@@ -297,6 +297,17 @@ export class ControllerMetrics {
       this.referables.labels(ready, reason).set(counts.get(reason) ?? 0);
   }
 
+  /**
+   * Counts a reconcile that threw, as controller-runtime does: an error in the totals, and also
+   * a panic (a programming error) or a terminal error (not retried), as `kind` says.
+   */
+  observeReconcileError(kind: "terminal" | "panic" | "error"): void {
+    this.reconcileTotal.labels(CONTROLLER, "error").inc();
+    this.reconcileErrors.labels(CONTROLLER).inc();
+    if (kind === "panic") this.reconcilePanics.labels(CONTROLLER).inc();
+    if (kind === "terminal") this.terminalReconcileErrors.labels(CONTROLLER).inc();
+  }
+
   /** Sets the work-in-progress gauges from the queue's measurement, taken at scrape time. */
   setUnfinishedWork(work: UnfinishedWork): void {
     const labels = { name: CONTROLLER, controller: CONTROLLER };

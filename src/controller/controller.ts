@@ -328,11 +328,7 @@ export class ReferableController {
         .inc();
       return result;
     } catch (err) {
-      metrics?.reconcileTotal.labels("referable", "error").inc();
-      metrics?.reconcileErrors.labels("referable").inc();
-      const kind = classifyError(err);
-      if (kind === "panic") metrics?.reconcilePanics.labels("referable").inc();
-      if (kind === "terminal") metrics?.terminalReconcileErrors.labels("referable").inc();
+      metrics?.observeReconcileError(classifyError(err));
       throw err;
     } finally {
       metrics?.activeWorkers.labels("referable").dec();
