@@ -7,22 +7,15 @@
 import { writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { parseOrExit } from "../src/cli.ts";
 import { renderChartReadme } from "./lib/chart-readme.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const { values: args } = parseArgs({
-  options: {
-    check: { type: "boolean", default: false },
-    help: { type: "boolean", short: "h", default: false },
-  },
+const args = parseOrExit({
+  usage: "npm run chart:readme [-- --check]",
+  description: "Regenerates the values table of deploy/helm/referable/README.md from values.yaml.",
+  flags: { check: { type: "boolean", help: "exit 1 when the chart's README is stale, writing nothing" } },
 });
-if (args.help) {
-  console.log(
-    "usage: node scripts/chart-readme.ts [--check]\n  --check  exit 1 when the chart's README is stale",
-  );
-  process.exit(0);
-}
 const { path, current, wanted } = await renderChartReadme(join(root, "deploy", "helm", "referable"));
 if (args.check) {
   if (current !== wanted) {

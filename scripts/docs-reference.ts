@@ -19,7 +19,8 @@ import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs, promisify, stripVTControlCharacters } from "node:util";
+import { promisify, stripVTControlCharacters } from "node:util";
+import { parseOrExit } from "../src/cli.ts";
 import { renderChartReadme } from "./lib/chart-readme.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -194,7 +195,16 @@ async function staleChartReadme(): Promise<string[]> {
     : [`${relative(root, path)}: the values table is stale (run \`npm run chart:readme\`)`];
 }
 
-const { values: args } = parseArgs({ options: { update: { type: "boolean", default: false } } });
+const args = parseOrExit({
+  usage: "npm run docs:check | npm run docs:update",
+  description: "Checks (or with --update regenerates) docs/reference/ from the TSDoc of src/index.ts.",
+  flags: {
+    update: {
+      type: "boolean",
+      help: "regenerate docs/reference/ instead of checking it (npm run docs:update)",
+    },
+  },
+});
 const tmp = await mkdtemp(join(tmpdir(), "referable-docs-reference-"));
 try {
   const built = join(tmp, "reference");
