@@ -3,7 +3,7 @@
  * serve metrics and probes, and shut down gracefully on SIGTERM (stop writing, release the
  * lease, close informers).
  */
-import { pino, type Logger } from "pino";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
@@ -15,9 +15,13 @@ import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
+import type { Logger } from "pino";
+import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
+import { openSecureMetrics } from "./metrics-auth.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 import { StartupGate } from "./startup.ts";
+import { VERSION, versionText } from "./version.ts";
 
 /** Runs the controller until SIGTERM/SIGINT; resolves with the exit code. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -41,12 +45,14 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     logger: logger.child({ part: "startup" }),
   });
   const stopChecks = new AbortController();
-  const { metricsServer, probeServer } = await serveMetricsAndProbes(config, metrics, client, {
+  const served = await serveMetricsAndProbes(config, metrics, client, logger, {
     controller,
     resolver,
     problem: () => startup.problem?.message,
     shuttingDown: () => shuttingDown,
   });
+  if (!served) return 1;
+  const { metricsServer, probeServer } = served;
   // Every replica serves the webhook, leader or not: admission must not wait for an election.
   const webhookServer = await serveWebhook(config, client, discovery, logger);
   if (webhookServer === "failed") {
@@ -88,7 +94,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       void shutdown("lost leadership", 1);
     });
     void manager.start();
-    logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
+    logger.info(
+      { version: VERSION, leaderElect: config.leaderElect, concurrency: config.concurrency },
+      "controller started",
+    );
   };
   // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
   // namespace); until then /readyz says what is missing and how to fix it.
@@ -153,22 +162,52 @@ async function connect(
   return { client, metrics };
 }
 
-/** The metrics endpoint (gauges read when scraped) and the probes (ready once synced, until stopping). */
+/**
+ * The metrics endpoint (gauges read when scraped; TLS and authorization with --metrics-secure)
+ * and the probes (ready once synced, until stopping); undefined when secure metrics cannot be
+ * served (the client is closed then).
+ */
 async function serveMetricsAndProbes(
   config: Config,
   metrics: ControllerMetrics,
   client: KubeClient,
+  logger: Logger,
   parts: Pick<Built, "controller" | "resolver"> & {
     problem: () => string | undefined;
     shuttingDown: () => boolean;
   },
-): Promise<{ metricsServer: Server | undefined; probeServer: Server | undefined }> {
+): Promise<{ metricsServer: Server | undefined; probeServer: Server | undefined } | undefined> {
   const { controller, resolver } = parts;
-  const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
-    metrics.setReferableCounts(controller.countByReason());
-    metrics.sourceInformers.set(resolver.informerCount);
-    metrics.watchesOpen.set(client.activeWatches);
-  });
+  let secureMetrics: Awaited<ReturnType<typeof openSecureMetrics>> | undefined;
+  if (config.metricsSecure && parseBindAddress(config.metricsBindAddress)) {
+    try {
+      secureMetrics = await openSecureMetrics({
+        client,
+        certDir: config.metricsCertDir,
+        dnsNames: ["localhost", hostname()],
+        logger: logger.child({ part: "metrics" }),
+      });
+    } catch (err) {
+      logger.error(
+        { err: asError(err).message, certDir: config.metricsCertDir },
+        "cannot serve secure metrics: --metrics-cert-dir needs tls.crt and tls.key",
+      );
+      await client.close();
+      return undefined;
+    }
+  }
+  const metricsServer = await startMetricsServer(
+    config.metricsBindAddress,
+    metrics.registry,
+    () => {
+      metrics.setReferableCounts(controller.countByReason());
+      metrics.setUnfinishedWork(controller.unfinishedWork());
+      metrics.sourceInformers.set(resolver.informerCount);
+      metrics.watchesOpen.set(client.activeWatches);
+    },
+    secureMetrics,
+  );
+  metricsServer?.on("close", () => secureMetrics?.close());
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,
     () => parts.problem() ?? (controller.synced && !parts.shuttingDown()),
@@ -179,8 +218,9 @@ async function serveMetricsAndProbes(
 
 /** The process's logger; it also reports an unhandled rejection (a bug) rather than crash. */
 function processLogger(config: Config): Logger {
-  const logger = pino({
+  const logger = createProcessLogger({
     level: config.logLevel,
+    format: config.logFormat,
     base: { component: "referable-controller", identity: config.identity },
   });
   process.on("unhandledRejection", (reason) =>
@@ -192,9 +232,9 @@ function processLogger(config: Config): Logger {
 /** The configuration, or the exit code when there is none to run with (help, or an error). */
 function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config | number {
   try {
-    const parsed = parseConfig(argv, env);
-    if (parsed !== "help") return parsed;
-    process.stdout.write(`${helpText()}\n`);
+    const parsed = parseConfig(argv, env, { terminal: process.stdout.isTTY === true });
+    if (parsed !== "help" && parsed !== "version") return parsed;
+    process.stdout.write(`${parsed === "help" ? helpText() : versionText()}\n`);
     return 0;
   } catch (err) {
     process.stderr.write(`${err instanceof ConfigError ? err.message : asError(err).message}\n`);

@@ -1,5 +1,6 @@
 import type { Referable } from "../api/referable.ts";
 import { ApiError } from "../kube/client.ts";
+import { classifyError } from "../runtime/reconciler.ts";
 import { StatusOutput, type StatusOutcome } from "./status.ts";
 import { WritePolicy } from "./write-policy.ts";
 
@@ -36,12 +37,6 @@ describe("StatusOutput", () => {
       metric: [],
     },
     {
-      reason: "a refused status or a re-created object (422) drops the write, counted as an error",
-      answer: apiError(422),
-      want: { result: "dropped" },
-      metric: ["error"],
-    },
-    {
       reason: "a write computed from an old version (409) is a conflict, to compute again",
       answer: apiError(409),
       want: { result: "conflict" },
@@ -66,6 +61,17 @@ describe("StatusOutput", () => {
       { op: "replace", path: "/metadata/resourceVersion", value: "5" },
       { op: "add", path: "/status", value: desired.status },
     ]);
+  });
+
+  it("a refused status or a re-created object (422) is a terminal error: retrying cannot mend it", async () => {
+    const writes: string[] = [];
+    const output = new StatusOutput({
+      client: fakeClient(apiError(422)),
+      policy: new WritePolicy(),
+      onWrite: (r) => void writes.push(r),
+    });
+    const err = await output.write(owner, desired, output.memory()).catch((e: unknown) => e);
+    expect({ kind: classifyError(err), writes }).toEqual({ kind: "terminal", writes: ["error"] });
   });
 
   it("throws what retrying may mend (a 500), counted as an error", async () => {

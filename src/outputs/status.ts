@@ -8,6 +8,7 @@ import { referablePath, type Referable, type ReferableStatus } from "../api/refe
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { statusPatch } from "../referable/status.ts";
+import { TerminalError } from "../runtime/reconciler.ts";
 import type { Output } from "./output.ts";
 import { pass, type WriteGate, type WritePolicy } from "./write-policy.ts";
 
@@ -23,7 +24,7 @@ export type StatusOutcome =
   | { result: "written"; resourceVersion: string | undefined }
   /** The write policy holds it back: look again after this many ms. */
   | { result: "deferred"; retryAfterMs: number }
-  /** Gone (404), or refused in a way retrying cannot mend (422): a new result brings a new write. */
+  /** Gone (404): nothing to write. (A 422, refused in a way retrying cannot mend, throws a TerminalError.) */
   | { result: "dropped" }
   /** The Referable changed since the version the status was computed from (409): compute again. */
   | { result: "conflict" };
@@ -79,13 +80,15 @@ export class StatusOutput implements Output<DesiredStatus, StatusOutcome, Status
       if (isApiError(err, 404)) return { result: "dropped" }; // deleted meanwhile: nothing to write
       if (isApiError(err, 422)) {
         // The uid precondition failed (the object was re-created: its own events follow), or the
-        // API server's schema refused the status. Retrying the same write cannot help.
+        // API server's schema refused the status. Retrying the same write cannot help; a new
+        // result will bring a new write.
         this.options.onWrite?.("error");
-        this.logger.error(
-          { referable: name, err: (err as Error).message.slice(0, 300) },
-          "the API server refused the status",
+        throw new TerminalError(
+          `the API server refused the status: ${(err as Error).message.slice(0, 300)}`,
+          {
+            cause: err,
+          },
         );
-        return { result: "dropped" };
       }
       if (isApiError(err, 409)) {
         // Changed since (another leader's write, a spec edit): recompute from the newer version.

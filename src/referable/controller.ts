@@ -15,6 +15,7 @@ import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
+import type { UnfinishedWork } from "../runtime/workqueue.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
@@ -128,6 +129,11 @@ export class ReferableController {
     this.states.changeLeadership();
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     if (leader) for (const obj of this.informer.list()) this.runtime.enqueue(obj.metadata?.name ?? "");
+  }
+
+  /** The work queue's work in progress (the stuck-worker gauges), measured now. */
+  unfinishedWork(): UnfinishedWork {
+    return this.runtime.unfinishedWork();
   }
 
   /** Referables by their Ready reason, for the gauge. */
@@ -272,9 +278,9 @@ function controllerObserver(metrics: ControllerMetrics): ControllerObserver {
     onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
     onActive: (delta) =>
       delta > 0 ? metrics.activeWorkers.labels(NAME).inc() : metrics.activeWorkers.labels(NAME).dec(),
-    onReconcile: (outcome, seconds) => {
-      metrics.reconcileTotal.labels(NAME, outcome).inc();
-      if (outcome === "error") metrics.reconcileErrors.labels(NAME).inc();
+    onReconcile: (outcome, seconds, error) => {
+      if (outcome === "error") metrics.observeReconcileError(error ?? "error");
+      else metrics.reconcileTotal.labels(NAME, outcome).inc();
       metrics.reconcileTime.labels(NAME).observe(seconds);
     },
   };

@@ -57,7 +57,7 @@ describe("Controller", () => {
     },
     {
       reason: "a terminal error is counted and not retried",
-      answers: [new TerminalError("InvalidSpec", "cannot be mended by retrying")],
+      answers: [new TerminalError("cannot be mended by retrying")],
       want: { calls: 1, outcomes: ["error"] },
     },
   ])("$reason", async ({ answers, want }) => {

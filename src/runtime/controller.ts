@@ -9,11 +9,12 @@
  * - a {@link TerminalError}: reported, forgotten; the key's next event brings it back.
  */
 import { silentLogger, type Logger } from "../log.ts";
-import { isTerminalError, type Reconciler, type Result } from "./reconciler.ts";
+import { classifyError, type Reconciler, type Result } from "./reconciler.ts";
 import {
   runWorkers,
   WorkQueue,
   type RateLimiter,
+  type UnfinishedWork,
   type WorkQueueObserver,
   type WorkResult,
 } from "./workqueue.ts";
@@ -25,8 +26,8 @@ export type ReconcileOutcome = "success" | "requeue" | "requeue_after" | "error"
 export interface ControllerObserver extends WorkQueueObserver {
   /** A reconcile started (+1) or ended (-1): the active-workers gauge. */
   onActive?(delta: 1 | -1): void;
-  /** A reconcile ended after `seconds`. */
-  onReconcile?(outcome: ReconcileOutcome, seconds: number): void;
+  /** A reconcile ended after `seconds`; `error` says what it threw (see classifyError). */
+  onReconcile?(outcome: ReconcileOutcome, seconds: number, error?: "terminal" | "panic" | "error"): void;
 }
 
 /** Options for {@link Controller}. */
@@ -73,18 +74,32 @@ export class Controller {
   /** Starts the workers; idempotent. */
   start(): void {
     this.workers ??= runWorkers(this.queue, this.concurrency, (key) => this.run(key), {
-      onError: (key, err) =>
-        this.logger.warn(
-          { [this.options.name]: key, err: err.message },
-          "reconcile failed; retrying with backoff",
-        ),
+      onError: (key, err) => this.reportError(key, err),
     });
+  }
+
+  /** The work queue's work in progress (the stuck-worker gauges), measured now. */
+  unfinishedWork(): UnfinishedWork {
+    return this.queue.unfinishedWork();
   }
 
   /** Takes no more keys and resolves once every running reconcile has finished. */
   async drain(): Promise<void> {
     await this.queue.shutDownWithDrain();
     await this.workers;
+  }
+
+  /** A reconcile that threw: a terminal error is not retried, a panic is a bug, said loudly. */
+  private reportError(key: string, err: Error): void {
+    const kind = classifyError(err);
+    const fields = { [this.options.name]: key, err: err.message };
+    if (kind === "terminal") this.logger.error(fields, "reconcile failed; not retried (terminal)");
+    else if (kind === "panic")
+      this.logger.error(
+        { ...fields, stack: err.stack?.split("\n").slice(0, 6).join("\n") },
+        "reconcile panicked (a bug: please report it); retrying with backoff",
+      );
+    else this.logger.warn(fields, "reconcile failed; retrying with backoff");
   }
 
   private async run(key: string): Promise<WorkResult> {
@@ -106,13 +121,8 @@ export class Controller {
       notify(() => observer?.onReconcile?.(outcomeOf(work), seconds()));
       return work;
     } catch (err) {
-      notify(() => observer?.onReconcile?.("error", seconds()));
-      if (!isTerminalError(err)) throw err;
-      this.logger.error(
-        { [this.options.name]: key, reason: err.reason, err: err.message },
-        "reconcile failed; not retrying",
-      );
-      return "done";
+      notify(() => observer?.onReconcile?.("error", seconds(), classifyError(err)));
+      throw err; // the workers retry it on the backoff, or forget it when terminal
     } finally {
       notify(() => observer?.onActive?.(-1));
     }

@@ -14,7 +14,7 @@ export {
 } from "./controller.ts";
 export { JITTER_FACTOR, LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
 export { Manager, type ManagedController, type ManagedElector, type ManagerOptions } from "./manager.ts";
-export { DONE, isTerminalError, sooner, TerminalError, type Reconciler, type Result } from "./reconciler.ts";
+export { classifyError, DONE, sooner, TerminalError, type Reconciler, type Result } from "./reconciler.ts";
 export { sleep } from "./sleep.ts";
 export { TokenBucket } from "./token-bucket.ts";
 export { WorkQueue, type RateLimiter, type WorkQueueObserver } from "./workqueue.ts";

@@ -28,8 +28,8 @@ export const DONE: Result = Object.freeze({});
  * Reconciles one key: reads the current state, makes the world match it, and says when to look
  * again. Level-based: it never acts on an event's payload, only on what it reads.
  *
- * A thrown error is retried on the key's growing backoff, unless {@link isTerminalError} says
- * retrying cannot help: then it is reported and the key is forgotten until its next event.
+ * A thrown error is retried on the key's growing backoff, unless it is a {@link TerminalError}
+ * (retrying cannot help): then it is reported and the key is forgotten until its next event.
  * Never called twice at once for one key.
  */
 export interface Reconciler {
@@ -38,21 +38,34 @@ export interface Reconciler {
 
 const TERMINAL = Symbol.for("referable.dev/TerminalError");
 
-/** An error that retrying the same reconcile cannot mend; its `reason` is a machine reason. */
+/**
+ * controller-runtime's `reconcile.TerminalError`: a failure retrying cannot mend (only a new
+ * event can). the runtime (runWorkers) does not requeue the key, and the controller counts it in
+ * `controller_runtime_terminal_reconcile_errors_total` as well as in the errors.
+ */
 export class TerminalError extends Error {
-  readonly reason: string;
-
-  constructor(reason: string, message: string, options?: { cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
     this.name = "TerminalError";
-    this.reason = reason;
+    // A brand, not instanceof alone: two copies of this module (Jest's registry) must agree.
     Object.defineProperty(this, TERMINAL, { value: true });
   }
 }
 
-/** True for a {@link TerminalError} from any copy of this module (not `instanceof`: Jest keeps two). */
-export function isTerminalError(err: unknown): err is TerminalError {
-  return typeof err === "object" && err !== null && (err as Record<symbol, unknown>)[TERMINAL] === true;
+// The errors JavaScript throws for a programming error: controller-runtime's recovered panic.
+// Not SyntaxError: JSON.parse of a malformed response throws it, which is not our bug.
+const PANICS = new Set(["TypeError", "ReferenceError", "RangeError", "EvalError", "URIError"]);
+
+/**
+ * What a reconcile threw: "terminal" (a {@link TerminalError}: not retried), "panic" (a bug: a
+ * TypeError, ReferenceError, RangeError, EvalError or URIError, or a thrown non-Error; retried
+ * with backoff as controller-runtime retries a recovered panic), or "error" (retried with backoff).
+ */
+export function classifyError(err: unknown): "terminal" | "panic" | "error" {
+  if (typeof err !== "object" || err === null) return "panic";
+  if ((err as Record<symbol, unknown>)[TERMINAL] === true) return "terminal";
+  if (!(err instanceof Error) && !("message" in err)) return "panic";
+  return PANICS.has((err as Error).name) ? "panic" : "error";
 }
 
 /** The sooner of two results: a requeue on backoff wins over a delay, a shorter delay over a longer. */

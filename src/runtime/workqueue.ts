@@ -13,6 +13,7 @@
  */
 import { asError } from "../errors.ts";
 import { KeyedBackoff } from "./backoff.ts";
+import { classifyError } from "./reconciler.ts";
 import { TokenBucket } from "./token-bucket.ts";
 
 /** Decides how long a key waits before it is retried; client-go's `TypedRateLimiter`. */
@@ -351,6 +352,10 @@ export class WorkQueue {
   }
 }
 
+// TerminalError and classifyError are the Reconciler seam's promises (reconciler.ts); the
+// workers below follow them.
+export { classifyError, TerminalError } from "./reconciler.ts";
+
 /** What a handler of {@link runWorkers} asks for a key it processed. */
 export type WorkResult = "done" | "requeue" | { requeueAfterMs: number };
 
@@ -363,7 +368,8 @@ export interface RunWorkersOptions {
 /**
  * Runs `concurrency` workers that take keys from `queue` and call `handler`, following
  * controller-runtime: "done" forgets the key's backoff, "requeue" and a thrown error add it
- * rate-limited, `{ requeueAfterMs }` forgets and adds it after that delay. Never rejects; resolves
+ * rate-limited (a {@link TerminalError} forgets it instead: retrying cannot help),
+ * `{ requeueAfterMs }` forgets and adds it after that delay. Never rejects; resolves
  * once the queue is shut down and every worker has exited.
  */
 export async function runWorkers(
@@ -394,7 +400,8 @@ export async function runWorkers(
         } catch {
           // The error hook is for reporting; what it throws cannot stop the worker.
         }
-        queue.addRateLimited(key);
+        if (classifyError(err) === "terminal") queue.forget(key);
+        else queue.addRateLimited(key);
       } finally {
         queue.done(key);
       }
