@@ -27,9 +27,7 @@ import { VERSION, versionText } from "./version.ts";
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const config = readConfig(argv, env);
   if (typeof config === "number") return config;
-
   const logger = processLogger(config);
-
   const connected = await connect(config, env, logger);
   if (!connected) return 2;
   const { client, metrics } = connected;
