@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { selfAccessReview } from "../../src/startup.ts";
 
 /** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
 export function deployBaseNodeOptions(): string {
@@ -278,16 +279,6 @@ export async function selfAccess(
   client: KubeClient,
   attributes: Record<string, string>,
 ): Promise<{ allowed: boolean; reason?: string }> {
-  const review = await client.request<{ status: { allowed: boolean; reason?: string } }>(
-    "POST",
-    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-    {
-      body: {
-        apiVersion: "authorization.k8s.io/v1",
-        kind: "SelfSubjectAccessReview",
-        spec: { resourceAttributes: attributes },
-      },
-    },
-  );
-  return review.status;
+  const status = await selfAccessReview(client, attributes);
+  return { ...status, allowed: status?.allowed === true };
 }
