@@ -131,6 +131,56 @@ async function waitForKey(
   }
 }
 
+describe("kubectl reads status.text", () => {
+  it(
+    "the commands of examples/consumers/kubectl/wait.sh: wait for Ready, print the text, wait for a value",
+    async () => {
+      const script = (await readFile(join(EXAMPLES, "kubectl", "wait.sh"), "utf8")).replaceAll(
+        "consumers-example",
+        id,
+      );
+      const commands = script
+        .split("\n")
+        .filter((l) => l.startsWith("kubectl "))
+        .map((l) =>
+          l
+            .slice("kubectl ".length)
+            .split(" ")
+            .map((arg) => arg.replaceAll("'", "")),
+        );
+      expect(commands).toHaveLength(3);
+      await kubectl(commands[0]!);
+      expect(await kubectl(commands[1]!)).toBe("5432");
+      await kubectl(commands[2]!);
+    },
+    STEP_MS,
+  );
+});
+
+describe("Argo CD, Helm and Deployments read an exported key", () => {
+  it(
+    "examples/consumers/export/export.yaml keeps the port in a ConfigMap key, as text",
+    async () => {
+      await apply(await manifest("export/export.yaml"));
+      const cm = await waitFor(
+        "the exported key",
+        async () => (await configMapData(id, `${id}-settings`))?.DATABASE_PORT,
+        WAIT,
+      );
+      expect(cm).toBe("5432");
+    },
+    STEP_MS,
+  );
+});
+
+describe("Crossplane compositions (not run: no Crossplane here)", () => {
+  it("examples/consumers/crossplane/composition.yaml parses and templates status.text", async () => {
+    const [composition] = await manifest("crossplane/composition.yaml");
+    expect(composition).toMatchObject({ kind: "Composition", spec: { mode: "Pipeline" } });
+    expect(JSON.stringify(composition)).toContain("$rf.status.text");
+  });
+});
+
 describe("kro reads ${ref.status.text}", () => {
   it(
     "a ResourceGraphDefinition reads the value with no cast, and its ConfigMap follows the source",
