@@ -89,6 +89,8 @@ export interface ExportRecord {
 export interface ReferableStatus {
   value?: unknown;
   values?: unknown[];
+  /** `value` (or `values`) as text: a string as it is, any other JSON value as its JSON text. */
+  text?: string;
   sources?: SourceRef[];
   /** The keys that hold the value now (spec.export). */
   exports?: ExportRecord[];

@@ -72,7 +72,9 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
   const selection = spec?.selection ?? {};
   return {
     ...base,
-    matchLabels: source.selector.matchLabels,
+    // spec.source.selector: {} is the author's explicit "every object"; the library asks for it
+    // in so many words (matchLabels: {}), so a typo there never matches everything.
+    matchLabels: source.selector.matchLabels ?? {},
     matchExpressions: source.selector.matchExpressions,
     mode: selection.mode,
     minMatch: selection.minMatch,

@@ -7,6 +7,8 @@ import type { SourceCache } from "../informers/source-cache.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
+import { ResolutionError } from "../errors.ts";
+import { checkKeys, everyKey } from "./strict.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */
 export interface ResolverOptions {
@@ -111,4 +113,33 @@ export function clientOptions(options: ResolverWiring): ConstructorParameters<ty
   const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
   if (options.context !== undefined) out.context = options.context;
   return out;
+}
+
+/** Every key of {@link ResolverOptions}: any other is refused (see strict.ts). */
+export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
+  "context",
+  "kubeConfig",
+  "logger",
+  "maxValueBytes",
+  "maxValues",
+  "informerScope",
+  "informerLingerMs",
+  "watchdogMs",
+  "watchTimeoutSeconds",
+  "resolveTimeoutMs",
+  "sourcePolicy",
+  "watchCustomResourceDefinitions",
+  "kindRetryMs",
+  "onInformerSignal",
+]);
+/** Every key of {@link ResolveOptions}. */
+export const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
+/** Every key of {@link WatchOptions}. */
+export const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
+
+/** Refuses what createResolver cannot take: no options object, or a key it does not know. */
+export function checkResolverOptions(options: unknown): void {
+  if (typeof options !== "object" || options === null)
+    throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
+  checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
 }

@@ -9,6 +9,16 @@ import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
 import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";
 import { compileTransform, type CompiledTransform } from "../transform/index.ts";
+import {
+  checkKeys,
+  CONDITION_KEYS,
+  EXPRESSION_KEYS,
+  POLICY_KEYS,
+  REFERENCE_HINTS,
+  REFERENCE_KEYS,
+  SELECTOR_HINTS,
+  SELECTOR_KEYS,
+} from "./strict.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -97,7 +107,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const name = optionalString(raw.name, f("name"), 253);
   const hasExternal = raw.external !== undefined;
   const hasSelectorFields = raw.matchLabels !== undefined || raw.matchExpressions !== undefined;
-  const resolution = compileResolution(raw.policy, f);
+  const resolution = compileResolution(raw.policy, prefix, f);
   if (name !== undefined && hasExternal)
     invalid(`set exactly one of ${f("name")} and ${f("external")}, not both`);
   if ((name !== undefined || hasExternal) && hasSelectorFields) {
@@ -106,12 +116,17 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     );
   }
 
-  const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const target: CompiledRequest["target"] = hasExternal
     ? "external"
     : name !== undefined
       ? "name"
       : "selector";
+  // Unknown keys are refused, never ignored: an ignored `selector: {matchLabels}` or `matchLabel`
+  // would leave a selector that matches everything.
+  const where = prefix || (target === "selector" ? "the selector" : "the reference");
+  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
+  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const fieldPathText =
     target === "external"
       ? String(raw.fieldPath ?? "")
@@ -119,7 +134,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
 
   const { selector, mode, minMatch, maxMatch, sortBy } =
-    target === "selector" ? compileSelection(raw, prefix, f) : SINGLE;
+    target === "selector" ? compileSelection(raw, { prefix, where, kind }, f) : SINGLE;
 
   const extractors: Extractor[] = [];
   for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
@@ -184,9 +199,10 @@ interface Selection {
 }
 
 /** `policy.resolution` (checking `policy.resolve` too): the one place the policy is read. */
-function compileResolution(value: unknown, f: (name: string) => string): ResolutionPolicy {
+function compileResolution(value: unknown, prefix: string, f: (name: string) => string): ResolutionPolicy {
   const policy = (value ?? {}) as Record<string, unknown>;
-  if (typeof policy !== "object") invalid(`${f("policy")} must be an object`);
+  if (typeof policy !== "object" || Array.isArray(policy)) invalid(`${f("policy")} must be an object`);
+  checkKeys(policy, POLICY_KEYS, prefix ? f("policy") : "the policy");
   const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
   if (resolution !== "Required" && resolution !== "Optional") {
     invalid(
@@ -202,9 +218,23 @@ function compileResolution(value: unknown, f: (name: string) => string): Resolut
 /** The selector, mode and match bounds of a selector request. */
 function compileSelection(
   raw: Record<string, unknown>,
-  prefix: string,
+  at: { prefix: string; where: string; kind: string },
   f: (name: string) => string,
 ): Selection {
+  const { prefix, where, kind } = at;
+  if (
+    (raw.matchLabels === undefined || raw.matchLabels === null) &&
+    (raw.matchExpressions === undefined || raw.matchExpressions === null)
+  ) {
+    invalid(
+      `${where} has neither ${f("matchLabels")} nor ${f("matchExpressions")}: give a name, or labels to match; to match every ${kind} write ${f("matchLabels")}: {}`,
+    );
+  }
+  if (Array.isArray(raw.matchExpressions))
+    raw.matchExpressions.forEach((e: unknown, i) => {
+      if (typeof e === "object" && e !== null && !Array.isArray(e))
+        checkKeys(e, EXPRESSION_KEYS, `${f("matchExpressions")}[${i}]`);
+    });
   const selector = compileLabelSelector(
     {
       matchLabels: raw.matchLabels as Record<string, string>,
@@ -238,6 +268,9 @@ function compileConditions(value: unknown, field: string): RequiredCondition[] {
   if (value.length > 16) invalid(`${field} has more than 16 entries`);
   return value.map((c: unknown, i) => {
     const entry = (c ?? {}) as Record<string, unknown>;
+    if (typeof entry !== "object" || Array.isArray(entry))
+      invalid(`${field}[${i}] must be an object {type, status}`);
+    checkKeys(entry, CONDITION_KEYS, `${field}[${i}]`);
     return {
       type: requireString(entry.type, `${field}[${i}].type`, 316),
       status: requireString(entry.status ?? "True", `${field}[${i}].status`, 16),

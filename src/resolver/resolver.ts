@@ -27,11 +27,15 @@ import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import {
   clientOptions,
+  RESOLVE_OPTION_KEYS,
+  checkResolverOptions,
+  WATCH_OPTION_KEYS,
   type ResolveOptions,
   type ResolverOptions,
   type ResolverWiring,
   type WatchOptions,
 } from "./options.ts";
+import { checkKeys } from "./strict.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
 import {
   checkResource,
@@ -150,6 +154,7 @@ export class Resolver {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
+      checkKeys(options, WATCH_OPTION_KEYS, "the options of watch");
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
@@ -175,6 +180,7 @@ export class Resolver {
    * from the cache (which may trail a write just made) unless `options.consistent`.
    */
   async resolve(ref: GenericReference, options: ResolveOptions = {}): Promise<ResolvedValue> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolve");
     const result = options.consistent ? await this.fresh(ref) : await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
@@ -191,6 +197,7 @@ export class Resolver {
    * `options.consistent`.
    */
   async resolveSelector(selector: GenericSelector, options: ResolveOptions = {}): Promise<ResolvedValues> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolveSelector");
     const result = options.consistent ? await this.fresh(selector) : await this.once(selector);
     if (!result.ok) throw result.error;
     if ("values" in result) return stripOk(result) as ResolvedValues;
@@ -438,5 +445,6 @@ const PENDING_VIEW: SourceView = {
  * and share it: every reference to a kind then shares one list and one watch.
  */
 export function createResolver(options: ResolverOptions): Resolver {
+  checkResolverOptions(options);
   return new Resolver(options);
 }
