@@ -121,11 +121,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     : name !== undefined
       ? "name"
       : "selector";
-  // Unknown keys are refused, never ignored: an ignored `selector: {matchLabels}` or `matchLabel`
-  // would leave a selector that matches everything.
-  const where = prefix || (target === "selector" ? "the selector" : "the reference");
-  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
-  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  const where = checkRequestKeys(raw, target, prefix);
   const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const fieldPathText =
     target === "external"
@@ -196,6 +192,21 @@ interface Selection {
   minMatch: number;
   maxMatch: number | undefined;
   sortBy: CompiledPath | undefined;
+}
+
+/**
+ * Refuses unknown keys, never ignores them: an ignored `selector: {matchLabels}` or `matchLabel`
+ * would leave a selector that matches everything. Returns how messages name the request.
+ */
+function checkRequestKeys(
+  raw: Record<string, unknown>,
+  target: CompiledRequest["target"],
+  prefix: string,
+): string {
+  const where = prefix || (target === "selector" ? "the selector" : "the reference");
+  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
+  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  return where;
 }
 
 /** `policy.resolution` (checking `policy.resolve` too): the one place the policy is read. */
