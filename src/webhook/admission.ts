@@ -47,6 +47,13 @@ export interface AdmissionHandlerOptions {
    * @default 8000
    */
   timeoutMs?: number;
+  /**
+   * The bound on a value's size, in bytes of JSON (the controller's `--max-value-bytes`): a
+   * transform's worst-case cost is estimated with inputs of this size. @default 32768
+   */
+  maxValueBytes?: number;
+  /** The cost budget of one evaluation. @default 1000000 */
+  costBudget?: number;
 }
 
 /**
@@ -98,7 +105,10 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
 
     // Checked on every write, before the access check's shortcut for an unchanged source: a
     // transform changes how the value is presented, and one that cannot compile never runs.
-    const transformError = transformProblem(request.object);
+    const transformError = transformProblem(request.object, {
+      maxValueBytes: options.maxValueBytes ?? 32 * 1024,
+      ...(options.costBudget !== undefined ? { costBudget: options.costBudget } : {}),
+    });
     if (transformError !== undefined) return refuse(422, "Invalid", transformError);
 
     // Checked before the source's shortcut below: an update may add a target and leave the source.
