@@ -100,14 +100,17 @@ describe("applyTransform", () => {
       want: { ok: false, error: expect.objectContaining({ reason: "TransformFailed" }) },
     },
     {
-      reason: "an expression whose worst-case cost with inputs of maxValueBytes is over the budget is InvalidSpec, never evaluated",
+      reason:
+        "an expression whose worst-case cost with inputs of maxValueBytes is over the budget is InvalidSpec, never evaluated",
       ref: multiple({ transform: "values.map(a, values.map(b, values.map(c, a + b + c))).size()" }),
       result: { ok: true, reason: "Available", values: ["a"], sources: [SRC] },
       want: {
         ok: false,
         error: expect.objectContaining({
           reason: "InvalidSpec",
-          message: expect.stringMatching(/transform: its estimated worst-case cost is \d+, over the budget of 1000000/),
+          message: expect.stringMatching(
+            /transform: its estimated worst-case cost is \d+, over the budget of 1000000/,
+          ),
         }),
       },
     },

@@ -6,12 +6,7 @@
  * a failure is `TransformFailed` (or whatever the engine reports), never a rejection.
  */
 import { ResolutionError, isResolutionError } from "../errors.ts";
-import type {
-  EvaluateLimits,
-  TransformInput,
-  TransformOutput,
-  TransformShape,
-} from "../transform/index.ts";
+import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "../transform/index.ts";
 import type { CompiledRequest } from "./request.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";
 

@@ -201,7 +201,13 @@ function call(node: Node, scope: Map<string, Est>): Est {
   } else if (name === "join") {
     const list = operands[0]!;
     size = cap(add(mul(list.size, list.item), mul(list.size, second)));
-  } else if (name === "format") size = cap(add(sum, operands.reduce((t, e) => add(t, e.total), 0)));
+  } else if (name === "format")
+    size = cap(
+      add(
+        sum,
+        operands.reduce((t, e) => add(t, e.total), 0),
+      ),
+    );
   // Encoders and the rest: at most twice what they were given (hex doubles; base64 is 4/3).
   else size = cap(mul(2, sum));
   switch (name) {

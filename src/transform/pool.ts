@@ -240,10 +240,13 @@ export class TransformPool {
   /** Keeps a watchdog on `slot` while it holds jobs. */
   private arm(slot: Slot, delayMs: number): void {
     if (slot.timer || slot.dead) return;
-    slot.timer = setTimeout(() => {
-      slot.timer = undefined;
-      this.check(slot);
-    }, Math.max(1, Math.ceil(delayMs)));
+    slot.timer = setTimeout(
+      () => {
+        slot.timer = undefined;
+        this.check(slot);
+      },
+      Math.max(1, Math.ceil(delayMs)),
+    );
     slot.timer.unref();
   }
 
