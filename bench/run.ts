@@ -1199,7 +1199,7 @@ async function runClusterContent(
 async function main(): Promise<void> {
   // In process and first, before the control plane competes for the two cores.
   log("measuring transforms");
-  const transforms = measureTransforms(quick);
+  const transforms = await measureTransforms(quick);
   const plane = await startControlPlane({ log });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
