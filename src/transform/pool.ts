@@ -20,7 +20,7 @@ import { ResolutionError } from "../errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
 import type { Job, JobMessage, ReadyMessage, ResultMessage, WorkerData } from "./protocol.ts";
 
-/** Options of a {@link TransformPool}; each has a default. */
+/** Options of the pool of worker threads transforms run in; each has a default. */
 export interface TransformPoolOptions {
   /** Worker threads evaluating transforms. @default 1 */
   workers?: number;
