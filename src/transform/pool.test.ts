@@ -44,7 +44,8 @@ describe("TransformPool", () => {
     const started = Date.now();
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
-      message: "the transform ran past its time limit of 50 ms: make it do less work",
+      message:
+        "the transform ran past its time limit of 50 ms: make it do less work (it is not evaluated again for 30 s)",
     });
     // At most the hard wall-clock deadline (10x), whatever the machine's load.
     expect(Date.now() - started).toBeLessThan(50 * 10 + 2000);
@@ -55,7 +56,8 @@ describe("TransformPool", () => {
     pool = new TransformPool({ timeoutMs: 60_000, maxHeapMiB: 16 });
     expect(await outcome(pool.evaluate(HOG, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
-      message: "the transform ran out of its memory limit of 16 MiB: make it build smaller values",
+      message:
+        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (it is not evaluated again for 30 s)",
     });
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
@@ -68,6 +70,16 @@ describe("TransformPool", () => {
     );
     expect(await hostile).toMatchObject({ reason: "TransformFailed" });
     expect(await Promise.all(canaries)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+  });
+
+  it("fails an expression that overran at once, for the cool-down, and only that expression", async () => {
+    pool = new TransformPool({ timeoutMs: 50, cooldownMs: 60_000 });
+    const first = await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    const started = Date.now();
+    // The same message, so a status does not change for it; no worker spent on it.
+    expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual(first);
+    expect(Date.now() - started).toBeLessThan(50);
+    await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
 
   it("keeps a key named __proto__, constructor or prototype, in and out", async () => {

@@ -32,6 +32,11 @@ export interface TransformPoolOptions {
   /** The heap ceiling of each worker (V8's old generation), in MiB. @default 64 */
   maxHeapMiB?: number;
   /**
+   * How long an expression that hit the deadline or the heap ceiling is failed at once, with
+   * the same message, rather than evaluated again (each time would cost a worker). @default 30000
+   */
+  cooldownMs?: number;
+  /**
    * Whether busy workers keep the process alive. The library's pool does not (its user's own
    * work does): a process that has nothing else to do exits. @default true
    */
@@ -39,7 +44,15 @@ export interface TransformPoolOptions {
 }
 
 /** The defaults of {@link TransformPoolOptions}. */
-export const TRANSFORM_POOL_DEFAULTS = Object.freeze({ workers: 1, timeoutMs: 50, maxHeapMiB: 64 });
+export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
+  workers: 1,
+  timeoutMs: 50,
+  maxHeapMiB: 64,
+  cooldownMs: 30_000,
+});
+
+/** Expressions remembered as having hit a hard limit (oldest forgotten first). */
+const MAX_REMEMBERED = 1024;
 
 /** Wall-clock time, as a multiple of the deadline, after which an evaluation stops even if its thread was starved of CPU. */
 export const HARD_DEADLINE_FACTOR = 10;
@@ -84,6 +97,9 @@ export class TransformPool {
   private readonly timeoutMs: number;
   private readonly maxHeapMiB: number;
   private readonly keepAlive: boolean;
+  private readonly cooldownMs: number;
+  /** Expressions (by shape and text) that hit a hard limit: until when they fail at once, and why. */
+  private readonly overran = new Map<string, { until: number; message: string }>();
   private readonly slots: Slot[] = [];
   private readonly queue: Pending[] = [];
   private nextId = 1;
@@ -95,6 +111,7 @@ export class TransformPool {
     this.timeoutMs = Math.max(1, options.timeoutMs ?? TRANSFORM_POOL_DEFAULTS.timeoutMs);
     this.maxHeapMiB = Math.max(8, options.maxHeapMiB ?? TRANSFORM_POOL_DEFAULTS.maxHeapMiB);
     this.keepAlive = options.keepAlive ?? true;
+    this.cooldownMs = Math.max(0, options.cooldownMs ?? TRANSFORM_POOL_DEFAULTS.cooldownMs);
   }
 
   /** The deadline of one evaluation, in ms. */
@@ -115,6 +132,11 @@ export class TransformPool {
   ): Promise<TransformOutput> {
     if (this.closed)
       return Promise.reject(new ResolutionError("TransformFailed", "the transform pool is closed"));
+    const key = overrunKey(text, shape);
+    const known = this.overran.get(key);
+    if (known && known.until > Date.now())
+      return Promise.reject(new ResolutionError("TransformFailed", known.message));
+    if (known) this.overran.delete(key);
     return new Promise<TransformOutput>((resolve, reject) => {
       const id = this.nextId;
       this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
@@ -230,11 +252,11 @@ export class TransformPool {
     const err = slot.error;
     const oom = (err as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY";
     const message = oom
-      ? `the transform ran out of its memory limit of ${this.maxHeapMiB} MiB: make it build smaller values`
+      ? `the transform ran out of its memory limit of ${this.maxHeapMiB} MiB: make it build smaller values${this.cooldownNote()}`
       : slot.ready
         ? `the transform worker stopped unexpectedly${err ? `: ${err.message}` : ""}`
         : `the transform worker could not start${err ? `: ${err.message}` : ""}`;
-    this.retire(slot, Atomics.load(slot.running, 0), message, !slot.ready && !oom);
+    this.retire(slot, Atomics.load(slot.running, 0), message, !slot.ready && !oom, oom);
   }
 
   /** Keeps a watchdog on `slot` while it holds jobs. */
@@ -267,16 +289,32 @@ export class TransformPool {
     this.retire(
       slot,
       id,
-      `the transform ran past its time limit of ${this.timeoutMs} ms: make it do less work`,
+      `the transform ran past its time limit of ${this.timeoutMs} ms: make it do less work${this.cooldownNote()}`,
       false,
+      true,
     );
+  }
+
+  private cooldownNote(): string {
+    return this.cooldownMs > 0
+      ? ` (it is not evaluated again for ${Math.round(this.cooldownMs / 1000)} s)`
+      : "";
+  }
+
+  /** Fails `job`'s expression at once for the cool-down, so one hostile expression costs one worker. */
+  private remember(job: Job, message: string): void {
+    if (this.cooldownMs === 0) return;
+    const key = overrunKey(job.text, job.shape);
+    this.overran.delete(key);
+    this.overran.set(key, { until: Date.now() + this.cooldownMs, message });
+    if (this.overran.size > MAX_REMEMBERED) this.overran.delete(this.overran.keys().next().value!);
   }
 
   /**
    * Terminates `slot`, fails job `culprit` with `message` (every job it held, when `failAll`),
    * and hands its other jobs to the pool again.
    */
-  private retire(slot: Slot, culprit: number, message: string, failAll: boolean): void {
+  private retire(slot: Slot, culprit: number, message: string, failAll: boolean, limitHit: boolean): void {
     slot.dead = true;
     if (slot.timer) clearTimeout(slot.timer);
     void slot.worker.terminate();
@@ -288,12 +326,18 @@ export class TransformPool {
     const suspect = culprit !== 0 ? culprit : held[0]?.job.id;
     const again: Pending[] = [];
     for (const p of held) {
-      if (failAll || p.job.id === suspect) p.reject(new ResolutionError("TransformFailed", message));
-      else again.push(p);
+      if (failAll || p.job.id === suspect) {
+        if (limitHit && p.job.id === suspect) this.remember(p.job, message);
+        p.reject(new ResolutionError("TransformFailed", message));
+      } else again.push(p);
     }
     this.queue.unshift(...again);
     if (this.queue.length > 0) this.scheduleFlush();
   }
+}
+
+function overrunKey(text: string, shape: TransformShape): string {
+  return `${shape.mode}/${shape.hasDefault}/${text}`;
 }
 
 function closedError(): ResolutionError {
