@@ -23,6 +23,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import { nameFieldSelector } from "../kube/field-selector.ts";
 import { silentLogger, type Logger } from "../log.ts";
 
 /** What an informer knows of its resource. */
@@ -524,7 +525,7 @@ export class Informer<T extends Cached = KubeObject> {
       // A whole namespace is read when the names asked for are many, and a good share of it.
       const inNamespace = this.store.countIn(this.resource.namespaced ? namespace : undefined);
       if (names.length > REFRESH_BY_NAME_MAX && names.length * 4 >= inNamespace) reads.push({ namespace });
-      else for (const name of names) reads.push({ namespace, fieldSelector: `metadata.name=${name}` });
+      else for (const name of names) reads.push({ namespace, fieldSelector: nameFieldSelector(name) });
     }
     // A few reads at a time: enough to hide round trips, few enough not to crowd the API server.
     let next = 0;
