@@ -1526,9 +1526,9 @@ function printTable(r: {
       "hostile transforms (issue 21): a canary Referable while hostile ones are evaluated, beside the run without",
     );
     p(
-      "| hostile Referables | canary p50 / p99 / max ms | /healthz p99 / max ms | event-loop lag p99 / max ms | peak RSS MiB |",
+      "| hostile Referables | canary p50 / p99 / max ms | /healthz (event-loop lag as a probe sees it) p50 / p99 / max ms | peak RSS MiB |",
     );
-    p("|---:|---|---|---|---:|");
+    p("|---:|---|---|---:|");
     for (const h of r.hostile)
       p(
         `| ${h.hostile} | ${ms(h.canary.p50)} / ${ms(h.canary.p99)} / ${ms(h.canary.max)} | ${ms(h.healthz.p50)} / ${ms(h.healthz.p99)} / ${ms(h.healthz.max)} | ${h.peakRssMiB} |`,
