@@ -103,6 +103,12 @@ export class TransformPool {
   private readonly slots: Slot[] = [];
   private readonly queue: Pending[] = [];
   private nextId = 1;
+  /**
+   * A started worker kept idle, so a worker retired for a limit is replaced at once rather than
+   * after a worker's start (which takes tens of milliseconds on an idle node, seconds on a busy
+   * one) while the transforms queued behind it wait.
+   */
+  private spare: Slot | undefined;
   private flushScheduled = false;
   private closed = false;
 
@@ -150,6 +156,8 @@ export class TransformPool {
     if (this.closed) return;
     this.closed = true;
     const stopping: Promise<unknown>[] = [];
+    if (this.spare) this.slots.push(this.spare);
+    this.spare = undefined;
     for (const slot of this.slots) {
       slot.dead = true;
       if (slot.timer) clearTimeout(slot.timer);
@@ -174,7 +182,11 @@ export class TransformPool {
 
   private flush(): void {
     if (this.closed || this.queue.length === 0) return;
-    while (this.slots.length < this.workers) this.slots.push(this.spawn());
+    while (this.slots.length < this.workers) {
+      this.slots.push(this.spare ?? this.spawn());
+      this.spare = undefined;
+    }
+    this.spare ??= this.spawn();
     const batches = new Map<Slot, Pending[]>();
     while (this.queue.length > 0) {
       let best: Slot | undefined;
@@ -320,6 +332,7 @@ export class TransformPool {
     void slot.worker.terminate();
     const index = this.slots.indexOf(slot);
     if (index >= 0) this.slots.splice(index, 1);
+    if (this.spare === slot) this.spare = undefined;
     const held = [...slot.outstanding.values()];
     slot.outstanding.clear();
     // With no job marked as running (it died between jobs), the oldest job it held is the suspect.
