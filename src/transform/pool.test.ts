@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { isResolutionError } from "../errors.ts";
 import { compileTransform, type TransformInput, type TransformShape } from "./engine.ts";
 import { TransformPool } from "./pool.ts";
@@ -95,6 +96,26 @@ describe("TransformPool", () => {
     ).value as object;
     expect(Object.keys(got)).toEqual(["__proto__", "constructor", "prototype"]);
     expect(JSON.stringify(got)).toBe('{"__proto__":1,"constructor":2,"prototype":3}');
+  });
+
+  it("without keepAlive, finishes an evaluation a script awaits, then lets the process exit though never closed", () => {
+    pool = new TransformPool();
+    const script = [
+      `import { TransformPool } from ${JSON.stringify(new URL("./pool.ts", import.meta.url).href)};`,
+      "const pool = new TransformPool({ keepAlive: false });",
+      "const out = await pool.evaluate(\"value + '!'\", { mode: 'Single', hasDefault: false }, { value: 'v', sources: [] }, { maxValueBytes: 100 });",
+      "console.log(JSON.stringify(out.value));",
+    ].join("\n");
+    const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+      env: { PATH: process.env.PATH ?? "" },
+    });
+    expect({ status: child.status, signal: child.signal, stdout: child.stdout.trim() }).toEqual({
+      status: 0,
+      signal: null,
+      stdout: '"v!"',
+    });
   });
 
   it("fails what is pending when closed, and every evaluation after", async () => {

@@ -37,8 +37,9 @@ export interface TransformPoolOptions {
    */
   cooldownMs?: number;
   /**
-   * Whether busy workers keep the process alive. The library's pool does not (its user's own
-   * work does): a process that has nothing else to do exits. @default true
+   * Whether idle workers keep the process alive. The library's pool does not: a worker holds
+   * the process only while it has evaluations to finish, so a process with nothing else to do
+   * exits. @default true
    */
   keepAlive?: boolean;
 }
@@ -199,6 +200,9 @@ export class TransformPool {
       batch.push(p);
     }
     for (const [slot, batch] of batches) {
+      // Without keepAlive a worker holds the process only while it has work: an evaluation
+      // awaited at the top of a script still completes.
+      if (!this.keepAlive) slot.worker.ref();
       slot.worker.postMessage({ jobs: batch.map((p) => p.job) } satisfies JobMessage);
       this.arm(slot, this.timeoutMs);
     }
@@ -217,7 +221,6 @@ export class TransformPool {
       stdout: false,
       stderr: false,
     });
-    if (!this.keepAlive) worker.unref();
     const slot: Slot = {
       worker,
       running: new Int32Array(state, 0, 1),
@@ -235,6 +238,8 @@ export class TransformPool {
       slot.error = err;
     });
     worker.on("exit", () => this.onExit(slot));
+    // After the listeners: adding a "message" listener refs the worker's port again.
+    if (!this.keepAlive) worker.unref();
     return slot;
   }
 
@@ -252,9 +257,10 @@ export class TransformPool {
       if (r.ok) p.resolve({ value: r.value, cost: r.cost });
       else p.reject(new ResolutionError(r.reason, r.message));
     }
-    if (slot.outstanding.size === 0 && slot.timer) {
-      clearTimeout(slot.timer);
+    if (slot.outstanding.size === 0) {
+      if (slot.timer) clearTimeout(slot.timer);
       slot.timer = undefined;
+      if (!this.keepAlive) slot.worker.unref();
     }
     if (this.queue.length > 0) this.scheduleFlush();
   }
