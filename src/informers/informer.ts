@@ -213,6 +213,7 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly pageBytes: number;
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
+  private listsStarted = 0;
   private readonly decode: (obj: KubeObject) => T;
   private readonly confirmGone: (() => Promise<boolean>) | undefined;
   private readonly watchTimeoutSeconds: [number, number];
@@ -439,7 +440,9 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private async relist(): Promise<void> {
-    this.onSignal?.("relist");
+    // The first list is the informer starting, not a relist: the counter is a restart signal,
+    // and counting every start made each new source informer look like a restart.
+    if (this.listsStarted++ > 0) this.onSignal?.("relist");
     const fresh = new ObjectStore<T>();
     const resourceVersion = await this.listPaged(this.path, { labelSelector: this.labelSelector }, (item) =>
       fresh.set(item),
