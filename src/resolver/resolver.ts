@@ -25,6 +25,7 @@ import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { KindIndex } from "./kind-index.ts";
 import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
+import { checkKeys, everyKey } from "./strict.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
 import { TransformPool, type TransformPoolOptions } from "../transform/pool.ts";
 import { applyTransform, needsTransform, type TransformRunner } from "./transform.ts";
@@ -124,6 +125,34 @@ export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
   /** What evaluates transforms (not closed by {@link Resolver.stop}); a pool of its own when absent. */
   transformRunner?: TransformRunner;
 }
+
+/** Every key of {@link ResolverOptions}: any other is refused (see strict.ts). */
+const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
+  "context",
+  "kubeConfig",
+  "logger",
+  "maxValueBytes",
+  "maxValues",
+  "informerScope",
+  "informerLingerMs",
+  "watchdogMs",
+  "watchTimeoutSeconds",
+  "resolveTimeoutMs",
+  "sourcePolicy",
+  "watchCustomResourceDefinitions",
+  "kindRetryMs",
+  "onInformerSignal",
+  "transformPool",
+]);
+const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
+  "workers",
+  "timeoutMs",
+  "maxHeapMiB",
+  "cooldownMs",
+  "keepAlive",
+]);
+const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
+const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
 
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
@@ -235,6 +264,7 @@ export class Resolver {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
+      checkKeys(options, WATCH_OPTION_KEYS, "the options of watch");
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
@@ -260,6 +290,7 @@ export class Resolver {
    * from the cache (which may trail a write just made) unless `options.consistent`.
    */
   async resolve(ref: GenericReference, options: ResolveOptions = {}): Promise<ResolvedValue> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolve");
     const result = options.consistent ? await this.fresh(ref) : await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
@@ -276,6 +307,7 @@ export class Resolver {
    * `options.consistent`.
    */
   async resolveSelector(selector: GenericSelector, options: ResolveOptions = {}): Promise<ResolvedValues> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolveSelector");
     const result = options.consistent ? await this.fresh(selector) : await this.once(selector);
     if (!result.ok) throw result.error;
     if ("values" in result) return stripOk(result) as ResolvedValues;
@@ -748,5 +780,10 @@ function clientOptions(options: ResolverWiring): ConstructorParameters<typeof Ku
  * and share it: every reference to a kind then shares one list and one watch.
  */
 export function createResolver(options: ResolverOptions): Resolver {
+  if (typeof options !== "object" || options === null)
+    throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
+  checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
+  if (typeof options.transformPool === "object" && options.transformPool !== null)
+    checkKeys(options.transformPool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
   return new Resolver(options);
 }

@@ -33,6 +33,7 @@ const multiple = (extra: Partial<AnyReference>): AnyReference =>
     kind: "ConfigMap",
     namespace: "a",
     fieldPath: "data.k",
+    matchLabels: {},
     mode: "Multiple",
     ...extra,
   }) as AnyReference;
