@@ -85,6 +85,11 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     discovery,
     logger: logger.child({ part: "resolver" }),
     maxValueBytes: config.maxValueBytes,
+    transformPool: {
+      workers: config.transformWorkers,
+      timeoutMs: config.transformTimeoutMs,
+      maxHeapMiB: config.transformMaxHeapMiB,
+    },
     informerLingerMs: config.informerLingerMs,
     watchdogMs: config.watchdogMs,
     sourcePolicy: sourcePolicy(config),
@@ -170,7 +175,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
         address: config.webhookBindAddress,
         certFile: join(config.webhookCertDir, "tls.crt"),
         keyFile: join(config.webhookCertDir, "tls.key"),
-        handler: createAdmissionHandler({ client, discovery, logger: webhookLogger }),
+        handler: createAdmissionHandler({
+          client,
+          discovery,
+          logger: webhookLogger,
+          maxValueBytes: config.maxValueBytes,
+        }),
         logger: webhookLogger,
       });
     } catch (err) {

@@ -183,7 +183,8 @@ export class Exporter {
             reason: "InvalidSpec",
             message: `${describeObject(object)} is a source of this Referable: a Referable cannot export into an object it reads; export into another object`,
           });
-        const stored: Record<string, string> = {};
+        // No prototype: "__proto__" is a valid key to export into.
+        const stored: Record<string, string> = Object.create(null);
         if (text !== undefined && !readsIt) for (const k of keys) stored[k] = storedText(object.kind, text);
         const hash = hashOf(stored);
         const known = memory.get(key);

@@ -27,7 +27,8 @@ import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import { checkKeys, everyKey } from "./strict.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
-import { applyTransform } from "./transform.ts";
+import { TransformPool, type TransformPoolOptions } from "../transform/pool.ts";
+import { applyTransform, needsTransform, type TransformRunner } from "./transform.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -93,6 +94,14 @@ export interface ResolverOptions {
   kindRetryMs?: [number, number];
   /** Counts informer signals, for metrics. */
   onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
+  /**
+   * The worker threads transforms run in, off the event loop, and their limits: each evaluation
+   * has a deadline (`timeoutMs`, CPU time of its worker) and each worker a heap ceiling
+   * (`maxHeapMiB`); an evaluation past either is `TransformFailed`. The pool starts with the
+   * first transform, never keeps the process alive, and closes on {@link Resolver.stop}.
+   * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64 \}
+   */
+  transformPool?: TransformPoolOptions;
 }
 
 /**
@@ -113,6 +122,8 @@ export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
    * {@link Resolver.stop}); one over the client is made when absent.
    */
   cache?: SourceCache;
+  /** What evaluates transforms (not closed by {@link Resolver.stop}); a pool of its own when absent. */
+  transformRunner?: TransformRunner;
 }
 
 /** Every key of {@link ResolverOptions}: any other is refused (see strict.ts). */
@@ -131,6 +142,14 @@ const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
   "watchCustomResourceDefinitions",
   "kindRetryMs",
   "onInformerSignal",
+  "transformPool",
+]);
+const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
+  "workers",
+  "timeoutMs",
+  "maxHeapMiB",
+  "cooldownMs",
+  "keepAlive",
 ]);
 const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
 const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
@@ -173,6 +192,7 @@ export class Resolver {
   private readonly crdChecks = new Map<string, NodeJS.Timeout[]>();
   private flushScheduled = false;
   private stopped = false;
+  private ownPool: TransformPool | undefined;
 
   /**
    * Use {@link createResolver}; the constructor also takes the internal wiring.
@@ -322,6 +342,14 @@ export class Resolver {
     this.waiter.stop();
     if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client?.close();
+    await this.ownPool?.close();
+  }
+
+  /** The runner transforms go to: the wired one, else a pool of its own made on first use. */
+  private get runner(): TransformRunner {
+    if (this.options.transformRunner) return this.options.transformRunner;
+    this.ownPool ??= new TransformPool({ ...this.options.transformPool, keepAlive: false });
+    return this.ownPool;
   }
 
   /** The first result that is not Pending, or Pending after `resolveTimeoutMs`. */
@@ -362,7 +390,7 @@ export class Resolver {
     } catch (err) {
       return { ok: false, error: toResolutionError(err) };
     }
-    if (request.target === "external") return this.computeFrom(request, PENDING_VIEW);
+    if (request.target === "external") return await this.computeFrom(request, PENDING_VIEW);
     let resource: ResourceInfo;
     try {
       resource = await this.lookupFresh(request.apiVersion, request.kind);
@@ -387,7 +415,7 @@ export class Resolver {
       get: (_ns, name) => items.find((p) => p.metadata.name === name),
       list: () => items,
     };
-    return this.computeFrom(request, view);
+    return await this.computeFrom(request, view);
   }
 
   /** Discovery, asked afresh when it says the kind is not served (its CRD may be minutes old). */
@@ -402,11 +430,11 @@ export class Resolver {
     }
   }
 
-  private computeFrom(request: CompiledRequest, view: SourceView): ResolutionResult {
+  private computeFrom(request: CompiledRequest, view: SourceView): Promise<ResolutionResult> {
     const result = computeResult(request, view, this.limits);
     // Every object of a fresh read was projected with this request's own reads.
     if ("notKept" in result) throw new Error(`a read of ${request.describe} was not kept (a bug)`);
-    return applyTransform(request, result, this.limits);
+    return applyTransform(request, result, this.limits, this.runner);
   }
 
   private async attach(sub: Sub): Promise<void> {
@@ -615,7 +643,28 @@ export class Resolver {
       index?.refresh(sub);
       return;
     }
-    this.deliver(sub, applyTransform(sub.request, result, this.limits));
+    sub.generation++;
+    if (!needsTransform(sub.request, result)) {
+      this.deliver(sub, result);
+      return;
+    }
+    // One evaluation at a time per subscription: a change while one runs is taken up when it
+    // ends (from the cache as it is then), so a source that changes faster than its transform
+    // evaluates queues nothing.
+    if (sub.transforming) {
+      sub.retransform = true;
+      return;
+    }
+    sub.transforming = true;
+    const generation = sub.generation;
+    void applyTransform(sub.request, result, this.limits, this.runner).then((transformed) => {
+      sub.transforming = false;
+      if (sub.closed || this.stopped) return;
+      if (sub.retransform) {
+        sub.retransform = false;
+        this.recompute(sub);
+      } else if (generation === sub.generation) this.deliver(sub, transformed);
+    });
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {
@@ -734,5 +783,7 @@ export function createResolver(options: ResolverOptions): Resolver {
   if (typeof options !== "object" || options === null)
     throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
   checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
+  if (typeof options.transformPool === "object" && options.transformPool !== null)
+    checkKeys(options.transformPool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
   return new Resolver(options);
 }
