@@ -28,7 +28,7 @@ import { measureTransforms, printTransforms, type TransformResult } from "./tran
 
 // ---------- options ----------
 
-const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,idle,reads,export";
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,idle,reads,export,hostile";
 const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
@@ -181,7 +181,7 @@ const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads, export. @default all */
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads, export, hostile. @default all */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
   if (!ALL_SCENARIOS.split(",").includes(s)) {
@@ -192,9 +192,16 @@ for (const s of scenarios) {
   }
 }
 /** Scenarios that run the controller process (and so need its idle baseline). */
-const controllerScenarios = ["sizes", "hot", "fanout", "selectors", "content", "idle", "export"].filter((s) =>
-  scenarios.has(s),
-);
+const controllerScenarios = [
+  "sizes",
+  "hot",
+  "fanout",
+  "selectors",
+  "content",
+  "idle",
+  "export",
+  "hostile",
+].filter((s) => scenarios.has(s));
 const profile = flags.profile === true;
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
@@ -1332,12 +1339,136 @@ async function runClusterContent(
   };
 }
 
+interface HostilePhase {
+  /** Hostile evaluations running beside the canary (0: the run without them). */
+  hostile: number;
+  /** Canary source write acknowledged → its status.value shows the transformed value. */
+  canary: Stats;
+  /**
+   * GET /healthz answered, asked every 20 ms: the event-loop lag as a probe sees it (the
+   * controller's own nodejs_eventloop_lag metrics sample once a second, too coarse for this).
+   */
+  healthz: Stats;
+  /** Peak RSS of the controller process so far, MiB. */
+  peakRssMiB: number;
+}
+
+/**
+ * Issue 21: a canary Referable (`value + '!'`) followed while hostile Referables are evaluated
+ * again and again (their source rewritten every 100 ms) with a transform the cost meter does
+ * not see through (deep equality of lists of 100^5 shared leaves: test/fixtures), which only the
+ * worker's deadline stops; beside the same run without them.
+ */
+async function runHostile(client: KubeClient, plane: ControlPlane): Promise<HostilePhase[]> {
+  const { DEEP_EQUALITY } = await import("../test/fixtures/hostile-transforms.ts");
+  const label = `${RUN}-hostile`;
+  const labels = { "bench-set": label };
+  await createSource(client, "ConfigMap", `${label}-canary`, "c0", labels);
+  await createSource(client, "ConfigMap", `${label}-bad`, "b0", labels);
+  const byName = (name: string) => ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    namespace: NS,
+    name,
+    fieldPath: "data.value",
+  });
+  await createReferable(client, `${label}-canary`, labels, byName(`${label}-canary`), {
+    transform: "value + '!'",
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  const probePort = Number(
+    /--health-probe-bind-address=127\.0\.0\.1:(\d+)/.exec(c.proc.spawnargs.join(" "))![1],
+  );
+  await until(
+    "the canary Available",
+    () => (watch.latest.get(`${label}-canary`)?.value === "c0!" ? true : undefined),
+    60_000,
+  );
+  const rounds = quick ? 30 : 150;
+  const phases: HostilePhase[] = [];
+  for (const hostile of [0, 2]) {
+    log(`hostile: canary with ${hostile} hostile Referable(s) evaluated beside it`);
+    for (let h = 0; h < hostile; h++)
+      await createReferable(client, `${label}-bad${h}`, labels, byName(`${label}-bad`), {
+        transform: DEEP_EQUALITY,
+      });
+    let running = true;
+    const health: number[] = [];
+    const prober = (async () => {
+      while (running) {
+        const t = performance.now();
+        await fetch(`http://127.0.0.1:${probePort}/healthz`).catch(() => undefined);
+        health.push(performance.now() - t);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    let bad = 0;
+    const rewriter = (async () => {
+      while (running && hostile > 0) {
+        await setSource(client, "ConfigMap", `${label}-bad`, `b${++bad}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const samples: number[] = [];
+    for (let round = 1; round <= rounds; round++) {
+      const value = `c${hostile}-${round}`;
+      const seen = new Promise<number>((resolve) => {
+        const off = watch.onChange(() => {
+          if (watch.latest.get(`${label}-canary`)?.value === `${value}!`) {
+            off();
+            resolve(performance.now());
+          }
+        });
+      });
+      await setSource(client, "ConfigMap", `${label}-canary`, value);
+      const acked = performance.now();
+      let timer: NodeJS.Timeout | undefined;
+      const at = await Promise.race([
+        seen,
+        new Promise<number>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`hostile round ${round}: canary not seen in 60 s`)),
+            60_000,
+          );
+        }),
+      ]).finally(() => clearTimeout(timer));
+      samples.push(Math.max(0, at - acked));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    running = false;
+    await Promise.all([prober, rewriter]);
+    phases.push({
+      hostile,
+      canary: stats(samples),
+      healthz: stats(health),
+      peakRssMiB: await peakRssMiBOf(c.proc.pid!),
+    });
+  }
+  const failed = hostileReasons(watch, label);
+  log(`hostile: the hostile Referables ended ${failed.join(", ") || "(no status)"}`);
+  await c.stop();
+  watch.close();
+  await deleteFixtures(client, label);
+  return phases;
+}
+
+function hostileReasons(watch: ReferableWatch, label: string): string[] {
+  return [...watch.latest].filter(([name]) => name.startsWith(`${label}-bad`)).map(([, v]) => v.reason ?? "");
+}
+
+async function peakRssMiBOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number((Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024).toFixed(1));
+}
+
 // ---------- main ----------
 
 async function main(): Promise<void> {
   // In process and first, before the control plane competes for the two cores.
   log("measuring transforms");
-  const transforms = measureTransforms(quick);
+  const transforms = await measureTransforms(quick);
   const plane = await startControlPlane({ log });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
@@ -1378,6 +1509,7 @@ async function main(): Promise<void> {
       ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
       : undefined;
     const exported = scenarios.has("export") ? await runExport(client, plane, exportRefs) : undefined;
+    const hostile = scenarios.has("hostile") ? await runHostile(client, plane) : undefined;
 
     const report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -1415,6 +1547,7 @@ async function main(): Promise<void> {
       idle: idleResult,
       reads,
       export: exported,
+      hostile,
       transforms,
     };
     await mkdir(join(repoRoot, "bench"), { recursive: true });
@@ -1443,6 +1576,7 @@ function printTable(r: {
   idle: IdleResult[] | undefined;
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
+  hostile: HostilePhase[] | undefined;
   transforms: TransformResult[];
 }): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
@@ -1525,6 +1659,19 @@ function printTable(r: {
     p(
       `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
     );
+  if (r.hostile) {
+    p(
+      "hostile transforms (issue 21): a canary Referable while hostile ones are evaluated, beside the run without",
+    );
+    p(
+      "| hostile Referables | canary p50 / p99 / max ms | /healthz (event-loop lag as a probe sees it) p50 / p99 / max ms | peak RSS MiB |",
+    );
+    p("|---:|---|---|---:|");
+    for (const h of r.hostile)
+      p(
+        `| ${h.hostile} | ${ms(h.canary.p50)} / ${ms(h.canary.p99)} / ${ms(h.canary.max)} | ${ms(h.healthz.p50)} / ${ms(h.healthz.p99)} / ${ms(h.healthz.max)} | ${h.peakRssMiB} |`,
+      );
+  }
   p("");
   if (r.reads) {
     printReads(r.reads, p);

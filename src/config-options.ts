@@ -23,6 +23,9 @@ export interface Config {
   readonly statusWriteBudget: number;
   readonly statusWriteBudgetBurst: number;
   readonly maxValueBytes: number;
+  readonly transformWorkers: number;
+  readonly transformTimeoutMs: number;
+  readonly transformMaxHeapMiB: number;
   readonly allowSecrets: boolean;
   readonly allowSecretExport: boolean;
   readonly denyKinds: readonly string[];
@@ -47,6 +50,7 @@ export type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" |
 export const GROUPS = [
   "Cluster connection",
   "Sources",
+  "Transforms",
   "Reconciling and status writes",
   "Export",
   "Leader election",
@@ -244,6 +248,33 @@ export const OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "32768",
     help: "largest value (bytes of JSON) projected; larger gives ValueTooLarge",
+  },
+  {
+    key: "transformWorkers",
+    group: "Transforms",
+    flag: "transform-workers",
+    env: "REFERABLE_TRANSFORM_WORKERS",
+    kind: "int",
+    default: "1",
+    help: "worker threads that evaluate transforms, off the event loop that serves probes, the webhook and every other Referable",
+  },
+  {
+    key: "transformTimeoutMs",
+    group: "Transforms",
+    flag: "transform-timeout",
+    env: "REFERABLE_TRANSFORM_TIMEOUT",
+    kind: "duration",
+    default: "50ms",
+    help: "deadline of one transform evaluation (CPU time of its worker; at most 10 times this in wall-clock time): past it the worker is replaced and the Referable is TransformFailed",
+  },
+  {
+    key: "transformMaxHeapMiB",
+    group: "Transforms",
+    flag: "transform-max-heap",
+    env: "REFERABLE_TRANSFORM_MAX_HEAP",
+    kind: "int",
+    default: "64",
+    help: "heap ceiling of each transform worker, in MiB: an evaluation that reaches it is TransformFailed and its worker replaced",
   },
   {
     key: "allowSecrets",

@@ -31,6 +31,9 @@ describe("parseConfig", () => {
       statusWriteBudget: 500,
       statusWriteBudgetBurst: 1000,
       maxValueBytes: 32_768,
+      transformWorkers: 1,
+      transformTimeoutMs: 50,
+      transformMaxHeapMiB: 64,
       allowSecrets: false,
       allowSecretExport: false,
       denyKinds: [],
@@ -432,6 +435,7 @@ describe("helpText", () => {
     expect(headings).toEqual([
       "Cluster connection:",
       "Sources:",
+      "Transforms:",
       "Reconciling and status writes:",
       "Export:",
       "Leader election:",

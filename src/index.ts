@@ -35,6 +35,7 @@ export type {
 } from "./resolver/resolver.ts";
 export type { ResourceInfo } from "./kube/discovery.ts";
 export type { Logger } from "./log.ts";
+export type { TransformPoolOptions } from "./transform/pool.ts";
 
 // Filling `fooRef` into `foo` on your own objects.
 export { resolveReferences } from "./resolver/managed.ts";

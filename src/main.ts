@@ -254,7 +254,12 @@ async function serveWebhook(
       address: config.webhookBindAddress,
       certFile: join(config.webhookCertDir, "tls.crt"),
       keyFile: join(config.webhookCertDir, "tls.key"),
-      handler: createAdmissionHandler({ client, discovery, logger: webhookLogger }),
+      handler: createAdmissionHandler({
+        client,
+        discovery,
+        logger: webhookLogger,
+        maxValueBytes: config.maxValueBytes,
+      }),
       logger: webhookLogger,
     });
   } catch (err) {

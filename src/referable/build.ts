@@ -50,6 +50,12 @@ export interface BuildOptions {
   allowSecretExport?: boolean;
   /** See {@link ResolverOptions.maxValueBytes}. */
   maxValueBytes?: number;
+  /** Worker threads that evaluate transforms (--transform-workers). */
+  transformWorkers?: number;
+  /** Deadline of one transform evaluation (--transform-timeout). */
+  transformTimeoutMs?: number;
+  /** Heap ceiling of each transform worker, in MiB (--transform-max-heap). */
+  transformMaxHeapMiB?: number;
   /** See {@link ResolverOptions.informerLingerMs}. */
   informerLingerMs?: number;
   /** A silent watch (sources and Referables) is reopened after this long. */
@@ -100,6 +106,12 @@ export function buildController(options: BuildOptions): Built {
     "kindRetryMs",
     "watchTimeoutSeconds",
   ] as const);
+  const pool = definedOnly({
+    workers: options.transformWorkers,
+    timeoutMs: options.transformTimeoutMs,
+    maxHeapMiB: options.transformMaxHeapMiB,
+  });
+  if (Object.keys(pool).length > 0) resolverOptions.transformPool = pool;
   const resolver = new Resolver(resolverOptions);
   const events = new EventRecorder({
     client,

@@ -7,6 +7,8 @@ import type { SourceCache } from "../informers/source-cache.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
+import type { TransformPoolOptions } from "../transform/pool.ts";
+import type { TransformRunner } from "./transform.ts";
 import { ResolutionError } from "../errors.ts";
 import { checkKeys, everyKey } from "./strict.ts";
 
@@ -65,6 +67,14 @@ export interface ResolverOptions {
   kindRetryMs?: [number, number];
   /** Counts informer signals, for metrics. */
   onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
+  /**
+   * The worker threads transforms run in, off the event loop, and their limits: each evaluation
+   * has a deadline (`timeoutMs`, CPU time of its worker) and each worker a heap ceiling
+   * (`maxHeapMiB`); an evaluation past either is `TransformFailed`. The pool starts with the
+   * first transform, never keeps the process alive, and closes on {@link Resolver.stop}.
+   * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64 \}
+   */
+  transformPool?: TransformPoolOptions;
 }
 
 /**
@@ -85,6 +95,8 @@ export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
    * {@link Resolver.stop}); one over the client is made when absent.
    */
   cache?: SourceCache;
+  /** What evaluates transforms (not closed by {@link Resolver.stop}); a pool of its own when absent. */
+  transformRunner?: TransformRunner;
 }
 
 /** Options of one {@link Resolver.watch}. */
@@ -131,6 +143,14 @@ export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
   "watchCustomResourceDefinitions",
   "kindRetryMs",
   "onInformerSignal",
+  "transformPool",
+]);
+const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
+  "workers",
+  "timeoutMs",
+  "maxHeapMiB",
+  "cooldownMs",
+  "keepAlive",
 ]);
 /** Every key of {@link ResolveOptions}. */
 export const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
@@ -142,4 +162,7 @@ export function checkResolverOptions(options: unknown): void {
   if (typeof options !== "object" || options === null)
     throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
   checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
+  const pool = (options as ResolverOptions).transformPool;
+  if (typeof pool === "object" && pool !== null)
+    checkKeys(pool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
 }

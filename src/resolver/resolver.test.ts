@@ -11,7 +11,9 @@ import type { KindHandle, KindInterest, SourceCache } from "../informers/source-
 import { ApiError, type KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { ResolutionError } from "../errors.ts";
+import { compileTransform } from "../transform/index.ts";
 import { Resolver } from "./resolver.ts";
+import type { TransformRunner } from "./transform.ts";
 import type { AnyReference } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
 
@@ -425,6 +427,83 @@ describe("consistent reads: resolve(ref, { consistent: true })", () => {
       reason: "KindNotFound",
     });
     expect(cache.freshReads).toEqual([]);
+  });
+});
+
+describe("transforms run asynchronously, one evaluation per subscription at a time", () => {
+  /** A runner whose evaluations end when the test says: the worker pool's seam. */
+  function gatedRunner() {
+    const pending: Array<{ input: unknown; finish: () => void }> = [];
+    const runner: TransformRunner = {
+      evaluate: (text, shape, input, limits) =>
+        new Promise((resolve, reject) => {
+          pending.push({
+            input: input.value,
+            finish: () => {
+              try {
+                resolve(compileTransform(text, shape).evaluate(input, limits));
+              } catch (err) {
+                reject(err);
+              }
+            },
+          });
+        }),
+    };
+    return { runner, pending };
+  }
+
+  function setupGated() {
+    const cache = new FakeCache();
+    const { runner, pending } = gatedRunner();
+    resolver = new Resolver({
+      cache,
+      discovery,
+      watchCustomResourceDefinitions: false,
+      transformRunner: runner,
+    });
+    const pushed: ResolutionResult[] = [];
+    return { kind: cache.kind, resolver, pending, pushed, push: (r: ResolutionResult) => pushed.push(r) };
+  }
+
+  const transformed: AnyReference = { ...byName, transform: "value + '!'" } as AnyReference;
+
+  it("a change while an evaluation runs waits for it, then the latest state is evaluated; the stale result is never pushed", async () => {
+    const { kind, resolver, pending, pushed, push } = setupGated();
+    resolver.watch(transformed, push);
+    kind.put(cm("db", "one"));
+    await nextTurn();
+    expect(pending.map((p) => p.input)).toEqual(["one"]);
+    kind.put(cm("db", "two"));
+    kind.put(cm("db", "three"));
+    await nextTurn();
+    // No second evaluation while the first runs.
+    expect(pending.map((p) => p.input)).toEqual(["one"]);
+    pending[0]!.finish();
+    await nextTurn();
+    await nextTurn();
+    expect(pending.map((p) => p.input)).toEqual(["one", "three"]);
+    pending[1]!.finish();
+    await nextTurn();
+    // SourceNotFound before the object arrived; never "one!" nor "two!".
+    expect(pushed.map(summary)).toEqual([
+      { reason: "SourceNotFound" },
+      { reason: "Available", value: "three!" },
+    ]);
+  });
+
+  it("a result without a value, computed while an evaluation runs, is pushed at once and the evaluation's result dropped", async () => {
+    const { kind, resolver, pending, pushed, push } = setupGated();
+    resolver.watch(transformed, push);
+    kind.put(cm("db", "one"));
+    await nextTurn();
+    kind.put({ ...cm("db", "one"), data: {} });
+    await nextTurn();
+    const want = [{ reason: "SourceNotFound" }, { reason: "FieldNotFound" }];
+    expect(pushed.map(summary)).toEqual(want);
+    pending[0]!.finish();
+    await nextTurn();
+    await nextTurn();
+    expect(pushed.map(summary)).toEqual(want);
   });
 });
 

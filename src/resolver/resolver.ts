@@ -45,7 +45,8 @@ import {
   stripOk,
   toResolutionError,
 } from "./results.ts";
-import { applyTransform } from "./transform.ts";
+import { TransformPool } from "../transform/pool.ts";
+import { applyTransform, needsTransform, type TransformRunner } from "./transform.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -74,6 +75,7 @@ export class Resolver {
   private readonly kindChanges: KindChanges;
   private flushScheduled = false;
   private stopped = false;
+  private ownPool: TransformPool | undefined;
 
   /**
    * Use {@link createResolver}; the constructor also takes the internal wiring.
@@ -232,6 +234,14 @@ export class Resolver {
     this.waiter.stop();
     if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client?.close();
+    await this.ownPool?.close();
+  }
+
+  /** The runner transforms go to: the wired one, else a pool of its own made on first use. */
+  private get runner(): TransformRunner {
+    if (this.options.transformRunner) return this.options.transformRunner;
+    this.ownPool ??= new TransformPool({ ...this.options.transformPool, keepAlive: false });
+    return this.ownPool;
   }
 
   /** The first result that is not Pending, or Pending after `resolveTimeoutMs`. */
@@ -272,7 +282,7 @@ export class Resolver {
     } catch (err) {
       return { ok: false, error: toResolutionError(err) };
     }
-    if (request.target === "external") return this.computeFrom(request, PENDING_VIEW);
+    if (request.target === "external") return await this.computeFrom(request, PENDING_VIEW);
     let resource: ResourceInfo;
     try {
       resource = await this.kindChanges.lookupFresh(request.apiVersion, request.kind);
@@ -297,14 +307,14 @@ export class Resolver {
       get: (_ns, name) => items.find((p) => p.metadata.name === name),
       list: () => items,
     };
-    return this.computeFrom(request, view);
+    return await this.computeFrom(request, view);
   }
 
-  private computeFrom(request: CompiledRequest, view: SourceView): ResolutionResult {
+  private computeFrom(request: CompiledRequest, view: SourceView): Promise<ResolutionResult> {
     const result = computeResult(request, view, this.limits);
     // Every object of a fresh read was projected with this request's own reads.
     if ("notKept" in result) throw new Error(`a read of ${request.describe} was not kept (a bug)`);
-    return applyTransform(request, result, this.limits);
+    return applyTransform(request, result, this.limits, this.runner);
   }
 
   private async attach(sub: Sub): Promise<void> {
@@ -410,7 +420,28 @@ export class Resolver {
       index?.refresh(sub);
       return;
     }
-    this.deliver(sub, applyTransform(sub.request, result, this.limits));
+    sub.generation++;
+    if (!needsTransform(sub.request, result)) {
+      this.deliver(sub, result);
+      return;
+    }
+    // One evaluation at a time per subscription: a change while one runs is taken up when it
+    // ends (from the cache as it is then), so a source that changes faster than its transform
+    // evaluates queues nothing.
+    if (sub.transforming) {
+      sub.retransform = true;
+      return;
+    }
+    sub.transforming = true;
+    const generation = sub.generation;
+    void applyTransform(sub.request, result, this.limits, this.runner).then((transformed) => {
+      sub.transforming = false;
+      if (sub.closed || this.stopped) return;
+      if (sub.retransform) {
+        sub.retransform = false;
+        this.recompute(sub);
+      } else if (generation === sub.generation) this.deliver(sub, transformed);
+    });
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {

@@ -122,6 +122,13 @@ describe("unknown options are InvalidSpec too", () => {
     );
   });
 
+  it("createResolver refuses an unknown key of transformPool, before connecting anywhere", () => {
+    const options = { kubeConfig: {} as never, transformPool: { timeout: 10 } } as unknown as ResolverOptions;
+    expect(() => createResolver(options)).toThrow(
+      /unknown key "timeout" in the transformPool option of createResolver/,
+    );
+  });
+
   it("resolveReferences refuses an unknown key in a field, before reading anything", async () => {
     const reader: ReferenceReader = {
       resolve: () => Promise.reject(new Error("must not be called")),

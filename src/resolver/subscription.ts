@@ -33,6 +33,12 @@ export class Sub implements Subscription {
   /** An attach (discovery lookup) is under way. */
   attaching = false;
   retryTimer: NodeJS.Timeout | undefined;
+  /** Counts results computed, so a transform that ends after a newer result is dropped. */
+  generation = 0;
+  /** A transform of its result is being evaluated. */
+  transforming = false;
+  /** The result changed while a transform was evaluated: compute again when it ends. */
+  retransform = false;
   retries = 0;
   readonly request: CompiledRequest;
   readonly callback: WatchCallback;

@@ -1,9 +1,14 @@
 import { ResolutionError } from "../errors.ts";
 import { compileRequest, type AnyReference } from "./request.ts";
-import { applyTransform } from "./transform.ts";
+import { compileTransform } from "../transform/index.ts";
+import { applyTransform, type TransformRunner } from "./transform.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";
 
 const LIMITS = { maxValueBytes: 1024 };
+/** Evaluates in this thread: the pool's own behaviour is src/transform/pool.test.ts's. */
+const inProcess: TransformRunner = {
+  evaluate: async (text, shape, input, limits) => compileTransform(text, shape).evaluate(input, limits),
+};
 const SRC: SourceRef = {
   apiVersion: "v1",
   kind: "ConfigMap",
@@ -95,8 +100,35 @@ describe("applyTransform", () => {
       result: { ok: true, reason: "Available", value: "x".repeat(600), source: SRC },
       want: { ok: false, error: expect.objectContaining({ reason: "TransformFailed" }) },
     },
-  ])("$reason", ({ ref, result, want }) => {
-    expect(applyTransform(compileRequest(ref), result, LIMITS)).toEqual(want);
+    {
+      reason:
+        "an expression whose worst-case cost with inputs of maxValueBytes is over the budget is InvalidSpec, never evaluated",
+      ref: multiple({ transform: "values.map(a, values.map(b, values.map(c, a + b + c))).size()" }),
+      result: { ok: true, reason: "Available", values: ["a"], sources: [SRC] },
+      want: {
+        ok: false,
+        error: expect.objectContaining({
+          reason: "InvalidSpec",
+          message: expect.stringMatching(
+            /transform: its estimated worst-case cost is \d+, over the budget of 1000000/,
+          ),
+        }),
+      },
+    },
+  ])("$reason", async ({ ref, result, want }) => {
+    expect(await applyTransform(compileRequest(ref), result, LIMITS, inProcess)).toEqual(want);
+  });
+
+  it("a runner that rejects with something else than a ResolutionError is TransformFailed, never a rejection", async () => {
+    const broken: TransformRunner = { evaluate: () => Promise.reject(new Error("boom")) };
+    const ref = named({ transform: "value + '!'" });
+    const got = await applyTransform(
+      compileRequest(ref),
+      { ok: true, reason: "Available", value: "v", source: SRC },
+      LIMITS,
+      broken,
+    );
+    expect(got).toEqual({ ok: false, error: expect.objectContaining({ reason: "TransformFailed" }) });
   });
 
   it("a transform that does not compile makes the request InvalidSpec, named by its field", () => {

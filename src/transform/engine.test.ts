@@ -322,7 +322,7 @@ describe("a transform that fails at run time is TransformFailed, never a throw o
       text: "[value, value]",
       shape: SINGLE,
       input: single("x".repeat(20000)),
-      want: ["result is 40007 bytes, over the limit of 32768"],
+      want: ["result is over the limit of 32768 bytes of JSON (ValueTooLarge)"],
     },
     {
       reason: "an int beyond what a JSON number holds exactly",

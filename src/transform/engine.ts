@@ -13,6 +13,7 @@ import { LRUCache } from "lru-cache";
 import { Limits } from "../api/limits.ts";
 import { ResolutionError, isResolutionError } from "../errors.ts";
 import { CostExceeded, DEFAULT_COST_BUDGET, Meter, installMeter } from "./cost.ts";
+import { estimateCost } from "./estimate.ts";
 import { ExtensionError, registerExtensions } from "./extensions.ts";
 import { toCel, toJson } from "./json.ts";
 
@@ -69,6 +70,16 @@ export interface CompiledTransform {
   readonly shape: TransformShape;
   /** Evaluates with `input`; throws only a `ResolutionError` with reason `TransformFailed`. */
   evaluate(input: TransformInput, limits: EvaluateLimits): TransformOutput;
+  /**
+   * The worst-case cost of one evaluation with inputs of up to `maxValueBytes` (see
+   * ./estimate.ts), computed once per size.
+   */
+  estimateCost(maxValueBytes: number): number;
+  /**
+   * Why the expression is refused before it runs: its estimated worst-case cost with inputs of
+   * `limits.maxValueBytes` is over `limits.costBudget`; undefined when it is not.
+   */
+  overBudget(limits: EvaluateLimits): string | undefined;
 }
 
 type Program = ((context: Record<string, unknown>) => unknown) & { ast: unknown };
@@ -112,6 +123,12 @@ function engineFor(shape: TransformShape): Engine {
   installMeter(evaluator as Parameters<typeof installMeter>[0], () => engine.meter);
   engines.set(key, engine);
   return engine;
+}
+
+/** Builds the engine of every shape, so a worker's first evaluation does not pay for it. */
+export function warmUp(): void {
+  for (const mode of ["Single", "Multiple"] as const)
+    for (const hasDefault of [false, true]) engineFor({ mode, hasDefault });
 }
 
 const cache = new LRUCache<string, CompiledTransform | ResolutionError>({ max: COMPILE_CACHE_SIZE });
@@ -166,6 +183,9 @@ function withoutValues(message: string, text: string, input: TransformInput): st
   }
   return message;
 }
+
+/** What the evaluated text starts with (see compileUncached). */
+const WRAP_PREFIX = "dyn(";
 
 /** Functions refused at compile time, with why. */
 const REFUSED: Record<string, string> = {
@@ -259,11 +279,41 @@ function compileUncached(
       `${field}: ${REFUSED[refused.name]}${position(text, refused.pos)}`,
     );
   }
+  // The library evaluates the root of an expression itself, past the evaluator's `run` that the
+  // meter counts on: as the argument of `dyn(...)` the expression's own root is a step like any
+  // other (metered, and a map literal there keeps every key). The line break ends a trailing
+  // `//` comment. It parses and type-checks as the text did, which was checked above.
+  const wrapped = engine.env.parse(`${WRAP_PREFIX}${text}\n)`) as unknown as Program;
+  (wrapped as unknown as { check(): unknown }).check();
+  program = wrapped;
+  const estimates = new Map<number, number>();
+  const estimateFor = (maxValueBytes: number) => {
+    let cost = estimates.get(maxValueBytes);
+    if (cost === undefined) {
+      cost = estimateCost(program.ast, maxValueBytes);
+      // A process sees one or two sizes (the controller's flag, a library's option).
+      if (estimates.size >= 8) estimates.clear();
+      estimates.set(maxValueBytes, cost);
+    }
+    return cost;
+  };
   return {
     text,
     shape: { ...shape },
     evaluate: (input, limits) => evaluate(engine, program, text, shape, input, limits),
+    estimateCost: estimateFor,
+    overBudget: (limits) => {
+      const budget = limits.costBudget ?? DEFAULT_COST_BUDGET;
+      const cost = estimateFor(limits.maxValueBytes);
+      if (cost <= budget) return undefined;
+      return `${field}: its estimated worst-case cost is ${cost}, over the budget of ${budget} (inputs of up to ${limits.maxValueBytes} bytes, --max-value-bytes): iterate over less, or avoid nested comprehensions and repeated searches over large values`;
+    },
   };
+}
+
+/** A position in the evaluated text, `dyn(` + text + `)`, as a position in the text. */
+function unwrapped(pos: unknown): unknown {
+  return typeof pos === "number" ? pos - WRAP_PREFIX.length : pos;
 }
 
 function failed(message: string): ResolutionError {
@@ -295,7 +345,7 @@ function evaluate(
     if (isResolutionError(err)) throw err;
     if (err instanceof RangeError) throw failed(`the transform ran out of room: ${headline(err)}`);
     throw failed(
-      `the transform failed: ${err instanceof ExtensionError ? headline(err) : withoutValues(headline(err), text, input)}${position(text, (err as { node?: { pos?: unknown } }).node?.pos)}`,
+      `the transform failed: ${err instanceof ExtensionError ? headline(err) : withoutValues(headline(err), text, input)}${position(text, unwrapped((err as { node?: { pos?: unknown } }).node?.pos))}`,
     );
   } finally {
     engine.meter = outer;
@@ -303,10 +353,10 @@ function evaluate(
   // An error the expression absorbed (true || <over budget>) still spent the budget.
   if (meter.exceeded)
     throw failed(`the transform exceeded its cost budget of ${budget}: make it do less work`);
-  const value = toJson(result);
-  const bytes = Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
-  if (bytes > limits.maxValueBytes) {
-    throw failed(`the transform's result is ${bytes} bytes, over the limit of ${limits.maxValueBytes}`);
+  try {
+    return { value: toJson(result, limits.maxValueBytes), cost: meter.cost };
+  } catch (err) {
+    if (isResolutionError(err)) throw err;
+    throw failed(`the transform's result could not be converted to JSON: ${headline(err)}`);
   }
-  return { value, cost: meter.cost };
 }

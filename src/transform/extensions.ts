@@ -60,29 +60,62 @@ function replace(s: string, from: string, to: string, limit: bigint): string {
   return parts.slice(0, count + 1).join(to) + from + parts.slice(count + 1).join(from);
 }
 
-/** Formats one value as cel-go's `%s` does: strings unquoted, lists and maps (keys sorted) recursively. */
-function formatPlain(value: unknown): string {
-  if (typeof value === "string") return value;
-  if (typeof value === "bigint" || typeof value === "boolean") return String(value);
-  if (typeof value === "number") {
-    if (Number.isNaN(value)) return "NaN";
-    if (!Number.isFinite(value)) return value > 0 ? "Infinity" : "-Infinity";
-    return String(value);
-  }
-  if (value === null || value === undefined) return "null";
-  if (value instanceof Uint8Array) return Buffer.from(value).toString("utf8");
-  if (value instanceof Date) return value.toISOString().replace(/\.000Z$/, "Z");
-  if (Array.isArray(value)) return `[${value.map(formatPlain).join(", ")}]`;
-  const name = (value as object).constructor?.name;
-  if (name === "Duration") return String(value);
-  if (name === "UnsignedInt") return String(value.valueOf());
-  if (name === "Type") return String((value as { name?: unknown }).name);
-  const entries: Array<[string, string]> =
-    value instanceof Map
-      ? [...value].map(([k, v]) => [formatPlain(k), formatPlain(v)])
-      : Object.entries(value as object).map(([k, v]) => [k, formatPlain(v)]);
-  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${k}: ${v}`).join(", ")}}`;
+/**
+ * Formats one value as cel-go's `%s` does: strings unquoted, lists and maps (keys sorted)
+ * recursively. The text is counted as it is built and the walk stops once it passes `room`
+ * characters, so a list of many references to one large string fails at the limit rather than
+ * after building the whole text.
+ */
+function formatPlain(value: unknown, room: number): string {
+  const parts: string[] = [];
+  let length = 0;
+  const tooLong = () => fail(`format would build a string over the limit of ${MAX_BUILT_STRING} characters`);
+  const put = (text: string) => {
+    length += text.length;
+    if (length > room) tooLong();
+    parts.push(text);
+  };
+  const walk = (v: unknown, depth: number): void => {
+    if (depth > 100) fail("format: the value is nested deeper than 100 levels");
+    if (typeof v === "string") return put(v);
+    if (typeof v === "bigint" || typeof v === "boolean") return put(String(v));
+    if (typeof v === "number") {
+      if (Number.isNaN(v)) return put("NaN");
+      if (!Number.isFinite(v)) return put(v > 0 ? "Infinity" : "-Infinity");
+      return put(String(v));
+    }
+    if (v === null || v === undefined) return put("null");
+    // Decoding allocates no more than the bytes, which already exist.
+    if (v instanceof Uint8Array) return put(Buffer.from(v).toString("utf8"));
+    if (v instanceof Date) return put(v.toISOString().replace(/\.000Z$/, "Z"));
+    if (Array.isArray(v)) {
+      put("[");
+      v.forEach((x, i) => {
+        if (i > 0) put(", ");
+        walk(x, depth + 1);
+      });
+      return put("]");
+    }
+    const name = (v as object).constructor?.name;
+    if (name === "Duration") return put(String(v));
+    if (name === "UnsignedInt") return put(String(v.valueOf()));
+    if (name === "Type") return put(String((v as { name?: unknown }).name));
+    const entries: Array<[string, unknown]> =
+      v instanceof Map
+        ? [...v].map(([k, x]) => [formatPlain(k, room - length), x])
+        : Object.keys(v as object).map((k) => [k, (v as Record<string, unknown>)[k]]);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    put("{");
+    entries.forEach(([k, x], i) => {
+      if (i > 0) put(", ");
+      put(k);
+      put(": ");
+      walk(x, depth + 1);
+    });
+    put("}");
+  };
+  walk(value, 0);
+  return parts.join("");
 }
 
 /** cel-go's `strings.quote`: the text in double quotes, with escapes for what is not printable. */
@@ -147,7 +180,7 @@ function format(template: string, args: unknown[]): string {
     let text: string;
     switch (verb) {
       case "s":
-        text = formatPlain(arg);
+        text = formatPlain(arg, MAX_BUILT_STRING - template.length - built);
         break;
       case "d":
         text = String(asInteger(arg, verb));

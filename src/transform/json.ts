@@ -18,7 +18,7 @@ function tooDeep(): never {
   );
 }
 
-/** The CEL value of JSON `value`: whole numbers become `int` (bigint), other numbers `double`. */
+/** The CEL value of JSON `value`: whole numbers become `int` (bigint), other numbers `double`, objects `Map`s. */
 export function toCel(value: unknown, depth = 0): unknown {
   if (depth > MAX_DEPTH) tooDeep();
   if (typeof value === "number") {
@@ -27,11 +27,10 @@ export function toCel(value: unknown, depth = 0): unknown {
   }
   if (Array.isArray(value)) return value.map((v) => toCel(v, depth + 1));
   if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
-      // defineProperty, so a "__proto__" key stays a key and never becomes a prototype.
-      Object.defineProperty(out, k, { value: toCel(v, depth + 1), enumerable: true, writable: true });
-    }
+    // A Map, not an object: the CEL library reads an object's type from its `constructor`, so a
+    // key named "constructor" (or "__proto__") in an object would break it or be lost.
+    const out = new Map<string, unknown>();
+    for (const k of Object.keys(value)) out.set(k, toCel((value as Record<string, unknown>)[k], depth + 1));
     return out;
   }
   return value;
@@ -41,17 +40,56 @@ function runtime(message: string): never {
   throw new ResolutionError("TransformFailed", message);
 }
 
-/** The JSON value of a CEL result; throws `TransformFailed` for what JSON cannot hold. */
-export function toJson(value: unknown, depth = 0): unknown {
+/**
+ * The JSON value of a CEL result, sized as it is built: the bytes its JSON text would take are
+ * counted as the walk goes (a value reached twice, through two references, counts twice, as
+ * JSON would write it twice), and the walk stops as soon as the count passes `maxBytes`, so a
+ * result far over the limit costs no more than the limit to refuse. Throws `TransformFailed`
+ * (ValueTooLarge in the message) over the limit, and for what JSON cannot hold.
+ */
+export function toJson(value: unknown, maxBytes = Number.POSITIVE_INFINITY): unknown {
+  const budget = { left: maxBytes, limit: maxBytes };
+  return convert(value, 0, budget);
+}
+
+interface Budget {
+  left: number;
+  readonly limit: number;
+}
+
+function spend(budget: Budget, bytes: number): void {
+  budget.left -= bytes;
+  if (budget.left < 0)
+    runtime(
+      `the transform's result is over the limit of ${budget.limit} bytes of JSON (ValueTooLarge): make it return less`,
+    );
+}
+
+/** Bytes of `text` as a JSON string: checked against the budget before the escaped copy is made. */
+function spendString(budget: Budget, text: string): void {
+  // A JSON string takes at least its length plus the quotes; only one that may fit is escaped.
+  spend(budget, text.length + 2);
+  budget.left += text.length + 2;
+  spend(budget, Buffer.byteLength(JSON.stringify(text), "utf8"));
+}
+
+function convert(value: unknown, depth: number, budget: Budget): unknown {
   if (depth > MAX_DEPTH) tooDeep();
   switch (typeof value) {
     case "string":
-    case "boolean":
+      spendString(budget, value);
       return value;
-    case "bigint":
-      return exactNumber(value, "int");
+    case "boolean":
+      spend(budget, value ? 4 : 5);
+      return value;
+    case "bigint": {
+      const n = exactNumber(value, "int");
+      spend(budget, String(n).length);
+      return n;
+    }
     case "number":
       if (!Number.isFinite(value)) runtime(`the transform returned ${value}, which JSON cannot hold`);
+      spend(budget, JSON.stringify(value).length);
       return value;
     case "undefined":
       return runtime("the transform returned no value");
@@ -60,27 +98,61 @@ export function toJson(value: unknown, depth = 0): unknown {
     default:
       return runtime(`the transform returned a ${typeof value}, which JSON cannot hold`);
   }
-  if (value === null) return null;
-  if (Array.isArray(value)) return value.map((v) => toJson(v, depth + 1));
-  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
-  if (value instanceof Date) return value.toISOString();
+  if (value === null) {
+    spend(budget, 4);
+    return null;
+  }
+  if (Array.isArray(value)) {
+    spend(budget, 2 + Math.max(0, value.length - 1));
+    const out: unknown[] = [];
+    for (const v of value) out.push(convert(v, depth + 1, budget));
+    return out;
+  }
+  if (value instanceof Uint8Array) {
+    spend(budget, 4 * Math.ceil(value.length / 3) + 2);
+    return Buffer.from(value).toString("base64");
+  }
+  if (value instanceof Date) {
+    const text = value.toISOString();
+    spendString(budget, text);
+    return text;
+  }
   if (value instanceof Map) {
+    spend(budget, 2 + Math.max(0, value.size - 1));
     const out: Record<string, unknown> = {};
-    for (const [k, v] of value) define(out, String(toJson(k, depth + 1)), toJson(v, depth + 1));
+    for (const [k, v] of value) {
+      const key = String(convert(k, depth + 1, budget));
+      spend(budget, typeof k === "string" ? 1 : 3); // the colon (and quotes for a non-string key)
+      define(out, key, convert(v, depth + 1, budget));
+    }
     return out;
   }
   const tag = Object.prototype.toString.call(value);
   const obj = value as Record<string, unknown> & { hasValue?: () => boolean; value?: unknown };
   if (tag === "[object optional]" || tag === "[object Optional]") {
     if (typeof obj.hasValue === "function" && obj.hasValue())
-      return toJson((obj.value as () => unknown)(), depth);
+      return convert((obj.value as () => unknown)(), depth, budget);
     return runtime("the transform returned an empty optional: end it with .orValue(...)");
   }
-  if (value.constructor?.name === "UnsignedInt") return exactNumber(BigInt(String(value.valueOf())), "uint");
-  if (value.constructor?.name === "Duration") return String(value);
+  if (value.constructor?.name === "UnsignedInt") {
+    const n = exactNumber(BigInt(String(value.valueOf())), "uint");
+    spend(budget, String(n).length);
+    return n;
+  }
+  if (value.constructor?.name === "Duration") {
+    const text = String(value);
+    spendString(budget, text);
+    return text;
+  }
   if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) {
+    const keys = Object.keys(value);
+    spend(budget, 2 + Math.max(0, keys.length - 1));
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) define(out, k, toJson(v, depth + 1));
+    for (const k of keys) {
+      spendString(budget, k);
+      spend(budget, 1);
+      define(out, k, convert((value as Record<string, unknown>)[k], depth + 1, budget));
+    }
     return out;
   }
   return runtime(`the transform returned a ${value.constructor?.name ?? "value"}, which JSON cannot hold`);

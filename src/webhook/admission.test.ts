@@ -269,6 +269,21 @@ const cases: Case[] = [
     message: "spec.transform: does not parse: Unexpected token: EOF (at line 1, column 8)",
   },
   {
+    reason:
+      "a transform whose estimated worst-case cost with inputs of --max-value-bytes is over the budget is refused, with the estimate, before any access check",
+    request: {
+      object: referable(cm("db"), {
+        selection: { mode: "Multiple" },
+        transform: "values.map(a, values.map(b, values.map(c, a + b + c))).size()",
+      }),
+    },
+    allowed: false,
+    asked: [],
+    code: 422,
+    message:
+      "spec.transform: its estimated worst-case cost is 267404771301788, over the budget of 1000000 (inputs of up to 32768 bytes, --max-value-bytes): iterate over less, or avoid nested comprehensions and repeated searches over large values",
+  },
+  {
     reason: "a transform that does not type-check for its mode is refused",
     request: {
       object: referable(

@@ -51,6 +51,13 @@ export interface AdmissionHandlerOptions {
    * @default 8000
    */
   timeoutMs?: number;
+  /**
+   * The bound on a value's size, in bytes of JSON (the controller's `--max-value-bytes`): a
+   * transform's worst-case cost is estimated with inputs of this size. @default 32768
+   */
+  maxValueBytes?: number;
+  /** The cost budget of one evaluation. @default 1000000 */
+  costBudget?: number;
 }
 
 /**
@@ -106,8 +113,12 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
     if (request.operation === "UPDATE" && sameJson(specOf(request.object), specOf(request.oldObject)))
       return allow();
 
-    // A transform that cannot compile never runs: refused before any access check.
-    const transformError = transformProblem(request.object);
+    // A transform that cannot compile, or whose estimated worst-case cost is over the budget,
+    // never runs: refused before any access check.
+    const transformError = transformProblem(request.object, {
+      maxValueBytes: options.maxValueBytes ?? 32 * 1024,
+      ...(options.costBudget !== undefined ? { costBudget: options.costBudget } : {}),
+    });
     if (transformError !== undefined) return refuse(422, "Invalid", transformError);
 
     const exportNeeds = exportPermissions(request);

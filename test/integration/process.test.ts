@@ -253,11 +253,12 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 30 options, --help and --version, each on two lines, under headings.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(32);
+    // 33 options, --help and --version, each on two lines, under headings.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(35);
     expect(lines.filter((l) => /^[A-Z][a-z ]+:$/.test(l))).toEqual([
       "Cluster connection:",
       "Sources:",
+      "Transforms:",
       "Reconciling and status writes:",
       "Export:",
       "Leader election:",

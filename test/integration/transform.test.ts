@@ -181,7 +181,7 @@ describe("a transform that fails says why, once", () => {
     expect(view.message).toContain("not base64");
   });
 
-  it("a transform over its cost budget is TransformFailed, promptly", async () => {
+  it("a transform whose estimated worst-case cost is over the budget is InvalidSpec, promptly", async () => {
     const started = Date.now();
     const rf = await createReferable({
       source: byName(cm, "data.list"),
@@ -189,8 +189,8 @@ describe("a transform that fails says why, once", () => {
       transform:
         "cel.bind(l, value.split(','), l.map(a, l.map(b, l.map(c, l.map(d, a + b + c + d)))).size())",
     });
-    const view = await settlesAt(rf, "TransformFailed");
-    expect(view.message).toContain("cost budget of 1000000");
+    const view = await settlesAt(rf, "InvalidSpec");
+    expect(view.message).toMatch(/estimated worst-case cost is \d+, over the budget of 1000000/);
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 
@@ -199,28 +199,32 @@ describe("a transform that fails says why, once", () => {
       reason: "string doubling with nested binds",
       transform:
         "cel.bind(a, value + value, cel.bind(b, a + a, cel.bind(c, b + b, cel.bind(d, c + c, cel.bind(e, d + d, cel.bind(f, e + e, cel.bind(g, f + f, cel.bind(h, g + g, (h + h).size()))))))))",
-      message: "cost budget",
+      want: "InvalidSpec",
+      message: "estimated worst-case cost",
     },
     {
       reason: "nested comprehensions over a 30,000-character split",
       transform: "value.split('').map(a, value.split('').map(b, a + b)).size()",
-      message: "cost budget",
+      want: "InvalidSpec",
+      message: "estimated worst-case cost",
     },
     {
       reason: "a replace that would multiply the value by itself",
       transform: "value.replace('x', value)",
+      want: "TransformFailed",
       message: "replace would build a string",
     },
     {
       reason: "a result far over the value size cap",
       transform: "[value, value, value]",
+      want: "TransformFailed",
       message: "over the limit of 32768",
     },
   ])(
-    "a hostile expression ($reason) is TransformFailed and the controller carries on",
-    async ({ transform, message }) => {
+    "a hostile expression ($reason) is refused or TransformFailed and the controller carries on",
+    async ({ transform, want, message }) => {
       const rf = await createReferable({ source: byName(big, "data.v"), transform });
-      const view = await settlesAt(rf, "TransformFailed");
+      const view = await settlesAt(rf, want);
       expect(view.message).toContain(message);
       expect(view.message).not.toContain("xxxxxxxxxx");
     },

@@ -233,7 +233,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         reason: "InvalidSpec",
         message: `${describeObject(object)} is a source of this Referable: a Referable cannot export into an object it reads; export into another object`,
       });
-    const stored: Record<string, string> = {};
+    // No prototype: "__proto__" is a valid key to export into.
+    const stored: Record<string, string> = Object.create(null);
     if (ctx.text !== undefined && !readsIt)
       for (const k of keys) stored[k] = storedText(object.kind, ctx.text);
     const hash = hashOf(stored);

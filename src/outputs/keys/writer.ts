@@ -309,7 +309,8 @@ export async function writeKey(
     return { written: false, resourceVersion: state.resourceVersion };
   // The manager's other keys in the object are applied again as they are: an apply without them
   // would remove them.
-  const keys: Record<string, string> = {};
+  // No prototype: "__proto__" is a valid ConfigMap key and an assignment must not drop it.
+  const keys: Record<string, string> = Object.create(null);
   for (const k of state.owned) {
     const v = state.values.get(k);
     if (v !== undefined) keys[k] = v;
@@ -330,7 +331,8 @@ export async function removeKey(
 ): Promise<boolean> {
   const state = await readTarget(client, target, [], options);
   if (!state.exists || !state.owned.has(target.key)) return false;
-  const keys: Record<string, string> = {};
+  // No prototype: "__proto__" is a valid ConfigMap key and an assignment must not drop it.
+  const keys: Record<string, string> = Object.create(null);
   for (const k of state.owned) {
     const v = state.values.get(k);
     if (k !== target.key && v !== undefined) keys[k] = v;

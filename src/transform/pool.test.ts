@@ -1,0 +1,134 @@
+import { spawnSync } from "node:child_process";
+import { isResolutionError } from "../errors.ts";
+import { compileTransform, type TransformInput, type TransformShape } from "./engine.ts";
+import { TransformPool } from "./pool.ts";
+
+const S: TransformShape = { mode: "Single", hasDefault: false };
+const input = (value: unknown): TransformInput => ({ value, sources: [] });
+const LIMITS = { maxValueBytes: 32 * 1024 };
+/** No budget to speak of: these cases are about what stops an evaluation the meter lets run. */
+const UNMETERED = { maxValueBytes: 32 * 1024, costBudget: 1e15 };
+const hundred = `[${Array.from({ length: 100 }, (_, i) => i).join(", ")}]`;
+/** 10^8 steps: minutes of CPU if nothing stops it. */
+const SPIN = `${hundred}.map(a, ${hundred}.map(b, ${hundred}.map(c, ${hundred}.map(d, a + b + c + d).size()).size()).size()).size()`;
+/** Lists of lists of a thousand strings: hundreds of MiB if nothing stops it. */
+const HOG = `cel.bind(l, ${hundred}.map(i, 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' + string(i)), l.map(a, l.map(b, l.map(c, [a, b, c]))).size())`;
+
+async function outcome(p: Promise<{ value: unknown }>): Promise<unknown> {
+  try {
+    return (await p).value;
+  } catch (err) {
+    if (!isResolutionError(err)) throw err;
+    return { reason: err.reason, message: err.message };
+  }
+}
+
+describe("TransformPool", () => {
+  let pool: TransformPool;
+  afterEach(async () => {
+    await pool.close();
+  });
+
+  it("evaluates in a worker as the engine does in process", async () => {
+    pool = new TransformPool();
+    const inProcess = compileTransform("value + '!'", S).evaluate(input("v"), LIMITS);
+    await expect(pool.evaluate("value + '!'", S, input("v"), LIMITS)).resolves.toEqual(inProcess);
+    // The engine's own failures come back as they are.
+    expect(await outcome(pool.evaluate("value.missing", S, input({}), LIMITS))).toEqual({
+      reason: "TransformFailed",
+      message: expect.stringContaining("the transform failed"),
+    });
+  });
+
+  it("stops an evaluation past its deadline, says so, and the next evaluation runs in a new worker", async () => {
+    pool = new TransformPool({ timeoutMs: 50 });
+    const started = Date.now();
+    expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual({
+      reason: "TransformFailed",
+      message:
+        "the transform ran past its time limit of 50 ms: make it do less work (it is not evaluated again for 30 s)",
+    });
+    // At most the hard wall-clock deadline (10x), whatever the machine's load.
+    expect(Date.now() - started).toBeLessThan(50 * 10 + 2000);
+    await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+  });
+
+  it("stops an evaluation that reaches the heap ceiling, says so, and carries on", async () => {
+    pool = new TransformPool({ timeoutMs: 60_000, maxHeapMiB: 16 });
+    expect(await outcome(pool.evaluate(HOG, S, input(null), UNMETERED))).toEqual({
+      reason: "TransformFailed",
+      message:
+        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (it is not evaluated again for 30 s)",
+    });
+    await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+  });
+
+  it("fails only the evaluation that overran: those queued behind it in the same worker are answered", async () => {
+    pool = new TransformPool({ workers: 1, timeoutMs: 50 });
+    const hostile = outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    const canaries = Array.from({ length: 20 }, (_, i) =>
+      outcome(pool.evaluate("value * 2", S, input(i), LIMITS)),
+    );
+    expect(await hostile).toMatchObject({ reason: "TransformFailed" });
+    expect(await Promise.all(canaries)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+  });
+
+  it("fails an expression that overran at once, for the cool-down, and only that expression", async () => {
+    pool = new TransformPool({ timeoutMs: 50, cooldownMs: 60_000 });
+    const first = await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    const started = Date.now();
+    // The same message, so a status does not change for it; no worker spent on it.
+    expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual(first);
+    expect(Date.now() - started).toBeLessThan(50);
+    await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+  });
+
+  it("keeps a key named __proto__, constructor or prototype, in and out", async () => {
+    pool = new TransformPool();
+    const value = JSON.parse('{"__proto__": 1, "constructor": 2, "prototype": 3}');
+    const got = (
+      await pool.evaluate(
+        "{'__proto__': value['__proto__'], 'constructor': value.constructor, 'prototype': 3}",
+        S,
+        input(value),
+        LIMITS,
+      )
+    ).value as object;
+    expect(Object.keys(got)).toEqual(["__proto__", "constructor", "prototype"]);
+    expect(JSON.stringify(got)).toBe('{"__proto__":1,"constructor":2,"prototype":3}');
+  });
+
+  it("without keepAlive, finishes an evaluation a script awaits, then lets the process exit though never closed", () => {
+    pool = new TransformPool();
+    const script = [
+      `import { TransformPool } from ${JSON.stringify(new URL("./pool.ts", import.meta.url).href)};`,
+      "const pool = new TransformPool({ keepAlive: false });",
+      "const out = await pool.evaluate(\"value + '!'\", { mode: 'Single', hasDefault: false }, { value: 'v', sources: [] }, { maxValueBytes: 100 });",
+      "console.log(JSON.stringify(out.value));",
+    ].join("\n");
+    const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+      env: { PATH: process.env.PATH ?? "" },
+    });
+    expect({ status: child.status, signal: child.signal, stdout: child.stdout.trim() }).toEqual({
+      status: 0,
+      signal: null,
+      stdout: '"v!"',
+    });
+  });
+
+  it("fails what is pending when closed, and every evaluation after", async () => {
+    pool = new TransformPool({ timeoutMs: 60_000 });
+    const pending = outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await pool.close();
+    expect(await pending).toMatchObject({
+      reason: "TransformFailed",
+      message: expect.stringContaining("closed"),
+    });
+    expect(await outcome(pool.evaluate("1", S, input(null), LIMITS))).toMatchObject({
+      reason: "TransformFailed",
+    });
+  });
+});

@@ -1,0 +1,379 @@
+/**
+ * Transforms run off the event loop, in a small pool of worker threads with hard limits, so a
+ * hole in the cost meter costs one evaluation, never the process: a worker whose evaluation runs
+ * past its deadline, or whose heap reaches its ceiling (`resourceLimits`), is terminated and
+ * replaced, and only that evaluation fails (`TransformFailed`, naming the limit). The other jobs
+ * it held are handed to its replacement.
+ *
+ * The deadline is CPU time of the worker's thread where Linux lets the pool read it
+ * (/proc/self/task/<tid>/stat), so a thread that waits for a core on a busy node is not killed
+ * for waiting; whatever happens, an evaluation is stopped after {@link HARD_DEADLINE_FACTOR}
+ * times the deadline in wall-clock time. Elsewhere the deadline is wall-clock time.
+ *
+ * Jobs cross as structured clones (bounded: the input is at most `maxValueBytes` of JSON per
+ * value, the result is sized in the worker before it is sent) and are batched per turn of the
+ * event loop, so many evaluations share one message each way.
+ */
+import { readFileSync } from "node:fs";
+import { Worker } from "node:worker_threads";
+import { ResolutionError } from "../errors.ts";
+import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
+import type { Job, JobMessage, ReadyMessage, ResultMessage, WorkerData } from "./protocol.ts";
+
+/** Options of the pool of worker threads transforms run in; each has a default. */
+export interface TransformPoolOptions {
+  /** Worker threads evaluating transforms. @default 1 */
+  workers?: number;
+  /**
+   * The deadline of one evaluation, in milliseconds of the worker's CPU time (wall-clock time
+   * where that cannot be read); an evaluation past it fails. @default 50
+   */
+  timeoutMs?: number;
+  /** The heap ceiling of each worker (V8's old generation), in MiB. @default 64 */
+  maxHeapMiB?: number;
+  /**
+   * How long an expression that hit the deadline or the heap ceiling is failed at once, with
+   * the same message, rather than evaluated again (each time would cost a worker). @default 30000
+   */
+  cooldownMs?: number;
+  /**
+   * Whether idle workers keep the process alive. The library's pool does not: a worker holds
+   * the process only while it has evaluations to finish, so a process with nothing else to do
+   * exits. @default true
+   */
+  keepAlive?: boolean;
+}
+
+/** The defaults of {@link TransformPoolOptions}. */
+export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
+  workers: 1,
+  timeoutMs: 50,
+  maxHeapMiB: 64,
+  cooldownMs: 30_000,
+});
+
+/** Expressions remembered as having hit a hard limit (oldest forgotten first). */
+const MAX_REMEMBERED = 1024;
+
+/** Wall-clock time, as a multiple of the deadline, after which an evaluation stops even if its thread was starved of CPU. */
+export const HARD_DEADLINE_FACTOR = 10;
+
+/** Jobs one worker holds at once (running and queued in its inbox). */
+const MAX_IN_FLIGHT = 64;
+/** The young generation of a worker, in MiB: V8's default semi-spaces, fixed so the ceiling is known. */
+const YOUNG_GENERATION_MIB = 16;
+/** /proc reports CPU time in ticks of (on every Linux we run on) 10 ms. */
+const TICK_MS = 10;
+
+interface Pending {
+  job: Job;
+  resolve: (output: TransformOutput) => void;
+  reject: (error: ResolutionError) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  /** Int32 at 0: the job running (0: none); Float64 at 8: when it started (ms since the epoch). */
+  running: Int32Array;
+  startedAt: Float64Array;
+  /** Float64 at 16: the thread's CPU time (ms) when the job started. */
+  cpuAtStart: Float64Array;
+  tid: number;
+  ready: boolean;
+  dead: boolean;
+  /** Why it stopped, when it reported an error before exiting. */
+  error: Error | undefined;
+  outstanding: Map<number, Pending>;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const now = () => performance.timeOrigin + performance.now();
+
+/** The worker's entry: the TypeScript source when this module runs from source, else the build. */
+const WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url);
+
+/** A pool of transform workers; {@link TransformPool.close} it when done. */
+export class TransformPool {
+  private readonly workers: number;
+  private readonly timeoutMs: number;
+  private readonly maxHeapMiB: number;
+  private readonly keepAlive: boolean;
+  private readonly cooldownMs: number;
+  /** Expressions (by shape and text) that hit a hard limit: until when they fail at once, and why. */
+  private readonly overran = new Map<string, { until: number; message: string }>();
+  private readonly slots: Slot[] = [];
+  private readonly queue: Pending[] = [];
+  private nextId = 1;
+  /**
+   * A started worker kept idle, so a worker retired for a limit is replaced at once rather than
+   * after a worker's start (which takes tens of milliseconds on an idle node, seconds on a busy
+   * one) while the transforms queued behind it wait.
+   */
+  private spare: Slot | undefined;
+  private flushScheduled = false;
+  private closed = false;
+
+  constructor(options: TransformPoolOptions = {}) {
+    this.workers = Math.max(1, Math.floor(options.workers ?? TRANSFORM_POOL_DEFAULTS.workers));
+    this.timeoutMs = Math.max(1, options.timeoutMs ?? TRANSFORM_POOL_DEFAULTS.timeoutMs);
+    this.maxHeapMiB = Math.max(8, options.maxHeapMiB ?? TRANSFORM_POOL_DEFAULTS.maxHeapMiB);
+    this.keepAlive = options.keepAlive ?? true;
+    this.cooldownMs = Math.max(0, options.cooldownMs ?? TRANSFORM_POOL_DEFAULTS.cooldownMs);
+  }
+
+  /** The deadline of one evaluation, in ms. */
+  get deadlineMs(): number {
+    return this.timeoutMs;
+  }
+
+  /**
+   * Evaluates transform `text` (compiled for `shape`) with `input` in a worker. Rejects only
+   * with a `ResolutionError`: what the engine reports, or `TransformFailed` when a limit of the
+   * worker stopped it.
+   */
+  evaluate(
+    text: string,
+    shape: TransformShape,
+    input: TransformInput,
+    limits: EvaluateLimits,
+  ): Promise<TransformOutput> {
+    if (this.closed)
+      return Promise.reject(new ResolutionError("TransformFailed", "the transform pool is closed"));
+    const key = overrunKey(text, shape);
+    const known = this.overran.get(key);
+    if (known && known.until > Date.now())
+      return Promise.reject(new ResolutionError("TransformFailed", known.message));
+    if (known) this.overran.delete(key);
+    return new Promise<TransformOutput>((resolve, reject) => {
+      const id = this.nextId;
+      this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
+      this.queue.push({ job: { id, text, shape, input, limits }, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  /** Stops every worker; evaluations not finished fail. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const stopping: Promise<unknown>[] = [];
+    if (this.spare) this.slots.push(this.spare);
+    this.spare = undefined;
+    for (const slot of this.slots) {
+      slot.dead = true;
+      if (slot.timer) clearTimeout(slot.timer);
+      for (const p of slot.outstanding.values()) p.reject(closedError());
+      slot.outstanding.clear();
+      stopping.push(slot.worker.terminate());
+    }
+    this.slots.length = 0;
+    for (const p of this.queue.splice(0)) p.reject(closedError());
+    await Promise.allSettled(stopping);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // A whole synchronous burst (a relist recomputes every subscription) goes in one message.
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    if (this.closed || this.queue.length === 0) return;
+    while (this.slots.length < this.workers) {
+      this.slots.push(this.spare ?? this.spawn());
+      this.spare = undefined;
+    }
+    this.spare ??= this.spawn();
+    const batches = new Map<Slot, Pending[]>();
+    while (this.queue.length > 0) {
+      let best: Slot | undefined;
+      for (const s of this.slots) if (!best || s.outstanding.size < best.outstanding.size) best = s;
+      if (!best || best.outstanding.size >= MAX_IN_FLIGHT) break;
+      const p = this.queue.shift()!;
+      best.outstanding.set(p.job.id, p);
+      let batch = batches.get(best);
+      if (!batch) batches.set(best, (batch = []));
+      batch.push(p);
+    }
+    for (const [slot, batch] of batches) {
+      // Without keepAlive a worker holds the process only while it has work: an evaluation
+      // awaited at the top of a script still completes.
+      if (!this.keepAlive) slot.worker.ref();
+      slot.worker.postMessage({ jobs: batch.map((p) => p.job) } satisfies JobMessage);
+      this.arm(slot, this.timeoutMs);
+    }
+  }
+
+  private spawn(): Slot {
+    const state = new SharedArrayBuffer(24);
+    const worker = new Worker(WORKER_URL, {
+      workerData: { state } satisfies WorkerData,
+      resourceLimits: {
+        maxOldGenerationSizeMb: this.maxHeapMiB,
+        maxYoungGenerationSizeMb: YOUNG_GENERATION_MIB,
+      },
+      // Not the process's flags: the main thread's heap cap must not become the worker's.
+      execArgv: [],
+      stdout: false,
+      stderr: false,
+    });
+    const slot: Slot = {
+      worker,
+      running: new Int32Array(state, 0, 1),
+      startedAt: new Float64Array(state, 8, 1),
+      cpuAtStart: new Float64Array(state, 16, 1),
+      tid: -1,
+      ready: false,
+      dead: false,
+      error: undefined,
+      outstanding: new Map(),
+      timer: undefined,
+    };
+    worker.on("message", (message: ResultMessage | ReadyMessage) => this.onMessage(slot, message));
+    worker.on("error", (err) => {
+      slot.error = err;
+    });
+    worker.on("exit", () => this.onExit(slot));
+    // After the listeners: adding a "message" listener refs the worker's port again.
+    if (!this.keepAlive) worker.unref();
+    return slot;
+  }
+
+  private onMessage(slot: Slot, message: ResultMessage | ReadyMessage): void {
+    if (slot.dead) return;
+    if ("ready" in message) {
+      slot.ready = true;
+      slot.tid = message.tid;
+      return;
+    }
+    for (const r of message.results) {
+      const p = slot.outstanding.get(r.id);
+      if (!p) continue;
+      slot.outstanding.delete(r.id);
+      if (r.ok) p.resolve({ value: r.value, cost: r.cost });
+      else p.reject(new ResolutionError(r.reason, r.message));
+    }
+    if (slot.outstanding.size === 0) {
+      if (slot.timer) clearTimeout(slot.timer);
+      slot.timer = undefined;
+      if (!this.keepAlive) slot.worker.unref();
+    }
+    if (this.queue.length > 0) this.scheduleFlush();
+  }
+
+  private onExit(slot: Slot): void {
+    if (slot.dead) return;
+    const err = slot.error;
+    const oom = (err as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY";
+    const message = oom
+      ? `the transform ran out of its memory limit of ${this.maxHeapMiB} MiB: make it build smaller values${this.cooldownNote()}`
+      : slot.ready
+        ? `the transform worker stopped unexpectedly${err ? `: ${err.message}` : ""}`
+        : `the transform worker could not start${err ? `: ${err.message}` : ""}`;
+    this.retire(slot, Atomics.load(slot.running, 0), message, !slot.ready && !oom, oom);
+  }
+
+  /** Keeps a watchdog on `slot` while it holds jobs. */
+  private arm(slot: Slot, delayMs: number): void {
+    if (slot.timer || slot.dead) return;
+    slot.timer = setTimeout(
+      () => {
+        slot.timer = undefined;
+        this.check(slot);
+      },
+      Math.max(1, Math.ceil(delayMs)),
+    );
+    slot.timer.unref();
+  }
+
+  private check(slot: Slot): void {
+    if (slot.dead || slot.outstanding.size === 0) return;
+    const id = Atomics.load(slot.running, 0);
+    if (id === 0) return this.arm(slot, this.timeoutMs);
+    const wall = now() - slot.startedAt[0]!;
+    if (wall < this.timeoutMs) return this.arm(slot, this.timeoutMs - wall);
+    if (wall < this.timeoutMs * HARD_DEADLINE_FACTOR) {
+      // /proc counts whole ticks, so `spent` is at most the CPU time the job took: a thread
+      // that waited for a core is given the time it waited.
+      const cpu = threadCpuMs(slot.tid);
+      const spent = cpu === undefined ? undefined : cpu - slot.cpuAtStart[0]!;
+      if (spent !== undefined && spent < this.timeoutMs)
+        return this.arm(slot, Math.max(TICK_MS, this.timeoutMs - spent));
+    }
+    this.retire(
+      slot,
+      id,
+      `the transform ran past its time limit of ${this.timeoutMs} ms: make it do less work${this.cooldownNote()}`,
+      false,
+      true,
+    );
+  }
+
+  private cooldownNote(): string {
+    return this.cooldownMs > 0
+      ? ` (it is not evaluated again for ${Math.round(this.cooldownMs / 1000)} s)`
+      : "";
+  }
+
+  /** Fails `job`'s expression at once for the cool-down, so one hostile expression costs one worker. */
+  private remember(job: Job, message: string): void {
+    if (this.cooldownMs === 0) return;
+    const key = overrunKey(job.text, job.shape);
+    this.overran.delete(key);
+    this.overran.set(key, { until: Date.now() + this.cooldownMs, message });
+    if (this.overran.size > MAX_REMEMBERED) this.overran.delete(this.overran.keys().next().value!);
+  }
+
+  /**
+   * Terminates `slot`, fails job `culprit` with `message` (every job it held, when `failAll`),
+   * and hands its other jobs to the pool again.
+   */
+  private retire(slot: Slot, culprit: number, message: string, failAll: boolean, limitHit: boolean): void {
+    slot.dead = true;
+    if (slot.timer) clearTimeout(slot.timer);
+    void slot.worker.terminate();
+    const index = this.slots.indexOf(slot);
+    if (index >= 0) this.slots.splice(index, 1);
+    if (this.spare === slot) this.spare = undefined;
+    const held = [...slot.outstanding.values()];
+    slot.outstanding.clear();
+    // With no job marked as running (it died between jobs), the oldest job it held is the suspect.
+    const suspect = culprit !== 0 ? culprit : held[0]?.job.id;
+    const again: Pending[] = [];
+    for (const p of held) {
+      if (failAll || p.job.id === suspect) {
+        if (limitHit && p.job.id === suspect) this.remember(p.job, message);
+        p.reject(new ResolutionError("TransformFailed", message));
+      } else again.push(p);
+    }
+    this.queue.unshift(...again);
+    if (this.queue.length > 0) this.scheduleFlush();
+  }
+}
+
+function overrunKey(text: string, shape: TransformShape): string {
+  return `${shape.mode}/${shape.hasDefault}/${text}`;
+}
+
+function closedError(): ResolutionError {
+  return new ResolutionError("TransformFailed", "the transform pool was closed before the evaluation ended");
+}
+
+/** The CPU time thread `tid` of this process has spent, in ms, or undefined where it cannot be read. */
+function threadCpuMs(tid: number): number | undefined {
+  if (tid < 0) return undefined;
+  try {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+    // Fields after the command (which may hold spaces) start at the state, field 3; utime and
+    // stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? ticks * TICK_MS : undefined;
+  } catch {
+    return undefined;
+  }
+}
