@@ -9,18 +9,13 @@
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import { asError, ResolutionError } from "../errors.ts";
-import type { Projection } from "../informers/projection.ts";
-import {
-  InformerSourceCache,
-  type RefreshTarget,
-  type SourceCache,
-  type SourceView,
-} from "../informers/source-cache.ts";
+import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
+import { freshResult, PENDING_VIEW } from "./fresh-read.ts";
 import { KindChanges } from "./kind-changes.ts";
 import { KindIndex } from "./kind-index.ts";
 import { KindWaiter } from "./kind-waiter.ts";
@@ -37,14 +32,7 @@ import {
 } from "./options.ts";
 import { checkKeys } from "./strict.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
-import {
-  checkResource,
-  fingerprint,
-  freshReadError,
-  placeholderRequest,
-  stripOk,
-  toResolutionError,
-} from "./results.ts";
+import { checkResource, fingerprint, placeholderRequest, stripOk, toResolutionError } from "./results.ts";
 import { TransformPool } from "../transform/pool.ts";
 import { applyTransform, needsTransform, type TransformRunner } from "./transform.ts";
 import type {
@@ -269,45 +257,15 @@ export class Resolver {
     }
   }
 
-  /**
-   * The result of `ref` computed from a fresh read of the API server (see
-   * {@link ResolveOptions.consistent}): the objects listed now are the whole truth for a name or
-   * a selector, so nothing cached (an object since deleted, a label since removed) can linger.
-   */
-  private async fresh(ref: AnyReference): Promise<ResolutionResult> {
+  /** The result of `ref` from a fresh read of the API server (see fresh-read.ts). */
+  private fresh(ref: AnyReference): Promise<ResolutionResult> {
     if (this.stopped) throw new Error("the resolver is stopped");
-    let request: CompiledRequest;
-    try {
-      request = compileRequest(ref);
-    } catch (err) {
-      return { ok: false, error: toResolutionError(err) };
-    }
-    if (request.target === "external") return await this.computeFrom(request, PENDING_VIEW);
-    let resource: ResourceInfo;
-    try {
-      resource = await this.kindChanges.lookupFresh(request.apiVersion, request.kind);
-    } catch (err) {
-      return { ok: false, error: toResolutionError(err) };
-    }
-    const problem = checkResource(request, resource, this.options.sourcePolicy);
-    if (problem) return { ok: false, error: problem };
-    const namespace = resource.namespaced ? request.namespace : undefined;
-    const target: RefreshTarget =
-      request.target === "name"
-        ? { namespace, name: request.name! }
-        : { namespace, labelSelector: request.selector!.key };
-    let items: Projection[];
-    try {
-      items = await this.cache.readFresh(resource, target, request.extractors);
-    } catch (err) {
-      return { ok: false, error: freshReadError(err, resource, namespace) };
-    }
-    const view: SourceView = {
-      state: { phase: "Synced" },
-      get: (_ns, name) => items.find((p) => p.metadata.name === name),
-      list: () => items,
-    };
-    return await this.computeFrom(request, view);
+    return freshResult(ref, {
+      lookup: (apiVersion, kind) => this.kindChanges.lookupFresh(apiVersion, kind),
+      sourcePolicy: this.options.sourcePolicy,
+      cache: this.cache,
+      compute: (request, view) => this.computeFrom(request, view),
+    });
   }
 
   private computeFrom(request: CompiledRequest, view: SourceView): Promise<ResolutionResult> {
@@ -459,12 +417,6 @@ export class Resolver {
     }
   }
 }
-
-const PENDING_VIEW: SourceView = {
-  state: { phase: "Pending" },
-  get: () => undefined,
-  list: () => [],
-};
 
 /**
  * What makes two results different for a subscriber: the value(s), the sources' identities
