@@ -1,5 +1,6 @@
 import type { InformerState } from "../informers/informer.ts";
 import { objectKey } from "../informers/informer.ts";
+import { LabelKeys } from "../informers/label-keys.ts";
 import { project, type Extractor, type Projection } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { computeResult, NOT_KEPT, type ComputeLimits, type SourceView } from "./compute.ts";
@@ -8,15 +9,18 @@ import type { ResolutionResult } from "./types.ts";
 
 /**
  * A source view over a fixed set of objects, as the source cache would give it: each object
- * projected with `extractors` (what the cache's users asked to keep), read values capped at `maxBytes`.
+ * projected with `extractors` (what the cache's users asked to keep), read values capped at
+ * `maxBytes`, keeping the labels `labelKeys` names.
  */
 function view(
   objects: KubeObject[],
   extractors: readonly Extractor[],
   maxBytes: number,
   state: InformerState = { phase: "Synced" },
+  labelKeys: readonly string[] = [],
 ): SourceView {
-  const projected = objects.map((o) => project(structuredClone(o), extractors, maxBytes));
+  const keys = new LabelKeys(labelKeys);
+  const projected = objects.map((o) => project(structuredClone(o), extractors, maxBytes, { labelKeys: keys }));
   const byKey = new Map<string, Projection>(
     projected.map((p) => [objectKey(p.metadata.namespace, p.metadata.name), p]),
   );
@@ -37,7 +41,11 @@ function resolveIn(
   state?: InformerState,
 ): ResolutionResult {
   const req: CompiledRequest = compileRequest(ref);
-  const got = computeResult(req, view(objects, req.extractors, caseLimits.maxValueBytes, state), caseLimits);
+  const got = computeResult(
+    req,
+    view(objects, req.extractors, caseLimits.maxValueBytes, state, req.selector?.keys),
+    caseLimits,
+  );
   if ("notKept" in got) throw new Error("the projection kept every read the request needs, yet NOT_KEPT");
   return got;
 }
@@ -634,10 +642,27 @@ describe("computeResult", () => {
       ref: () => ({ ...named(), requireConditions: [{ type: "Ready", status: "True" }] }),
       keep: compileRequest({ ...named(), requireConditions: [] }).extractors,
     },
-  ])("NOT_KEPT: $reason", ({ ref, keep }) => {
+    {
+      reason: "a selector over objects decoded without its label key is not decided on absent labels",
+      ref: () => multiple(),
+      keep: compileRequest(multiple()).extractors,
+      labelKeys: [] as string[],
+    },
+    {
+      reason: "a DoesNotExist selector does not take a label that was not kept for an absent one",
+      ref: () => ({
+        ...multiple(),
+        matchLabels: undefined,
+        matchExpressions: [{ key: "app", operator: "DoesNotExist" }],
+      }),
+      keep: compileRequest(multiple()).extractors,
+      labelKeys: ["tier"],
+    },
+  ])("NOT_KEPT: $reason", ({ ref, keep, labelKeys }) => {
     const req = compileRequest(ref() as AnyReference);
     const objects = [cm("db", { labels: { app: "web" }, data: { url: "x" } })];
-    expect(computeResult(req, view(objects, keep, limits.maxValueBytes), limits)).toBe(NOT_KEPT);
+    const v = view(objects, keep, limits.maxValueBytes, undefined, labelKeys ?? req.selector?.keys);
+    expect(computeResult(req, v, limits)).toBe(NOT_KEPT);
   });
 
   it("a value over the byte cap is not kept by the cache, only its size, and resolves to ValueTooLarge", () => {
