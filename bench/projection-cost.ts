@@ -5,16 +5,21 @@
  * `--data-bytes` of data each; the heap after a full GC with the kind cached, minus before,
  * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
  */
+import { numberFlag, parseOrExit } from "../src/cli.ts";
 import type { KubeClient, KubeObject, RequestOptions, WatchStream } from "../src/kube/client.ts";
 import type { ResourceInfo } from "../src/kube/discovery.ts";
 import { InformerSourceCache } from "../src/informers/source-cache.ts";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const N = arg("objects", 20_000);
-const DATA = arg("data-bytes", 100_000);
+const flags = parseOrExit({
+  usage: "node --expose-gc bench/projection-cost.ts [options]",
+  description: "Bytes the source cache keeps per object nobody reads; prints one JSON line.",
+  flags: {
+    objects: { type: "string", valueName: "N", default: "20000", help: "ConfigMaps served" },
+    "data-bytes": { type: "string", valueName: "N", default: "100000", help: "bytes of data in each" },
+  },
+});
+const N = numberFlag(flags, "objects", 20_000);
+const DATA = numberFlag(flags, "data-bytes", 100_000);
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc");

@@ -16,6 +16,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
+import { numberFlag, parseOrExit } from "../src/cli.ts";
 import { statusPatch } from "../src/controller/status.ts";
 import type { ReferableStatus } from "../src/controller/referable.ts";
 import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/client.ts";
@@ -27,35 +28,186 @@ import { measureTransforms, printTransforms, type TransformResult } from "./tran
 
 // ---------- options ----------
 
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export";
+const flags = parseOrExit({
+  usage: "npm run bench -- [options]",
+  description:
+    "Measures propagation latency, scale and memory of the controller against the real control plane; prints a table and writes bench/results.json. Each size option's default is for a full run; --quick lowers it.",
+  groups: ["Run", "Scenario sizes", "Controller"],
+  flags: {
+    quick: { type: "boolean", group: "Run", help: "CI smoke: small sizes, short phases" },
+    scenarios: {
+      type: "string",
+      group: "Run",
+      valueName: "LIST",
+      default: ALL_SCENARIOS,
+      help: "comma-separated scenarios to run",
+    },
+    out: {
+      type: "string",
+      group: "Run",
+      valueName: "FILE",
+      default: "bench/results.json",
+      help: "where results go",
+    },
+    profile: { type: "boolean", group: "Run", help: "write a CPU profile of the controller process" },
+    sizes: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "LIST",
+      default: "100,1000,10000 (quick: 100)",
+      help: "Referables per size phase",
+    },
+    rates: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "LIST",
+      default: "50,200 (quick: 50)",
+      help: "source updates a second per phase",
+    },
+    seconds: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "10 (quick: 3)",
+      help: "length of each phase",
+    },
+    "fan-out": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "1000 (quick: 100)",
+      help: "Referables reading one source",
+    },
+    "selector-objects": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "10000 (quick: 1000)",
+      help: "objects a selector scenario's selectors match among",
+    },
+    "selector-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "1000 (quick: 100)",
+      help: "Referables with selectors",
+    },
+    "content-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "1000 (quick: 100)",
+      help: "Referables of the cluster-content scenario",
+    },
+    "content-objects": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "400 (quick: 20)",
+      help: "unreferenced ConfigMaps of about 1 MiB beside them",
+    },
+    "label-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "100 (quick: 20)",
+      help: "Referables of the labels scenario",
+    },
+    "label-objects": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "150 (quick: 30)",
+      help: "ConfigMaps with the largest label sets the API server takes, selected by nothing",
+    },
+    "hot-periods": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "LIST",
+      default: "200,50,20",
+      help: "ms between rewrites of the hot source, one phase each",
+    },
+    "hot-updates": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "200 (quick: 40)",
+      help: "rewrites per hot phase",
+    },
+    "idle-seconds": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "60 (quick: 10)",
+      help: "how long the settled controller is watched doing nothing",
+    },
+    "export-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "100 (quick: 20)",
+      help: "Referables exporting into ConfigMap keys",
+    },
+    "controller-node-options": {
+      type: "string",
+      group: "Controller",
+      valueName: "OPTIONS",
+      default: "deploy/'s NODE_OPTIONS",
+      help: "NODE_OPTIONS of the controller process (give it with =, as it starts with --)",
+    },
+  },
+});
 function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
+  const value = flags[name];
+  return typeof value === "string" ? value : undefined;
 }
-const quick = process.argv.includes("--quick");
-const sizes = (arg("sizes") ?? (quick ? "100" : "100,1000,10000")).split(",").map(Number);
-const rates = (arg("rates") ?? (quick ? "50" : "50,200")).split(",").map(Number);
-const phaseSeconds = Number(arg("seconds") ?? (quick ? 3 : 10));
-const fanOut = Number(arg("fan-out") ?? (quick ? 100 : 1000));
-const selectorObjects = Number(arg("selector-objects") ?? (quick ? 1000 : 10000));
-const selectorRefs = Number(arg("selector-refs") ?? (quick ? 100 : 1000));
+/** A number flag, or exits naming the flag (a typo'd number must not run an hour-long benchmark). */
+function num(name: string, fallback: number): number {
+  return numberFlag(flags, name, fallback);
+}
+/** A comma-separated list of numbers, or exits naming the flag. */
+function numbers(name: string, fallback: string): number[] {
+  const list = (arg(name) ?? fallback).split(",").map(Number);
+  if (list.some((n) => !Number.isFinite(n) || n <= 0)) {
+    process.stderr.write(
+      `--${name}: ${JSON.stringify(arg(name))} is not a comma-separated list of positive numbers\n`,
+    );
+    process.exit(2);
+  }
+  return list;
+}
+const quick = flags.quick === true;
+const sizes = numbers("sizes", quick ? "100" : "100,1000,10000");
+const rates = numbers("rates", quick ? "50" : "50,200");
+const phaseSeconds = num("seconds", quick ? 3 : 10);
+const fanOut = num("fan-out", quick ? 100 : 1000);
+const selectorObjects = num("selector-objects", quick ? 1000 : 10000);
+const selectorRefs = num("selector-refs", quick ? 100 : 1000);
 /** The cluster-content scenario: Referables, and unreferenced ConfigMaps of about 1 MiB beside them. */
-const contentRefs = Number(arg("content-refs") ?? (quick ? 100 : 1000));
-const contentObjects = Number(arg("content-objects") ?? (quick ? 20 : 400));
+const contentRefs = num("content-refs", quick ? 100 : 1000);
+const contentObjects = num("content-objects", quick ? 20 : 400);
 /** The labels scenario: Referables, and ConfigMaps with the largest label sets the API server takes. */
-const labelRefs = Number(arg("label-refs") ?? (quick ? 20 : 100));
-const labelObjects = Number(arg("label-objects") ?? (quick ? 30 : 150));
+const labelRefs = num("label-refs", quick ? 20 : 100);
+const labelObjects = num("label-objects", quick ? 30 : 150);
 /** The hot-source scenario: one source rewritten every this many ms, each period a phase. */
-const hotPeriods = (arg("hot-periods") ?? "200,50,20").split(",").map(Number);
-const hotUpdates = Number(arg("hot-updates") ?? (quick ? 40 : 200));
+const hotPeriods = numbers("hot-periods", "200,50,20");
+const hotUpdates = num("hot-updates", quick ? 40 : 200);
 /** The idle scenario: how long the settled controller is watched doing nothing. */
-const idleSeconds = Number(arg("idle-seconds") ?? (quick ? 10 : 60));
+const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
-const exportRefs = Number(arg("export-refs") ?? (quick ? 20 : 100));
+const exportRefs = num("export-refs", quick ? 20 : 100);
 /** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export. @default all */
-const scenarios = new Set(
-  (arg("scenarios") ?? "sizes,hot,fanout,selectors,content,labels,idle,reads,export").split(","),
-);
+const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
+for (const s of scenarios) {
+  if (!ALL_SCENARIOS.split(",").includes(s)) {
+    process.stderr.write(
+      `--scenarios: unknown scenario ${JSON.stringify(s)}; the scenarios are ${ALL_SCENARIOS}\n`,
+    );
+    process.exit(2);
+  }
+}
 /** Scenarios that run the controller process (and so need its idle baseline). */
 const controllerScenarios = [
   "sizes",
@@ -66,10 +218,8 @@ const controllerScenarios = [
   "labels",
   "idle",
   "export",
-].filter((s) =>
-  scenarios.has(s),
-);
-const profile = process.argv.includes("--profile");
+].filter((s) => scenarios.has(s));
+const profile = flags.profile === true;
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
@@ -1249,7 +1399,11 @@ async function runLabels(
   const coldStart = async (tag: string) => {
     const c = await startController(plane.kubeconfigPath, selector);
     const peaks = samplePeaks(c);
-    await until(`all ${refs} Referables Ready`, () => (watch.readyCount() >= refs ? true : undefined), 600_000);
+    await until(
+      `all ${refs} Referables Ready`,
+      () => (watch.readyCount() >= refs ? true : undefined),
+      600_000,
+    );
     // The statuses are the last run's: a change that arrives says this controller listed its
     // sources (the ConfigMap kind whole, the labelled objects included).
     const first = fx.sources[0]!;

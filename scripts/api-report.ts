@@ -17,13 +17,21 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs, promisify } from "node:util";
+import { promisify } from "node:util";
+import { parseOrExit } from "../src/cli.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const REPORT = join(root, "etc", "referable.api.md");
 const UPDATE = "npm run api:update";
 
-const { values: args } = parseArgs({ options: { update: { type: "boolean", default: false } } });
+const args = parseOrExit({
+  usage: "npm run api:check | npm run api:update",
+  description:
+    "Checks (or with --update writes) etc/referable.api.md, the public API report of src/index.ts.",
+  flags: {
+    update: { type: "boolean", help: "write the report instead of checking it (npm run api:update)" },
+  },
+});
 
 /** Builds the report into a temporary directory and returns its text. */
 export async function buildApiReport(): Promise<string> {

@@ -14,13 +14,22 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
+import { parseOrExit } from "../src/cli.ts";
 import { KubeClient, type KubeObject } from "../src/kube/client.ts";
 import { Discovery } from "../src/kube/discovery.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { freePort } from "../test/harness/ports.ts";
 
 const execFileAsync = promisify(execFile);
-const exitAfter = process.argv.includes("--exit");
+const flags = parseOrExit({
+  usage: "npm run demo [-- --exit]",
+  description:
+    "Starts a local control plane, runs the controller against it, applies examples/ and shows values follow their sources. Runs until Ctrl-C.",
+  flags: {
+    exit: { type: "boolean", help: "end after the demonstration (for scripts and CI)" },
+  },
+});
+const exitAfter = flags.exit === true;
 const say = (line = "") => process.stdout.write(`${line}\n`);
 
 /** Polls `probe` until it returns something, or throws after `timeoutMs`. */
@@ -148,6 +157,8 @@ async function main(): Promise<void> {
         join(repoRoot, "src", "main.ts"),
         `--kubeconfig=${plane.kubeconfigPath}`,
         "--leader-elect=false",
+        // Readable lines in the log file (and its tail on failure), as on a terminal.
+        "--log-format=text",
         `--metrics-bind-address=127.0.0.1:${metricsPort}`,
         `--health-probe-bind-address=127.0.0.1:${probePort}`,
       ],

@@ -4,9 +4,10 @@
  *
  *   node scripts/docs-reference.ts            check (npm test): fail on an undocumented export, a
  *                                             broken {@link}, a stale docs/reference/, a relative
- *                                             link in the docs to a missing file or heading, or a
+ *                                             link in the docs to a missing file or heading, a
  *                                             TypeScript example in docs/library.md that does not
- *                                             type-check against the package's exports
+ *                                             type-check against the package's exports, or a Helm
+ *                                             chart README whose values table is stale
  *   node scripts/docs-reference.ts --update   regenerate docs/reference/ (npm run docs:update)
  *
  * TypeDoc's options are in typedoc.json: `validation` with `treatWarningsAsErrors` makes an
@@ -18,7 +19,9 @@ import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs, promisify, stripVTControlCharacters } from "node:util";
+import { promisify, stripVTControlCharacters } from "node:util";
+import { parseOrExit } from "../src/cli.ts";
+import { renderChartReadme } from "./lib/chart-readme.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const REFERENCE = join(root, "docs", "reference");
@@ -31,6 +34,11 @@ const LINKED = [
   "docs/api.md",
   "docs/library.md",
   "deploy/README.md",
+  "deploy/helm/referable/README.md",
+  "docs/runbooks.md",
+  "docs/troubleshooting.md",
+  "docs/faq.md",
+  "CHANGELOG.md",
 ];
 /** The guide whose TypeScript examples must compile against the package's exports. */
 const SNIPPETS = "docs/library.md";
@@ -179,7 +187,24 @@ async function brokenExamples(): Promise<string[]> {
   }
 }
 
-const { values: args } = parseArgs({ options: { update: { type: "boolean", default: false } } });
+/** The chart README's values table, when it no longer matches values.yaml (scripts/chart-readme.ts). */
+async function staleChartReadme(): Promise<string[]> {
+  const { path, current, wanted } = await renderChartReadme(join(root, "deploy", "helm", "referable"));
+  return current === wanted
+    ? []
+    : [`${relative(root, path)}: the values table is stale (run \`npm run chart:readme\`)`];
+}
+
+const args = parseOrExit({
+  usage: "npm run docs:check | npm run docs:update",
+  description: "Checks (or with --update regenerates) docs/reference/ from the TSDoc of src/index.ts.",
+  flags: {
+    update: {
+      type: "boolean",
+      help: "regenerate docs/reference/ instead of checking it (npm run docs:update)",
+    },
+  },
+});
 const tmp = await mkdtemp(join(tmpdir(), "referable-docs-reference-"));
 try {
   const built = join(tmp, "reference");
@@ -193,6 +218,7 @@ try {
     ...(args.update ? [] : await compare(REFERENCE, built)),
     ...(await brokenLinks()),
     ...(await brokenExamples()),
+    ...(await staleChartReadme()),
   ];
   if (problems.length > 0) {
     console.error(

@@ -21,6 +21,7 @@
 import { randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { parseOrExit, type CommandSpec, type FlagValues } from "../src/cli.ts";
 import type { KubeClient, KubeObject } from "../src/kube/client.ts";
 import { startControlPlane, type PrivateControlPlane } from "../test/harness/control-plane.ts";
 import { SHARD_LABEL } from "../test/harness/controller.ts";
@@ -946,66 +947,76 @@ export function formatReport(r: SoakReport): string {
   ].join("\n");
 }
 
-function parseArgs(argv: readonly string[]): (SoakOptions & { saveSamples?: string }) | "help" {
+/** The soak's command line; see `npm run soak -- --help`. */
+export const SOAK_COMMAND: CommandSpec = {
+  usage: "npm run soak -- [options]",
+  description:
+    "Churns Referables and sources against the real control plane for a while, then reports memory, informers, event-loop delay and mismatches.",
+  flags: {
+    minutes: { type: "string", valueName: "N", default: "1", help: "how long the churn runs" },
+    seed: {
+      type: "string",
+      valueName: "S",
+      default: "random",
+      help: "seed of the churn's choices, to replay a run",
+    },
+    rate: { type: "string", valueName: "OPS_PER_S", default: "20", help: "changes a second" },
+    quiet: {
+      type: "string",
+      valueName: "SECONDS",
+      default: "10",
+      help: "quiet spell before the final checks",
+    },
+    sample: {
+      type: "string",
+      valueName: "SECONDS",
+      default: "5",
+      help: "how often memory and informers are sampled",
+    },
+    "live-heap": {
+      type: "string",
+      valueName: "SECONDS",
+      default: "60; 0 off",
+      help: "how often the live heap is measured after a full GC",
+    },
+    "save-samples": { type: "string", valueName: "FILE", help: "write every sample as JSON to FILE" },
+  },
+};
+
+/** Soak options from the command line's flags; throws naming a flag whose value is not a number. */
+export function soakOptions(flags: FlagValues): SoakOptions & { saveSamples?: string } {
   const options: SoakOptions & { saveSamples?: string } = { durationMs: 60_000 };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const [flag, inline] = arg.includes("=") ? arg.split(/=(.*)/s, 2) : [arg, undefined];
-    const value = () => {
-      const v = inline ?? argv[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value`);
-      const n = Number(v);
-      if (!Number.isFinite(n) || n < 0) throw new Error(`${flag}: ${JSON.stringify(v)} is not a number`);
-      return n;
-    };
-    switch (flag) {
-      case "--minutes":
-        options.durationMs = value() * 60_000;
-        break;
-      case "--seed":
-        options.seed = value() >>> 0;
-        break;
-      case "--rate":
-        options.ratePerSecond = value();
-        break;
-      case "--quiet":
-        options.quietMs = value() * 1000;
-        break;
-      case "--sample":
-        options.sampleEveryMs = value() * 1000;
-        break;
-      case "--live-heap":
-        options.liveHeapEveryMs = value() * 1000;
-        break;
-      case "--save-samples": {
-        const file = inline ?? argv[++i];
-        if (!file) throw new Error("--save-samples needs a file");
-        options.saveSamples = file;
-        break;
-      }
-      case "--help":
-      case "-h":
-        return "help";
-      default:
-        throw new Error(`unknown option ${JSON.stringify(arg)}: see --help`);
-    }
-  }
+  const value = (name: string): number | undefined => {
+    const v = flags[name];
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n) || n < 0)
+      throw new Error(`--${name}: ${JSON.stringify(v)} is not a number`);
+    return n;
+  };
+  const minutes = value("minutes");
+  if (minutes !== undefined) options.durationMs = minutes * 60_000;
+  const seed = value("seed");
+  if (seed !== undefined) options.seed = seed >>> 0;
+  const rate = value("rate");
+  if (rate !== undefined) options.ratePerSecond = rate;
+  const quiet = value("quiet");
+  if (quiet !== undefined) options.quietMs = quiet * 1000;
+  const sample = value("sample");
+  if (sample !== undefined) options.sampleEveryMs = sample * 1000;
+  const liveHeap = value("live-heap");
+  if (liveHeap !== undefined) options.liveHeapEveryMs = liveHeap * 1000;
+  if (typeof flags["save-samples"] === "string") options.saveSamples = flags["save-samples"];
   return options;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  let options: ReturnType<typeof parseArgs>;
+  let options: ReturnType<typeof soakOptions>;
   try {
-    options = parseArgs(process.argv.slice(2));
+    options = soakOptions(parseOrExit(SOAK_COMMAND));
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(2);
-  }
-  if (options === "help") {
-    process.stdout.write(
-      "Usage: npm run soak -- [--minutes N (1)] [--seed S (random)] [--rate OPS_PER_S (20)] [--quiet SECONDS (10)] [--sample SECONDS (5)] [--live-heap SECONDS (60; 0 off)] [--save-samples FILE]\n",
-    );
-    process.exit(0);
   }
   const { saveSamples } = options;
   runSoak(options).then(

@@ -6,7 +6,7 @@ type Env = Record<string, string | undefined>;
 /** parseConfig for a case that must succeed. */
 function parse(argv: string[], env: Env = {}): Config {
   const config = parseConfig(argv, env);
-  if (config === "help") throw new Error("unexpected help");
+  if (config === "help" || config === "version") throw new Error(`unexpected ${config}`);
   return config;
 }
 
@@ -41,6 +41,9 @@ describe("parseConfig", () => {
       logLevel: "info",
       shutdownTimeoutMs: 20_000,
       referableSelector: undefined,
+      logFormat: "json",
+      metricsSecure: false,
+      metricsCertDir: undefined,
     });
     expect(identity).toMatch(
       new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}_[0-9a-f]{8}$`),
@@ -187,8 +190,8 @@ describe("parseConfig", () => {
   });
 
   const errors: Array<{ reason: string; argv: string[]; env?: Env; want: string }> = [
-    { reason: "an unknown flag is named", argv: ["--bogus=1"], want: 'unknown option "--bogus=1"' },
-    { reason: "a positional argument is refused", argv: ["extra"], want: 'unknown option "extra"' },
+    { reason: "an unknown flag is named", argv: ["--bogus=1"], want: 'unknown option "--bogus"' },
+    { reason: "a positional argument is refused", argv: ["extra"], want: 'unexpected argument "extra"' },
     { reason: "a single-dash long flag is refused", argv: ["-concurrency=2"], want: "unknown option" },
     {
       reason: "a flag that needs a value, last on the line",
@@ -214,12 +217,38 @@ describe("parseConfig", () => {
     {
       reason: "a bool that is not true/false/1/0",
       argv: ["--leader-elect=yes"],
-      want: '--leader-elect (env REFERABLE_LEADER_ELECT): "yes" is not true or false',
+      want: '--leader-elect: "yes" is not true or false',
     },
     {
       reason: "an empty bool flag",
       argv: ["--allow-secrets="],
-      want: '--allow-secrets (env REFERABLE_ALLOW_SECRETS): "" is not true or false',
+      want: '--allow-secrets: "" is not true or false',
+    },
+    {
+      reason: "a bool from the environment that is not true/false/1/0",
+      argv: [],
+      env: { REFERABLE_METRICS_SECURE: "yes" },
+      want: '--metrics-secure (env REFERABLE_METRICS_SECURE): "yes" is not true or false',
+    },
+    {
+      reason: "a typo'd flag gets the nearest known one",
+      argv: ["--concurency=2"],
+      want: 'unknown option "--concurency": did you mean --concurrency?',
+    },
+    {
+      reason: "a single-dash long flag is named with its fix",
+      argv: ["-leader-elect"],
+      want: "did you mean --leader-elect?",
+    },
+    {
+      reason: "a boolean followed by a separate value",
+      argv: ["--leader-elect", "false"],
+      want: 'unexpected argument "false"',
+    },
+    {
+      reason: "an unknown log format",
+      argv: ["--log-format=pretty"],
+      want: '--log-format (env REFERABLE_LOG_FORMAT): "pretty" is not json or text',
     },
     {
       reason: "an int that is not a number",
@@ -329,6 +358,28 @@ describe("parseConfig", () => {
     expect(parseConfig(argv, { REFERABLE_CONCURRENCY: "many" })).toBe("help");
   });
 
+  it("returns version for --version, before reading anything else", () => {
+    expect(parseConfig(["--version", "--concurrency=2"], { REFERABLE_CONCURRENCY: "many" })).toBe("version");
+  });
+
+  const formats: Array<{ reason: string; argv: string[]; env?: Env; terminal: boolean; want: string }> = [
+    { reason: "text on a terminal by default", argv: [], terminal: true, want: "text" },
+    { reason: "json when not on a terminal (a pod, a pipe)", argv: [], terminal: false, want: "json" },
+    { reason: "the flag wins over the terminal", argv: ["--log-format=json"], terminal: true, want: "json" },
+    { reason: "text asked for in a pipe", argv: ["--log-format=text"], terminal: false, want: "text" },
+    {
+      reason: "the environment variable sets it",
+      argv: [],
+      env: { REFERABLE_LOG_FORMAT: "text" },
+      terminal: false,
+      want: "text",
+    },
+  ];
+  it.each(formats)("log format: $reason", ({ argv, env, terminal, want }) => {
+    const config = parseConfig(argv, env ?? {}, { terminal });
+    expect(config).toMatchObject({ logFormat: want });
+  });
+
   it("returns a frozen object, lists included", () => {
     const config = parse(["--deny-kinds=Secret"]);
     expect(Object.isFrozen(config)).toBe(true);
@@ -344,14 +395,15 @@ describe("helpText", () => {
   const text = helpText();
   const flags = [...text.matchAll(/^ {2}--([a-z-]+)/gm)].map((m) => m[1]!);
 
-  it("lists every option once, plus --help", () => {
-    expect(flags).toHaveLength(Object.keys(parse([])).length + 1);
+  it("lists every option once, plus --help and --version", () => {
+    expect(flags).toHaveLength(Object.keys(parse([])).length + 2);
     expect(new Set(flags).size).toBe(flags.length);
     expect(flags).toContain("help");
+    expect(flags).toContain("version");
   });
 
   it("lists only options parseConfig knows", () => {
-    for (const flag of flags.filter((f) => f !== "help")) {
+    for (const flag of flags.filter((f) => f !== "help" && f !== "version")) {
       let got: unknown;
       try {
         parseConfig([`--${flag}=`], {});
@@ -369,7 +421,36 @@ describe("helpText", () => {
     { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
     { reason: "env var named", flag: "--concurrency=VALUE", want: "env REFERABLE_CONCURRENCY; default 16" },
     { reason: "empty default shown as quotes", flag: "--referable-selector=VALUE", want: 'default ""' },
+    {
+      reason: "secure metrics off in the binary",
+      flag: "--metrics-secure[=true|false]",
+      want: "default false",
+    },
   ];
+  it("groups the options under headings, in order", () => {
+    const headings = text.split("\n").filter((l) => /^[A-Z][a-z ]+:$/.test(l));
+    expect(headings).toEqual([
+      "Cluster connection:",
+      "Sources:",
+      "Reconciling and status writes:",
+      "Export:",
+      "Leader election:",
+      "Admission webhook:",
+      "Metrics and probes:",
+      "Logging:",
+      "Process:",
+      "General:",
+    ]);
+    const section = (heading: string) => {
+      const lines = text.split("\n");
+      const from = lines.indexOf(heading);
+      const to = lines.findIndex((l, i) => i > from && /^[A-Z]/.test(l));
+      return lines.slice(from, to < 0 ? undefined : to).join("\n");
+    };
+    expect(section("Logging:")).toContain("--log-format=VALUE");
+    expect(section("Metrics and probes:")).toContain("--metrics-secure");
+    expect(section("General:")).toContain("--version");
+  });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");
     const at = lines.indexOf(`  ${flag}`);

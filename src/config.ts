@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { JITTER_FACTOR } from "./controller/leader-election.ts";
 import { WRITE_POLICY_DEFAULTS } from "./controller/write-policy.ts";
+import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
 import { parseBindAddress } from "./server.ts";
 
 /** The parsed configuration. */
@@ -37,13 +38,34 @@ export interface Config {
   readonly referableSelector: string | undefined;
   readonly webhookBindAddress: string;
   readonly webhookCertDir: string;
+  /** text: one readable line per record; json: one JSON object per line (pino's). */
+  readonly logFormat: "json" | "text";
+  /** Serve /metrics over HTTPS, to callers a TokenReview and a SubjectAccessReview allow. */
+  readonly metricsSecure: boolean;
+  /** Folder with tls.crt and tls.key for secure metrics; a self-signed pair is made at start when unset. */
+  readonly metricsCertDir: string | undefined;
 }
 
-type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" | "level";
+type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" | "level" | "format";
+
+/** The groups of `--help`, in order. */
+const GROUPS = [
+  "Cluster connection",
+  "Sources",
+  "Reconciling and status writes",
+  "Export",
+  "Leader election",
+  "Admission webhook",
+  "Metrics and probes",
+  "Logging",
+  "Process",
+  "General",
+] as const;
 
 interface OptionSpec {
   key: keyof Config;
   flag: string;
+  group: (typeof GROUPS)[number];
   env: string;
   kind: Kind;
   default: string;
@@ -54,6 +76,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "kubeconfig",
     flag: "kubeconfig",
+    group: "Cluster connection",
     env: "KUBECONFIG",
     kind: "string",
     default: "",
@@ -62,6 +85,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "context",
     flag: "context",
+    group: "Cluster connection",
     env: "REFERABLE_CONTEXT",
     kind: "string",
     default: "",
@@ -70,14 +94,36 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "metricsBindAddress",
     flag: "metrics-bind-address",
+    group: "Metrics and probes",
     env: "REFERABLE_METRICS_BIND_ADDRESS",
     kind: "address",
     default: ":8080",
     help: "address of the Prometheus /metrics endpoint; 0 turns it off",
   },
   {
+    key: "metricsSecure",
+    flag: "metrics-secure",
+    group: "Metrics and probes",
+    env: "REFERABLE_METRICS_SECURE",
+    kind: "bool",
+    // Off in the binary, as `npm start` on a laptop has no ServiceAccount to scrape with; deploy/
+    // and the Helm chart turn it on (kubebuilder's scaffold does the same with its kustomize patch).
+    default: "false",
+    help: "serve /metrics over HTTPS, only to callers whose bearer token a TokenReview authenticates and a SubjectAccessReview allows (get on the non-resource URL /metrics: the metrics-reader ClusterRole); the controller needs create on tokenreviews and subjectaccessreviews",
+  },
+  {
+    key: "metricsCertDir",
+    flag: "metrics-cert-dir",
+    group: "Metrics and probes",
+    env: "REFERABLE_METRICS_CERT_DIR",
+    kind: "string",
+    default: "",
+    help: "folder with tls.crt and tls.key for --metrics-secure, reloaded when they change; a self-signed certificate is made at start when empty",
+  },
+  {
     key: "healthProbeBindAddress",
     flag: "health-probe-bind-address",
+    group: "Metrics and probes",
     env: "REFERABLE_HEALTH_PROBE_BIND_ADDRESS",
     kind: "address",
     default: ":8081",
@@ -86,6 +132,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "leaderElect",
     flag: "leader-elect",
+    group: "Leader election",
     env: "REFERABLE_LEADER_ELECT",
     kind: "bool",
     // Off by default, as in kubebuilder's controllers: `npm start` against any cluster works
@@ -96,6 +143,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "leaderElectionNamespace",
     flag: "leader-election-namespace",
+    group: "Leader election",
     env: "POD_NAMESPACE",
     kind: "string",
     default: "referable-system",
@@ -104,6 +152,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "leaderElectionId",
     flag: "leader-election-id",
+    group: "Leader election",
     env: "REFERABLE_LEADER_ELECTION_ID",
     kind: "string",
     default: "referable-controller",
@@ -112,6 +161,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "leaseDurationMs",
     flag: "leader-election-lease-duration",
+    group: "Leader election",
     env: "REFERABLE_LEASE_DURATION",
     kind: "duration",
     default: "15s",
@@ -120,6 +170,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "renewDeadlineMs",
     flag: "leader-election-renew-deadline",
+    group: "Leader election",
     env: "REFERABLE_RENEW_DEADLINE",
     kind: "duration",
     default: "10s",
@@ -128,6 +179,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "retryPeriodMs",
     flag: "leader-election-retry-period",
+    group: "Leader election",
     env: "REFERABLE_RETRY_PERIOD",
     kind: "duration",
     default: "2s",
@@ -136,6 +188,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "identity",
     flag: "identity",
+    group: "Leader election",
     env: "POD_NAME",
     kind: "string",
     default: "",
@@ -144,6 +197,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "concurrency",
     flag: "concurrency",
+    group: "Reconciling and status writes",
     env: "REFERABLE_CONCURRENCY",
     kind: "int",
     default: "16",
@@ -152,6 +206,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "statusWriteRate",
     flag: "status-write-rate",
+    group: "Reconciling and status writes",
     env: "REFERABLE_STATUS_WRITE_RATE",
     kind: "int",
     default: String(WRITE_POLICY_DEFAULTS.rate),
@@ -160,6 +215,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "statusWriteBurst",
     flag: "status-write-burst",
+    group: "Reconciling and status writes",
     env: "REFERABLE_STATUS_WRITE_BURST",
     kind: "int",
     default: String(WRITE_POLICY_DEFAULTS.burst),
@@ -168,6 +224,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "statusWriteBudget",
     flag: "status-write-budget",
+    group: "Reconciling and status writes",
     env: "REFERABLE_STATUS_WRITE_BUDGET",
     kind: "int",
     default: String(WRITE_POLICY_DEFAULTS.budget),
@@ -176,6 +233,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "statusWriteBudgetBurst",
     flag: "status-write-budget-burst",
+    group: "Reconciling and status writes",
     env: "REFERABLE_STATUS_WRITE_BUDGET_BURST",
     kind: "int",
     default: String(WRITE_POLICY_DEFAULTS.budgetBurst),
@@ -184,6 +242,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "maxValueBytes",
     flag: "max-value-bytes",
+    group: "Sources",
     env: "REFERABLE_MAX_VALUE_BYTES",
     kind: "int",
     default: "32768",
@@ -192,6 +251,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "allowSecrets",
     flag: "allow-secrets",
+    group: "Sources",
     env: "REFERABLE_ALLOW_SECRETS",
     kind: "bool",
     default: "false",
@@ -200,6 +260,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "allowSecretExport",
     flag: "allow-secret-export",
+    group: "Export",
     env: "REFERABLE_ALLOW_SECRET_EXPORT",
     kind: "bool",
     default: "false",
@@ -208,6 +269,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "denyKinds",
     flag: "deny-kinds",
+    group: "Sources",
     env: "REFERABLE_DENY_KINDS",
     kind: "list",
     default: "",
@@ -216,6 +278,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "watchdogMs",
     flag: "watch-watchdog",
+    group: "Sources",
     env: "REFERABLE_WATCH_WATCHDOG",
     kind: "duration",
     default: "90s",
@@ -224,6 +287,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "informerLingerMs",
     flag: "informer-linger",
+    group: "Sources",
     env: "REFERABLE_INFORMER_LINGER",
     kind: "duration",
     default: "10s",
@@ -232,14 +296,25 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "logLevel",
     flag: "log-level",
+    group: "Logging",
     env: "REFERABLE_LOG_LEVEL",
     kind: "level",
     default: "info",
     help: "debug, info, warn or error",
   },
   {
+    key: "logFormat",
+    flag: "log-format",
+    group: "Logging",
+    env: "REFERABLE_LOG_FORMAT",
+    kind: "format",
+    default: "",
+    help: "text (one readable line per record: time, level, message, key=value fields) or json (one JSON object per line); empty: text when standard output is a terminal, else json",
+  },
+  {
     key: "webhookBindAddress",
     flag: "webhook-bind-address",
+    group: "Admission webhook",
     env: "REFERABLE_WEBHOOK_BIND_ADDRESS",
     kind: "address",
     default: "0",
@@ -248,6 +323,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "webhookCertDir",
     flag: "webhook-cert-dir",
+    group: "Admission webhook",
     env: "REFERABLE_WEBHOOK_CERT_DIR",
     kind: "string",
     default: "/tmp/k8s-webhook-server/serving-certs",
@@ -256,6 +332,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "referableSelector",
     flag: "referable-selector",
+    group: "Reconciling and status writes",
     env: "REFERABLE_SELECTOR",
     kind: "string",
     default: "",
@@ -264,6 +341,7 @@ const OPTIONS: OptionSpec[] = [
   {
     key: "shutdownTimeoutMs",
     flag: "shutdown-timeout",
+    group: "Process",
     env: "REFERABLE_SHUTDOWN_TIMEOUT",
     kind: "duration",
     default: "20s",
@@ -279,19 +357,30 @@ export class ConfigError extends Error {
   }
 }
 
-/** The `--help` text: every option, its environment variable and its default. */
+/** The controller's command line, as the shared parser (./cli.ts) reads it and `--help` shows it. */
+export const COMMAND: CommandSpec = {
+  usage: "referable-controller [options]",
+  description:
+    "Projects fields of Kubernetes objects into Referables' status (docs/api.md). Flags win over environment variables.",
+  groups: GROUPS,
+  version: true,
+  flags: Object.fromEntries(
+    OPTIONS.map((o): [string, FlagSpec] => [
+      o.flag,
+      {
+        type: o.kind === "bool" ? "boolean" : "string",
+        help: o.help,
+        group: o.group,
+        env: o.env,
+        default: o.default,
+      },
+    ]),
+  ),
+};
+
+/** The `--help` text: every option by group, its environment variable and its default. */
 export function helpText(): string {
-  const lines = [
-    "Usage: referable-controller [options]",
-    "",
-    "Options (flags win over environment variables):",
-  ];
-  for (const o of OPTIONS) {
-    lines.push(`  --${o.flag}${o.kind === "bool" ? "[=true|false]" : "=VALUE"}`);
-    lines.push(`      ${o.help} (env ${o.env}; default ${o.default === "" ? '""' : o.default})`);
-  }
-  lines.push("  --help", "      print this help and exit");
-  return lines.join("\n");
+  return formatHelp(COMMAND);
 }
 
 /** Parses a Go-style duration ("1m30s", "500ms", "2s", "0") into milliseconds. */
@@ -311,25 +400,31 @@ export function parseDuration(text: string): number {
   return total;
 }
 
-/** Parses argv and env into a frozen Config, or throws ConfigError. Returns "help" for --help. */
+/** What the process knows about where it runs, for the defaults that depend on it. */
+export interface Environment {
+  /** Whether standard output is a terminal (the log format's default). @default false */
+  terminal?: boolean;
+}
+
+/**
+ * Parses argv and env into a frozen Config, or throws ConfigError. Returns "help" for --help
+ * and "version" for --version.
+ */
 export function parseConfig(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
-): Config | "help" {
+  where: Environment = {},
+): Config | "help" | "version" {
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine(argv, COMMAND);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  if (parsed === "help" || parsed === "version") return parsed;
   const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === "--help" || arg === "-h") return "help";
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-    const spec = m && OPTIONS.find((o) => o.flag === m[1]);
-    if (!m || !spec) throw new ConfigError(`unknown option ${JSON.stringify(arg)}: see --help`);
-    let value = m[2];
-    if (value === undefined) {
-      if (spec.kind === "bool") value = "true";
-      else if (i + 1 < argv.length) value = argv[++i]!;
-      else throw new ConfigError(`--${spec.flag} needs a value`);
-    }
-    flags.set(spec.flag, value);
+  for (const [name, value] of Object.entries(parsed)) {
+    if (value !== undefined) flags.set(name, String(value));
   }
   const out: Record<string, unknown> = {};
   for (const o of OPTIONS) {
@@ -343,6 +438,7 @@ export function parseConfig(
       throw new ConfigError(`--${o.flag} (env ${o.env}): ${(err as Error).message}`);
     }
   }
+  if (!out.logFormat) out.logFormat = where.terminal ? "text" : "json";
   if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
   const config = out as unknown as Config;
   if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
@@ -395,6 +491,10 @@ function convert(spec: OptionSpec, raw: string): unknown {
           .map((s) => s.trim())
           .filter(Boolean),
       );
+    case "format":
+      if (!["", "json", "text"].includes(raw))
+        throw new ConfigError(`${JSON.stringify(raw)} is not json or text`);
+      return raw || undefined;
     case "level":
       if (!["debug", "info", "warn", "error"].includes(raw))
         throw new ConfigError(`${JSON.stringify(raw)} is not debug, info, warn or error`);

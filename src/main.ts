@@ -3,7 +3,7 @@
  * serve metrics and probes, and shut down gracefully on SIGTERM (stop writing, release the
  * lease, close informers).
  */
-import { pino } from "pino";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
@@ -17,10 +17,13 @@ import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
 import type { ResourceInfo } from "./kube/discovery.ts";
+import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
+import { openSecureMetrics } from "./metrics-auth.ts";
 import { Resolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 import { StartupGate } from "./startup.ts";
+import { VERSION, versionText } from "./version.ts";
 
 /** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
 export function sourcePolicy(
@@ -42,9 +45,9 @@ export function sourcePolicy(
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let config: Config;
   try {
-    const parsed = parseConfig(argv, env);
-    if (parsed === "help") {
-      process.stdout.write(`${helpText()}\n`);
+    const parsed = parseConfig(argv, env, { terminal: process.stdout.isTTY === true });
+    if (parsed === "help" || parsed === "version") {
+      process.stdout.write(`${parsed === "help" ? helpText() : versionText()}\n`);
       return 0;
     }
     config = parsed;
@@ -53,8 +56,9 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     return 2;
   }
 
-  const logger = pino({
+  const logger = createProcessLogger({
     level: config.logLevel,
+    format: config.logFormat,
     base: { component: "referable-controller", identity: config.identity },
   });
   process.on("unhandledRejection", (reason) =>
@@ -122,11 +126,36 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     logger: logger.child({ part: "startup" }),
   });
   const stopChecks = new AbortController();
-  const metricsServer = await startMetricsServer(config.metricsBindAddress, metrics.registry, () => {
-    metrics.setReferableCounts(controller.countByReason());
-    metrics.sourceInformers.set(resolver.informerCount);
-    metrics.watchesOpen.set(client.activeWatches);
-  });
+  let secureMetrics: Awaited<ReturnType<typeof openSecureMetrics>> | undefined;
+  if (config.metricsSecure && parseBindAddress(config.metricsBindAddress)) {
+    try {
+      secureMetrics = await openSecureMetrics({
+        client,
+        certDir: config.metricsCertDir,
+        dnsNames: ["localhost", hostname()],
+        logger: logger.child({ part: "metrics" }),
+      });
+    } catch (err) {
+      logger.error(
+        { err: asError(err).message, certDir: config.metricsCertDir },
+        "cannot serve secure metrics: --metrics-cert-dir needs tls.crt and tls.key",
+      );
+      await client.close();
+      return 1;
+    }
+  }
+  const metricsServer = await startMetricsServer(
+    config.metricsBindAddress,
+    metrics.registry,
+    () => {
+      metrics.setReferableCounts(controller.countByReason());
+      metrics.setUnfinishedWork(controller.unfinishedWork());
+      metrics.sourceInformers.set(resolver.informerCount);
+      metrics.watchesOpen.set(client.activeWatches);
+    },
+    secureMetrics,
+  );
+  metricsServer?.on("close", () => secureMetrics?.close());
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,
     () => startup.problem?.message ?? (controller.synced && !shuttingDown),
@@ -218,7 +247,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     // Caches, then writers, then leadership.
     manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
     void manager.start();
-    logger.info({ leaderElect: config.leaderElect, concurrency: config.concurrency }, "controller started");
+    logger.info(
+      { version: VERSION, leaderElect: config.leaderElect, concurrency: config.concurrency },
+      "controller started",
+    );
   };
   // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
   // namespace); until then /readyz says what is missing and how to fix it.

@@ -22,6 +22,8 @@ type Counter<T extends string = string> = Prom.Counter<T>;
 type Gauge<T extends string = string> = Prom.Gauge<T>;
 type Histogram<T extends string = string> = Prom.Histogram<T>;
 import { Reasons } from "./errors.ts";
+import type { UnfinishedWork } from "./controller/workqueue.ts";
+import { VERSION } from "./version.ts";
 
 const CONTROLLER = "referable";
 
@@ -42,6 +44,8 @@ export class ControllerMetrics {
   readonly registry: Registry;
   readonly reconcileTotal: Counter<"controller" | "result">;
   readonly reconcileErrors: Counter<"controller">;
+  readonly reconcilePanics: Counter<"controller">;
+  readonly terminalReconcileErrors: Counter<"controller">;
   readonly reconcileTime: Histogram<"controller">;
   readonly activeWorkers: Gauge<"controller">;
   readonly maxConcurrentReconciles: Gauge<"controller">;
@@ -50,6 +54,9 @@ export class ControllerMetrics {
   readonly workqueueRetries: Counter<"name" | "controller">;
   readonly workqueueQueueDuration: Histogram<"name" | "controller">;
   readonly workqueueWorkDuration: Histogram<"name" | "controller">;
+  readonly workqueueUnfinishedWork: Gauge<"name" | "controller">;
+  readonly workqueueLongestRunningProcessor: Gauge<"name" | "controller">;
+  readonly buildInfo: Gauge<"version" | "node_version">;
   readonly leaderStatus: Gauge<"name">;
   readonly restRequests: Counter<"code" | "method" | "host">;
   readonly restLatency: Histogram<"verb">;
@@ -64,7 +71,15 @@ export class ControllerMetrics {
   readonly exportWrites: Counter<"result">;
   readonly events: Counter<"type">;
 
-  constructor(options: { registry?: Registry; defaultMetrics?: boolean; leaseName?: string } = {}) {
+  constructor(
+    options: {
+      registry?: Registry;
+      defaultMetrics?: boolean;
+      leaseName?: string;
+      /** The controller's version, for `referable_build_info`. @default package.json's */
+      version?: string;
+    } = {},
+  ) {
     const registry = (this.registry = options.registry ?? new Registry());
     const registers = [registry];
     const queueLabels = { name: CONTROLLER, controller: CONTROLLER };
@@ -86,6 +101,22 @@ export class ControllerMetrics {
       registers,
     });
     this.reconcileErrors.labels(CONTROLLER).inc(0);
+    // As controller-runtime: a panic (here, a programming error such as a TypeError escaping
+    // reconcile) is counted here and as an error, and retried with backoff like one.
+    this.reconcilePanics = new Counter({
+      name: "controller_runtime_reconcile_panics_total",
+      help: "Total number of reconciliation panics per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.reconcilePanics.labels(CONTROLLER).inc(0);
+    this.terminalReconcileErrors = new Counter({
+      name: "controller_runtime_terminal_reconcile_errors_total",
+      help: "Total number of terminal reconciliation errors per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.terminalReconcileErrors.labels(CONTROLLER).inc(0);
     this.reconcileTime = new Histogram({
       name: "controller_runtime_reconcile_time_seconds",
       help: "Length of time per reconciliation per controller",
@@ -144,6 +175,28 @@ export class ControllerMetrics {
       registers,
     });
     this.workqueueWorkDuration.labels(queueLabels);
+    // Both set at each scrape from the queue (setUnfinishedWork), as client-go's are every 500 ms.
+    this.workqueueUnfinishedWork = new Gauge({
+      name: "workqueue_unfinished_work_seconds",
+      help: "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.workqueueUnfinishedWork.labels(queueLabels).set(0);
+    this.workqueueLongestRunningProcessor = new Gauge({
+      name: "workqueue_longest_running_processor_seconds",
+      help: "How many seconds has the longest running processor for workqueue been running.",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.workqueueLongestRunningProcessor.labels(queueLabels).set(0);
+    this.buildInfo = new Gauge({
+      name: "referable_build_info",
+      help: "Always 1; the labels say which version of the controller runs, on which Node.js",
+      labelNames: ["version", "node_version"],
+      registers,
+    });
+    this.buildInfo.labels(options.version ?? VERSION, process.versions.node).set(1);
     this.leaderStatus = new Gauge({
       name: "leader_election_master_status",
       help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
@@ -242,6 +295,24 @@ export class ControllerMetrics {
   setReferableCounts(counts: Map<string, number>): void {
     for (const [reason, ready] of Object.entries(READY_OF_REASON))
       this.referables.labels(ready, reason).set(counts.get(reason) ?? 0);
+  }
+
+  /**
+   * Counts a reconcile that threw, as controller-runtime does: an error in the totals, and also
+   * a panic (a programming error) or a terminal error (not retried), as `kind` says.
+   */
+  observeReconcileError(kind: "terminal" | "panic" | "error"): void {
+    this.reconcileTotal.labels(CONTROLLER, "error").inc();
+    this.reconcileErrors.labels(CONTROLLER).inc();
+    if (kind === "panic") this.reconcilePanics.labels(CONTROLLER).inc();
+    if (kind === "terminal") this.terminalReconcileErrors.labels(CONTROLLER).inc();
+  }
+
+  /** Sets the work-in-progress gauges from the queue's measurement, taken at scrape time. */
+  setUnfinishedWork(work: UnfinishedWork): void {
+    const labels = { name: CONTROLLER, controller: CONTROLLER };
+    this.workqueueUnfinishedWork.labels(labels).set(work.unfinishedWorkSeconds);
+    this.workqueueLongestRunningProcessor.labels(labels).set(work.longestRunningProcessorSeconds);
   }
 
   /** Observes one API request, client-go style. */

@@ -1,4 +1,6 @@
 import { request, type Server } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { selfSignedCertificate } from "./self-signed.ts";
 import { Counter, Registry } from "prom-client";
 import { closeServer, parseBindAddress, portOf, startMetricsServer, startProbeServer } from "./server.ts";
 
@@ -94,6 +96,76 @@ describe("startMetricsServer", () => {
     const before = scrapes;
     expect((await get(server, path, method)).status).toBe(404);
     expect(scrapes).toBe(before);
+  });
+});
+
+/** GETs /metrics over HTTPS, trusting `ca` (the server's self-signed certificate). */
+function getTls(
+  server: Server | undefined,
+  ca: string,
+  authorization?: string,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: "127.0.0.1",
+        port: portOf(server),
+        path: "/metrics",
+        ca,
+        agent: false,
+        headers: authorization ? { authorization } : {},
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (body += chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("startMetricsServer, secure", () => {
+  let server: Server | undefined;
+  const tls = selfSignedCertificate();
+  const seen: Array<string | undefined> = [];
+  beforeAll(async () => {
+    const registry = new Registry();
+    new Counter({ name: "test_secure_total", help: "things", registers: [registry] }).inc();
+    server = await startMetricsServer("127.0.0.1:0", registry, () => undefined, {
+      tls,
+      authorize: async (header) => {
+        seen.push(header);
+        if (header === "Bearer good") return { status: 200, message: "" };
+        if (header === "Bearer other") return { status: 403, message: "Forbidden: no" };
+        return { status: 401, message: "Unauthorized: a bearer token is required" };
+      },
+    });
+  });
+  afterAll(() => closeServer(server));
+
+  const cases: Array<{ reason: string; header?: string; status: number; body: string }> = [
+    { reason: "no token: 401", status: 401, body: "Unauthorized" },
+    { reason: "a token the judge refuses: 403", header: "Bearer other", status: 403, body: "Forbidden: no" },
+    {
+      reason: "an allowed token: the metrics",
+      header: "Bearer good",
+      status: 200,
+      body: "test_secure_total 1",
+    },
+  ];
+  it.each(cases)("answers over TLS: $reason", async ({ header, status, body }) => {
+    const res = await getTls(server, tls.cert, header);
+    expect(res.status).toBe(status);
+    expect(res.body).toContain(body);
+    if (status === 401) expect(res.headers["www-authenticate"]).toMatch(/^Bearer /);
+    expect(seen.at(-1)).toBe(header);
+  });
+
+  it("serves no plain HTTP on the metrics port", async () => {
+    await expect(get(server, "/metrics")).rejects.toThrow();
   });
 });
 

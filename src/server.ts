@@ -2,8 +2,20 @@
  * The process's HTTP endpoints: `/metrics` on the metrics address, `/healthz` and `/readyz` on
  * the probe address (controller-runtime's defaults :8080 and :8081). Nothing else is served.
  */
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { Registry } from "prom-client";
+import type { MetricsDecision } from "./metrics-auth.ts";
+
+/** What serving /metrics securely takes: a TLS identity and a judge of each caller. */
+export interface SecureMetrics {
+  /** The PEM certificate and key served first. */
+  tls: { cert: string | Buffer; key: string | Buffer };
+  /** Decides on a request's Authorization header (a MetricsAuthorizer). */
+  authorize: (authorization: string | undefined) => Promise<MetricsDecision>;
+  /** Called with the server, so a certificate that rotates can be set on it (setSecureContext). */
+  onServer?: (server: Server) => void;
+}
 
 /** Parses ":8080", "127.0.0.1:8080" or "[::1]:8080"; undefined for "0" (off). Throws on anything else. */
 export function parseBindAddress(address: string): { host: string | undefined; port: number } | undefined {
@@ -35,23 +47,47 @@ export function portOf(server: Server | undefined): number | undefined {
   return typeof address === "object" && address ? address.port : undefined;
 }
 
-/** Serves /metrics from `registry`, calling `beforeScrape` first to refresh gauges. */
+/**
+ * Serves /metrics from `registry`, calling `beforeScrape` first to refresh gauges. With
+ * `secure`, over HTTPS and only to callers `secure.authorize` lets through (401 without a
+ * valid token, 403 without the permission), as kubebuilder's secure metrics.
+ */
 export async function startMetricsServer(
   address: string,
   registry: Registry,
   beforeScrape: () => void,
+  secure?: SecureMetrics,
 ): Promise<Server | undefined> {
-  const server = createServer((req, res) => {
-    if (req.method !== "GET" || req.url?.split("?")[0] !== "/metrics") {
-      res.writeHead(404).end();
-      return;
-    }
+  if (!parseBindAddress(address)) return undefined;
+  const scrape = (res: ServerResponse) => {
     beforeScrape();
     registry.metrics().then(
       (text) => res.writeHead(200, { "Content-Type": registry.contentType }).end(text),
       (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
     );
-  });
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== "GET" || req.url?.split("?")[0] !== "/metrics") {
+      res.writeHead(404).end();
+      return;
+    }
+    if (!secure) return scrape(res);
+    void secure.authorize(req.headers.authorization).then((decision) => {
+      if (decision.status === 200) scrape(res);
+      else {
+        const headers: Record<string, string> = { "Content-Type": "text/plain; charset=utf-8" };
+        if (decision.status === 401) headers["WWW-Authenticate"] = 'Bearer realm="referable-controller"';
+        res.writeHead(decision.status, headers).end(`${decision.message}\n`);
+      }
+    });
+  };
+  const server: Server = secure
+    ? (createHttpsServer({ minVersion: "TLSv1.2", ...secure.tls }, handle) as unknown as Server)
+    : createServer(handle);
+  // Bounded per caller: headers within 10 s, a whole request within 30 s.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  secure?.onServer?.(server);
   return listen(server, address);
 }
 

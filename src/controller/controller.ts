@@ -27,7 +27,14 @@ import {
 } from "./referable.ts";
 import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
-import { runWorkers, WorkQueue, type WorkResult } from "./workqueue.ts";
+import {
+  classifyError,
+  runWorkers,
+  TerminalError,
+  WorkQueue,
+  type UnfinishedWork,
+  type WorkResult,
+} from "./workqueue.ts";
 import { WritePolicy, type TokenBucket, type WritePolicyOptions } from "./write-policy.ts";
 
 /** Options for {@link ReferableController}. */
@@ -217,8 +224,23 @@ export class ReferableController {
     const concurrency = this.options.concurrency ?? 16;
     this.options.metrics?.maxConcurrentReconciles.labels("referable").set(concurrency);
     this.workers = runWorkers(this.queue, concurrency, (name) => this.timedReconcile(name), {
-      onError: (name, err) =>
-        this.logger.warn({ referable: name, err: err.message }, "reconcile failed; retrying with backoff"),
+      onError: (name, err) => {
+        const kind = classifyError(err);
+        // A terminal error is not retried (a new event of the Referable brings a new try); a
+        // panic is a bug in this controller, said loudly.
+        if (kind === "terminal")
+          this.logger.error(
+            { referable: name, err: err.message },
+            "reconcile failed; not retried (terminal)",
+          );
+        else if (kind === "panic")
+          this.logger.error(
+            { referable: name, err: err.message, stack: err.stack?.split("\n").slice(0, 6).join("\n") },
+            "reconcile panicked (a bug: please report it); retrying with backoff",
+          );
+        else
+          this.logger.warn({ referable: name, err: err.message }, "reconcile failed; retrying with backoff");
+      },
     });
   }
 
@@ -249,6 +271,11 @@ export class ReferableController {
     }
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     for (const obj of this.informer.list()) this.queue.add(obj.metadata?.name ?? "");
+  }
+
+  /** The work queue's work in progress (the stuck-worker gauges), measured now. */
+  unfinishedWork(): UnfinishedWork {
+    return this.queue.unfinishedWork();
   }
 
   /** Referables by their Ready reason, for the gauge. */
@@ -301,8 +328,7 @@ export class ReferableController {
         .inc();
       return result;
     } catch (err) {
-      metrics?.reconcileTotal.labels("referable", "error").inc();
-      metrics?.reconcileErrors.labels("referable").inc();
+      metrics?.observeReconcileError(classifyError(err));
       throw err;
     } finally {
       metrics?.activeWorkers.labels("referable").dec();
@@ -435,11 +461,12 @@ export class ReferableController {
         // API server's schema refused the status. Retrying the same write cannot help; a new
         // result will bring a new write.
         metrics?.statusWrites.labels("error").inc();
-        this.logger.error(
-          { referable: name, err: (err as Error).message.slice(0, 300) },
-          "the API server refused the status",
+        throw new TerminalError(
+          `the API server refused the status: ${(err as Error).message.slice(0, 300)}`,
+          {
+            cause: err,
+          },
         );
-        return "done";
       }
       if (isApiError(err, 409)) {
         // The Referable changed since the version this status was computed from (another

@@ -434,8 +434,11 @@ export class Exporter {
       return undefined;
     } catch (err) {
       // 404: gone. 409, 422 (a failed test): changed since it was read, and the change's own
-      // event reconciles it again, from the new version; nothing to report.
-      if (isApiError(err, 404) || isApiError(err, 409) || isApiError(err, 422)) return undefined;
+      // event reconciles it again, from the new version; nothing to report. An admission
+      // webhook's refusal is also a 422, but nothing changed: reported, logged and retried on
+      // the backoff (deploy/'s webhook never sees finalizer changes; an older configuration may).
+      if (isApiError(err, 404) || isApiError(err, 409)) return undefined;
+      if (isApiError(err, 422) && !/admission webhook/i.test(asError(err).message)) return undefined;
       const message = asError(err).message.slice(0, 300);
       this.logger.warn(
         { referable: obj.metadata.name, err: message },

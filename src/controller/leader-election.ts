@@ -94,7 +94,10 @@ function recordOf(lease: Lease): LeaseRecord {
   };
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts; never rejects. */
+/**
+ * Resolves after `ms`, or at once when `signal` aborts; never rejects. A negative `ms` (a deadline
+ * that passed while the API server was frozen) waits no time, without Node's TimeoutNegativeWarning.
+ */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
@@ -103,7 +106,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       signal.removeEventListener("abort", finish);
       resolve();
     };
-    const timer = setTimeout(finish, ms);
+    const timer = setTimeout(finish, Math.max(0, ms));
     signal.addEventListener("abort", finish, { once: true });
   });
 }

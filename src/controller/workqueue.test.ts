@@ -2,6 +2,8 @@ import { jest } from "@jest/globals";
 import {
   BucketRateLimiter,
   ItemExponentialFailureRateLimiter,
+  TerminalError,
+  classifyError,
   WorkQueue,
   defaultControllerRateLimiter,
   runWorkers,
@@ -434,6 +436,18 @@ describe("runWorkers", () => {
       reason: "a thrown error retries with exponential backoff, and never stops the worker",
     },
     {
+      results: [new TerminalError("boom")] as Array<WorkResult | Error>,
+      at: [0],
+      requeuesAfter: 0,
+      reason: "a TerminalError is reported and not retried (controller-runtime's reconcile.TerminalError)",
+    },
+    {
+      results: [new Error("boom"), new Error("boom"), new TerminalError("boom")] as Array<WorkResult | Error>,
+      at: [0, 5, 15],
+      requeuesAfter: 0,
+      reason: "a TerminalError after retries ends them and forgets the backoff",
+    },
+    {
       results: [{ requeueAfterMs: 1000 }, "done"] as WorkResult[],
       at: [0, 1000],
       requeuesAfter: 0,
@@ -512,9 +526,55 @@ describe("runWorkers", () => {
     expect(done.settled()).toBe(true);
   });
 
+  it("measures a stuck worker: unfinished work and the longest-running processor grow while it holds its key", async () => {
+    const queue = new WorkQueue();
+    const stuck = deferred<WorkResult>();
+    const done = runWorkers(queue, 2, (key) => (key === "stuck" ? stuck.promise : Promise.resolve("done")));
+    queue.add("stuck");
+    await advance(0);
+    await advance(3_000);
+    queue.add("quick");
+    await advance(0);
+    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 3, longestRunningProcessorSeconds: 3 });
+    stuck.resolve("done");
+    await advance(0);
+    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 0, longestRunningProcessorSeconds: 0 });
+    queue.shutDown();
+    await done;
+  });
+
   it.each([0, -1, 1.5, NaN])("rejects a concurrency of %p", async (concurrency) => {
     await expect(runWorkers(new WorkQueue(), concurrency, async () => "done")).rejects.toThrow(
       /concurrency must be a positive integer/,
     );
+  });
+});
+
+describe("classifyError", () => {
+  const cases: Array<{ reason: string; err: unknown; want: "terminal" | "panic" | "error" }> = [
+    { reason: "an ordinary failure is retried", err: new Error("the API server is away"), want: "error" },
+    { reason: "a TerminalError is terminal", err: new TerminalError("refused"), want: "terminal" },
+    {
+      reason: "a TerminalError from another copy of the module (the brand, not instanceof)",
+      err: Object.defineProperty(new Error("x"), Symbol.for("referable.dev/TerminalError"), { value: true }),
+      want: "terminal",
+    },
+    { reason: "a TypeError is a bug: a panic", err: new TypeError("x is undefined"), want: "panic" },
+    { reason: "a ReferenceError is a panic", err: new ReferenceError("y"), want: "panic" },
+    {
+      reason: "a RangeError is a panic",
+      err: new RangeError("Maximum call stack size exceeded"),
+      want: "panic",
+    },
+    { reason: "a thrown string is a panic", err: "a string", want: "panic" },
+    { reason: "a thrown undefined is a panic", err: undefined, want: "panic" },
+    {
+      reason: "a malformed response (SyntaxError) is not our bug",
+      err: new SyntaxError("JSON"),
+      want: "error",
+    },
+  ];
+  it.each(cases)("$reason", ({ err, want }) => {
+    expect(classifyError(err)).toBe(want);
   });
 });

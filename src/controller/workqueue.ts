@@ -361,6 +361,38 @@ export class WorkQueue {
   }
 }
 
+const TERMINAL = Symbol.for("referable.dev/TerminalError");
+
+/**
+ * controller-runtime's `reconcile.TerminalError`: a failure retrying cannot mend (only a new
+ * event can). {@link runWorkers} does not requeue the key, and the controller counts it in
+ * `controller_runtime_terminal_reconcile_errors_total` as well as in the errors.
+ */
+export class TerminalError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TerminalError";
+    // A brand, not instanceof alone: two copies of this module (Jest's registry) must agree.
+    Object.defineProperty(this, TERMINAL, { value: true });
+  }
+}
+
+// The errors JavaScript throws for a programming error: controller-runtime's recovered panic.
+// Not SyntaxError: JSON.parse of a malformed response throws it, which is not our bug.
+const PANICS = new Set(["TypeError", "ReferenceError", "RangeError", "EvalError", "URIError"]);
+
+/**
+ * What a reconcile threw: "terminal" (a {@link TerminalError}: not retried), "panic" (a bug: a
+ * TypeError, ReferenceError, RangeError, EvalError or URIError, or a thrown non-Error; retried
+ * with backoff as controller-runtime retries a recovered panic), or "error" (retried with backoff).
+ */
+export function classifyError(err: unknown): "terminal" | "panic" | "error" {
+  if (typeof err !== "object" || err === null) return "panic";
+  if ((err as Record<symbol, unknown>)[TERMINAL] === true) return "terminal";
+  if (!(err instanceof Error) && !("message" in err)) return "panic";
+  return PANICS.has((err as Error).name) ? "panic" : "error";
+}
+
 /** What a handler of {@link runWorkers} asks for a key it processed. */
 export type WorkResult = "done" | "requeue" | { requeueAfterMs: number };
 
@@ -373,7 +405,8 @@ export interface RunWorkersOptions {
 /**
  * Runs `concurrency` workers that take keys from `queue` and call `handler`, following
  * controller-runtime: "done" forgets the key's backoff, "requeue" and a thrown error add it
- * rate-limited, `{ requeueAfterMs }` forgets and adds it after that delay. Never rejects; resolves
+ * rate-limited (a {@link TerminalError} forgets it instead: retrying cannot help),
+ * `{ requeueAfterMs }` forgets and adds it after that delay. Never rejects; resolves
  * once the queue is shut down and every worker has exited.
  */
 export async function runWorkers(
@@ -404,7 +437,8 @@ export async function runWorkers(
         } catch {
           // The error hook is for reporting; what it throws cannot stop the worker.
         }
-        queue.addRateLimited(key);
+        if (classifyError(err) === "terminal") queue.forget(key);
+        else queue.addRateLimited(key);
       } finally {
         queue.done(key);
       }

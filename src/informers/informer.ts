@@ -23,6 +23,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import { nameFieldSelector } from "../kube/field-selector.ts";
 import { silentLogger, type Logger } from "../log.ts";
 
 /** What an informer knows of its resource. */
@@ -212,6 +213,7 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly pageBytes: number;
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
+  private listsStarted = 0;
   private readonly decode: (obj: KubeObject) => T;
   private readonly confirmGone: (() => Promise<boolean>) | undefined;
   private readonly watchTimeoutSeconds: [number, number];
@@ -438,7 +440,9 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private async relist(): Promise<void> {
-    this.onSignal?.("relist");
+    // The first list is the informer starting, not a relist: the counter is a restart signal,
+    // and counting every start made each new source informer look like a restart.
+    if (this.listsStarted++ > 0) this.onSignal?.("relist");
     const fresh = new ObjectStore<T>();
     const resourceVersion = await this.listPaged(this.path, { labelSelector: this.labelSelector }, (item) =>
       fresh.set(item),
@@ -524,7 +528,7 @@ export class Informer<T extends Cached = KubeObject> {
       // A whole namespace is read when the names asked for are many, and a good share of it.
       const inNamespace = this.store.countIn(this.resource.namespaced ? namespace : undefined);
       if (names.length > REFRESH_BY_NAME_MAX && names.length * 4 >= inNamespace) reads.push({ namespace });
-      else for (const name of names) reads.push({ namespace, fieldSelector: `metadata.name=${name}` });
+      else for (const name of names) reads.push({ namespace, fieldSelector: nameFieldSelector(name) });
     }
     // A few reads at a time: enough to hide round trips, few enough not to crowd the API server.
     let next = 0;

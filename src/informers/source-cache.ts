@@ -18,6 +18,7 @@
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import { nameFieldSelector } from "../kube/field-selector.ts";
 import type { Logger } from "../log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
 import type { Informer } from "./informer.ts";
@@ -284,7 +285,7 @@ export class InformerSourceCache implements SourceCache {
     const path = ns ? `${base}/namespaces/${ns}/${plural}` : `${base}/${plural}`;
     const query =
       "name" in target
-        ? { fieldSelector: `metadata.name=${target.name}` }
+        ? { fieldSelector: nameFieldSelector(target.name) }
         : { labelSelector: target.labelSelector || undefined };
     const out: Projection[] = [];
     let continueToken: string | undefined;

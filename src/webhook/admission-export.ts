@@ -1,9 +1,13 @@
 /**
- * What a Referable's `spec.export` makes the controller write, as permissions its author must
- * hold: `create` of the kind in the target's namespace and `patch` of the named object, for each
- * target new in this request. The controller writes with its own credentials (only where an
- * administrator opted it in); without this check anyone allowed to create Referables could write
- * through it into any ConfigMap or Secret of an opted-in namespace.
+ * What a Referable's `spec.export` makes the controller write, as permissions the author of a
+ * change must hold: `create` of the kind in the target's namespace and `patch` of the named
+ * object, for every target the Referable names after the change, and `patch` of every target it
+ * named before and no longer does (the controller removes its key there). Authorization follows
+ * the value, not the field: any change of spec decides what is written into every target, so
+ * every target is checked on every such change, not only the ones it adds. The controller writes
+ * with its own credentials (only where an administrator opted it in); without this check anyone
+ * allowed to update Referables could write through it into any ConfigMap or Secret of an
+ * opted-in namespace.
  */
 import { stableStringify } from "../controller/status.ts";
 import type { Permission } from "./access-review.ts";
@@ -13,22 +17,40 @@ import type { AdmissionRequest } from "./admission-review.ts";
 export const EXPORT_REFUSAL_SUFFIX = "a Referable may only export where its author may create and patch";
 
 /**
- * The permissions the export targets of `request` need, for the targets an UPDATE adds (one
- * that leaves a target alone writes nothing new there). Deliberately wider than the controller's
- * own parsing: any entry with a kind it writes and string namespace and name is checked.
+ * The permissions the export targets of `request` need: create and patch for each target of the
+ * new object, patch for each target of an UPDATE's old object that the new one drops. Called only
+ * for a change of spec (an update that leaves spec alone writes nothing new anywhere).
+ * Deliberately wider than the controller's own parsing: any entry with a kind it writes and
+ * string namespace and name is checked, and a permission is asked once however often it is named.
  */
 export function exportPermissions(request: AdmissionRequest): Permission[] {
-  const before = new Set(
-    request.operation === "UPDATE" ? targetsOf(request.oldObject).map((t) => stableStringify(t)) : [],
-  );
-  const needed: Permission[] = [];
-  for (const t of targetsOf(request.object)) {
-    if (before.has(stableStringify(t))) continue;
-    const resource = t.kind === "Secret" ? "secrets" : "configmaps";
-    const common = { group: "", version: "v1", resource, namespace: t.namespace };
-    needed.push({ verb: "create", ...common }, { verb: "patch", ...common, name: t.name });
+  const needed = new Map<string, Permission>();
+  const add = (p: Permission) => needed.set(stableStringify(p), p);
+  const after = targetsOf(request.object);
+  for (const t of after) {
+    const common = { group: "", version: "v1", resource: resourceOf(t), namespace: t.namespace };
+    add({ verb: "create", ...common });
+    add({ verb: "patch", ...common, name: t.name });
   }
-  return needed;
+  if (request.operation === "UPDATE") {
+    const kept = new Set(after.map((t) => stableStringify(t)));
+    for (const t of targetsOf(request.oldObject)) {
+      if (kept.has(stableStringify(t))) continue;
+      add({
+        verb: "patch",
+        group: "",
+        version: "v1",
+        resource: resourceOf(t),
+        namespace: t.namespace,
+        name: t.name,
+      });
+    }
+  }
+  return [...needed.values()];
+}
+
+function resourceOf(t: Target): string {
+  return t.kind === "Secret" ? "secrets" : "configmaps";
 }
 
 interface Target {

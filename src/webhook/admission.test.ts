@@ -175,14 +175,84 @@ const cases: Case[] = [
     message: `user "alice" may not create configmaps in namespace "team-a" and may not patch configmaps "app" in namespace "team-a": ${EXPORT_REFUSAL_SUFFIX}`,
   },
   {
-    reason: "an update that leaves the targets alone (the controller's finalizer) asks nothing",
+    reason: "an update that leaves spec alone (the controller's finalizer) asks nothing",
     request: {
       operation: "UPDATE",
-      object: referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
-      oldObject: referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+      object: {
+        ...referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+        metadata: { name: "rf", finalizers: [] },
+      },
+      oldObject: {
+        ...referable(cm("other"), { export: [exportTo("ConfigMap", "team-a", "app")] }),
+        metadata: { name: "rf", finalizers: ["referable.dev/export"] },
+      },
     },
     allowed: true,
     asked: [],
+  },
+  {
+    reason:
+      "an update that leaves spec alone is allowed though its transform no longer compiles (cleanup never waits)",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("other"), { transform: "1 + 'a'" }),
+      oldObject: referable(cm("other"), { transform: "1 + 'a'" }),
+    },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason: "authorization follows the value: a new transform re-checks every target and the source",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), { export: [exportTo("ConfigMap", "team-b", "app")], transform: "'x'" }),
+      oldObject: referable(cm("db"), { export: [exportTo("ConfigMap", "team-b", "app")] }),
+    },
+    allowed: true,
+    asked: ["create /configmaps team-b ", "patch /configmaps team-b app", "get /configmaps team-a db"],
+  },
+  {
+    reason: "a change by an author who may not write an existing target is refused (another tenant's Secret)",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), { export: [exportTo("Secret", "team-a", "creds")], transform: "'mine'" }),
+      oldObject: referable(cm("db"), { export: [exportTo("Secret", "team-a", "creds")] }),
+    },
+    allowed: false,
+    code: 403,
+    asked: ["create /secrets team-a ", "patch /secrets team-a creds"],
+    message: `user "alice" may not create secrets in namespace "team-a" and may not patch secrets "creds" in namespace "team-a": ${EXPORT_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a change of source alone re-checks the targets it keeps writing",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("mine"), { export: [exportTo("Secret", "team-a", "creds")] }),
+      oldObject: referable(cm("db"), { export: [exportTo("Secret", "team-a", "creds")] }),
+    },
+    allowed: false,
+    asked: ["create /secrets team-a ", "patch /secrets team-a creds"],
+  },
+  {
+    reason: "dropping a target needs patch on it: the controller removes its key there",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db")),
+      oldObject: referable(cm("db"), { export: [exportTo("Secret", "team-a", "creds")] }),
+    },
+    allowed: false,
+    asked: ["patch /secrets team-a creds"],
+    message: `user "alice" may not patch secrets "creds" in namespace "team-a": ${EXPORT_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a target named twice is asked about once",
+    request: {
+      object: referable(cm("db"), {
+        export: [exportTo("ConfigMap", "team-b", "app", "A"), exportTo("ConfigMap", "team-b", "app", "B")],
+      }),
+    },
+    allowed: true,
+    asked: ["create /configmaps team-b ", "patch /configmaps team-b app", "get /configmaps team-a db"],
   },
   {
     reason: "a transform that compiles is allowed with the usual access check",
@@ -367,17 +437,28 @@ const cases: Case[] = [
     message: `user "alice" may not get configmaps "other" in namespace "team-a": ${REFUSAL_SUFFIX}`,
   },
   {
-    reason: "an update that leaves spec.source alone (key order aside) asks nothing",
+    reason: "an update that leaves spec alone (key order aside) asks nothing",
     request: {
       operation: "UPDATE",
       object: referable(
         { fieldPath: "data.v", name: "other", namespace: "team-a", kind: "ConfigMap", apiVersion: "v1" },
         { default: 1 },
       ),
-      oldObject: referable(cm("other")),
+      oldObject: referable(cm("other"), { default: 1 }),
     },
     allowed: true,
     asked: [],
+  },
+  {
+    reason: "an update that changes only spec.default is checked: it decides what is published",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("other"), { default: 1 }),
+      oldObject: referable(cm("other")),
+    },
+    allowed: false,
+    asked: ["get /configmaps team-a other"],
+    message: `user "alice" may not get configmaps "other" in namespace "team-a": ${REFUSAL_SUFFIX}`,
   },
   {
     reason: "a status update is not judged",

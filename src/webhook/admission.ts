@@ -1,11 +1,15 @@
 /**
- * The admission check that keeps a Referable from becoming a way around RBAC: whoever creates a
- * Referable, or changes its `spec.source`, must themselves be allowed to read that source (`get`
- * on the named object, `list` for a selector, in the source's namespace, cluster-wide for a
- * cluster-scoped kind). The controller reads with its own, broader permissions; without this
- * check anyone allowed to create Referables could read through it whatever the controller can.
- * Likewise for `spec.export`: whoever adds a target must be allowed to create and patch it
- * (admission-export.ts).
+ * The admission check that keeps a Referable from becoming a way around RBAC. Authorization
+ * follows the value: whoever creates a Referable, or changes anything in its spec (source,
+ * selection, fieldPath, transform, default, policy, export targets: all of it decides what the
+ * controller publishes and writes), must themselves be allowed to read that source (`get` on the
+ * named object, `list` for a selector, in the source's namespace, cluster-wide for a
+ * cluster-scoped kind) and to create and patch every export target it names (and patch every
+ * target the change drops, admission-export.ts). The controller reads and writes with its own,
+ * broader permissions; without this check anyone allowed to update a Referable could read through
+ * it whatever the controller can, or rewrite what another author's Referable writes. An update
+ * that leaves spec alone (a finalizer, a label) decides nothing and is allowed at once, so
+ * cleanup never waits on anything this check needs.
  *
  * The kind is mapped to its resource through discovery (never a guessed plural) and the question
  * is put to the API server as a SubjectAccessReview for the requesting user, so the cluster's own
@@ -96,12 +100,16 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
     if (request.subResource) return allow();
     if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
 
-    // Checked on every write, before the access check's shortcut for an unchanged source: a
-    // transform changes how the value is presented, and one that cannot compile never runs.
+    // An update that leaves spec alone (the controller's finalizer, a label, an annotation)
+    // changes nothing that is read or written: allowed before any check, so removing a finalizer
+    // never depends on a transform that compiled when it was written, or on an access review.
+    if (request.operation === "UPDATE" && sameJson(specOf(request.object), specOf(request.oldObject)))
+      return allow();
+
+    // A transform that cannot compile never runs: refused before any access check.
     const transformError = transformProblem(request.object);
     if (transformError !== undefined) return refuse(422, "Invalid", transformError);
 
-    // Checked before the source's shortcut below: an update may add a target and leave the source.
     const exportNeeds = exportPermissions(request);
     if (exportNeeds.length > 0) {
       const user = request.userInfo;
@@ -141,13 +149,10 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
       }
     }
 
-    const source = sourceOf(request.object);
-    // Everything that decides what the controller reads sits in spec.source: an update that
-    // leaves it alone reads nothing new and needs no new check (selection, policy and default
-    // change how the same objects are presented, not which).
-    if (request.operation === "UPDATE" && sameJson(source, sourceOf(request.oldObject))) return allow();
-
-    const reads = sourceReads(source);
+    // Checked on every change of spec, not only of spec.source: a new transform, default or
+    // selection decides what is published from the same source, and its author must be allowed
+    // to read what they decide about.
+    const reads = sourceReads(sourceOf(request.object));
     if (typeof reads === "string") return allow(reads);
     const user = request.userInfo;
     const who = JSON.stringify(user.username ?? "");
@@ -233,8 +238,12 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
   };
 }
 
+function specOf(object: unknown): unknown {
+  return (object as { spec?: unknown } | null | undefined)?.spec;
+}
+
 function sourceOf(object: unknown): unknown {
-  const spec = (object as { spec?: unknown } | null | undefined)?.spec;
+  const spec = specOf(object);
   return typeof spec === "object" && spec !== null ? (spec as { source?: unknown }).source : undefined;
 }
 

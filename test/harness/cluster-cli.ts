@@ -1,7 +1,15 @@
 /**
  * `npm run cluster`: starts the test control plane for a person and keeps it until Ctrl-C.
  */
+import { parseOrExit } from "../../src/cli.ts";
 import { startControlPlane } from "./control-plane.ts";
+
+parseOrExit({
+  usage: "npm run cluster",
+  description:
+    "Starts the test control plane (etcd + kube-apiserver, with the CRD of crds/) for a person, and keeps it until Ctrl-C.",
+  flags: {},
+});
 
 const plane = await startControlPlane();
 process.stdout.write(

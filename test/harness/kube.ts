@@ -102,6 +102,28 @@ export function kubeConfigWithToken(token: string, base?: KubeConfig): KubeConfi
   return kc;
 }
 
+/**
+ * A client that acts as user `username` through impersonation (the admin certificate with an
+ * `Impersonate-User` header): RBAC and admission see that user, with the group
+ * `system:authenticated` the API server adds. Closed by {@link closeTestClients}.
+ */
+export function impersonatingClient(username: string): KubeClient {
+  const admin = testKubeConfig();
+  const cluster = admin.getCurrentCluster();
+  const user = admin.getCurrentUser();
+  if (!cluster || !user) throw new Error("the test kubeconfig has no cluster or user");
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ ...user, name: "impersonating", impersonateUser: username }],
+    contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
+    currentContext: "impersonating",
+  });
+  const client = new KubeClient({ kubeConfig: kc });
+  openClients.push(client);
+  return client;
+}
+
 /** Closes every client these helpers made; call in afterAll. */
 export async function closeTestClients(): Promise<void> {
   await Promise.all(openClients.splice(0).map((c) => c.close()));

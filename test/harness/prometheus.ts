@@ -30,6 +30,11 @@ export interface ScrapeJob {
   targets: string[];
   /** @default "/metrics" */
   metricsPath?: string;
+  /**
+   * Scrape over HTTPS with this bearer token, skipping certificate verification, as the
+   * ServiceMonitor of deploy/overlays/prometheus-operator scrapes secure metrics. @default plain HTTP
+   */
+  https?: { bearerToken: string };
 }
 
 /** One sample of an instant query: the series' labels and its value. */
@@ -93,12 +98,21 @@ export async function startPrometheus(
   const config = {
     global: { scrape_interval: interval, scrape_timeout: interval, evaluation_interval: interval },
     rule_files: ruleGroups ? [join(dir, "rules.yml")] : [],
-    scrape_configs: jobs.map((j) => ({
+    scrape_configs: jobs.map((j, i) => ({
       job_name: j.job,
       metrics_path: j.metricsPath ?? "/metrics",
       static_configs: [{ targets: j.targets }],
+      ...(j.https
+        ? {
+            scheme: "https",
+            authorization: { type: "Bearer", credentials_file: join(dir, `token-${i}`) },
+            tls_config: { insecure_skip_verify: true },
+          }
+        : {}),
     })),
   };
+  for (const [i, j] of jobs.entries())
+    if (j.https) await writeFile(join(dir, `token-${i}`), j.https.bearerToken, { mode: 0o600 });
   await writeFile(join(dir, "prometheus.yml"), JSON.stringify(config, null, 2));
   if (ruleGroups) await writeFile(join(dir, "rules.yml"), JSON.stringify({ groups: ruleGroups }, null, 2));
 

@@ -14,7 +14,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type TLSSocket } from "node:tls";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { load } from "js-yaml";
 import type { KubeClient, RequestOptions } from "../../src/kube/client.ts";
 import { Discovery } from "../../src/kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer, WEBHOOK_PATH } from "../../src/webhook/index.ts";
@@ -122,6 +124,21 @@ export async function presentedFingerprint(port: number, caFile: string): Promis
   });
 }
 
+/** deploy/'s ValidatingWebhookConfiguration, which the test webhook registers as shipped. */
+const DEPLOYED_WEBHOOK = fileURLToPath(
+  new URL("../../deploy/webhook/validating-webhook-configuration.yaml", import.meta.url),
+);
+
+/** The one webhook of deploy/'s configuration, without its clientConfig (a Service there). */
+function deployedWebhook(text: string): Record<string, unknown> & { timeoutSeconds: number } {
+  const doc = load(text) as { webhooks?: Array<Record<string, unknown>> };
+  const webhook = doc.webhooks?.[0];
+  if (!webhook || doc.webhooks?.length !== 1)
+    throw new Error(`${DEPLOYED_WEBHOOK}: expected exactly one webhook`);
+  const { clientConfig: _service, ...rest } = webhook;
+  return rest as Record<string, unknown> & { timeoutSeconds: number };
+}
+
 /** A webhook started by {@link startTestWebhook}. */
 export interface TestWebhook {
   /** Put these labels on the Referables this webhook should judge. */
@@ -188,6 +205,9 @@ export async function startTestWebhook(
       server.close(() => resolve());
     });
 
+  // The webhook as deploy/ wires it (rules, matchConditions, policies), with only the endpoint,
+  // the CA, the test's objectSelector and (when asked) the timeout replaced.
+  const shipped = deployedWebhook(await readFile(DEPLOYED_WEBHOOK, "utf8"));
   await admin.request("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", {
     body: {
       apiVersion: "admissionregistration.k8s.io/v1",
@@ -195,26 +215,13 @@ export async function startTestWebhook(
       metadata: { name: configurationName },
       webhooks: [
         {
-          name: "referables.referable.dev",
+          ...shipped,
           clientConfig: {
             url: `https://127.0.0.1:${port}${WEBHOOK_PATH}`,
             caBundle: (await readFile(ca.certFile)).toString("base64"),
           },
-          rules: [
-            {
-              apiGroups: ["referable.dev"],
-              apiVersions: ["*"],
-              operations: ["CREATE", "UPDATE"],
-              resources: ["referables"],
-              scope: "Cluster",
-            },
-          ],
           objectSelector: { matchLabels: labels },
-          failurePolicy: "Fail",
-          matchPolicy: "Equivalent",
-          sideEffects: "None",
-          timeoutSeconds: options.timeoutSeconds ?? 10,
-          admissionReviewVersions: ["v1"],
+          timeoutSeconds: options.timeoutSeconds ?? shipped.timeoutSeconds,
         },
       ],
     },

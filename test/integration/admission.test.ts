@@ -10,6 +10,7 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
+  impersonatingClient,
   serviceAccountToken,
   tokenClient,
   uniqueName,
@@ -106,10 +107,30 @@ async function newUser(prefix: string): Promise<User> {
   return { name, username: `system:serviceaccount:${ns}:${name}`, client };
 }
 
+/** Binds the ClusterRole `role` to the (impersonated) user `username`. */
+async function bindUser(username: string, role: string): Promise<void> {
+  const binding = uniqueName(`${role}-user`);
+  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: binding },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
+      subjects: [{ kind: "User", name: username, apiGroup: "rbac.authorization.k8s.io" }],
+    },
+  });
+  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+}
+
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
 
 /** Grants `rules` to `user`: in `namespace` with a Role, or cluster-wide. Returns the revocation. */
-async function grant(user: User, rules: Rule[], namespace?: string): Promise<() => Promise<void>> {
+async function grant(
+  user: User,
+  rules: Rule[],
+  namespace?: string,
+  subject: Record<string, string> = { kind: "ServiceAccount", name: user.name, namespace: ns },
+): Promise<() => Promise<void>> {
   const name = uniqueName(`grant-${user.name}`);
   const base = namespace ? `${RBAC}/namespaces/${namespace}` : RBAC;
   const [roleKind, bindingKind] = namespace ? ["Role", "RoleBinding"] : ["ClusterRole", "ClusterRoleBinding"];
@@ -122,7 +143,7 @@ async function grant(user: User, rules: Rule[], namespace?: string): Promise<() 
       kind: bindingKind,
       metadata: { name },
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: roleKind, name },
-      subjects: [{ kind: "ServiceAccount", name: user.name, namespace: ns }],
+      subjects: [subject],
     },
   });
   const paths = [
@@ -374,7 +395,7 @@ describe("updates", () => {
     expect(stored.spec.source.name).toBe("db");
   });
 
-  it("an update that leaves spec.source alone is allowed without a new check", async () => {
+  it("an update that leaves spec alone is not even sent to the webhook; a change of spec.default is checked again", async () => {
     const grace = await newUser("grace");
     const revoke = await grant(grace, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
     await waitForAccess(
@@ -394,21 +415,101 @@ describe("updates", () => {
     const checksBefore = webhook.accessReviews;
     const reviewsBefore = webhook.reviews;
     await grace.client.request("PATCH", `${RF}/${name}`, {
-      body: { metadata: { annotations: { note: "relabelled" } }, spec: { default: "fallback" } },
+      body: { metadata: { annotations: { note: "relabelled" } } },
       contentType: "application/merge-patch+json",
     });
-    expect(webhook.reviews).toBe(reviewsBefore + 1); // the webhook saw it...
-    expect(webhook.accessReviews).toBe(checksBefore); // ...and asked nothing
-    // A change of spec.source, even to the same object under another fieldPath, is checked,
-    // and now refused.
+    // deploy/'s matchConditions keep it from the webhook altogether...
+    expect(webhook.reviews).toBe(reviewsBefore);
+    expect(webhook.accessReviews).toBe(checksBefore);
+    // ...while any change of spec, even only of the default it publishes, is checked: refused now.
+    for (const spec of [{ default: "fallback" }, { source: { fieldPath: "data.other" } }])
+      expect(
+        await refusal(
+          grace.client.request("PATCH", `${RF}/${name}`, {
+            body: { spec },
+            contentType: "application/merge-patch+json",
+          }),
+        ),
+      ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
+    expect(webhook.reviews).toBe(reviewsBefore + 2);
+  });
+});
+
+describe("authorization follows the value: who changes what is written must be allowed to write it", () => {
+  it("refuses an author who may update Referables a change of another's Referable that exports into a Secret she may not write", async () => {
+    const victim = await createNamespace(admin, "team-b");
+    const owner = uniqueName("rf");
+    // The owner's Referable (created by the admin, who may do anything) exports into team-b.
+    await createReferable(admin, configMap("db"), owner, {
+      export: [{ kind: "Secret", namespace: victim, name: "creds", key: "password" }],
+    });
+    // mallory may update every Referable and read her own ConfigMap, and nothing in team-b.
+    const mallory = `mallory-${uniqueName("u")}@example.com`;
+    await bindUser(mallory, authorRole);
+    const roleName = uniqueName("mallory-reads");
+    await admin.request("POST", `${RBAC}/namespaces/${ns}/roles`, {
+      body: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "Role",
+        metadata: { name: roleName },
+        rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list"] }],
+      },
+    });
+    await admin.request("POST", `${RBAC}/namespaces/${ns}/rolebindings`, {
+      body: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: roleName },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: roleName },
+        subjects: [{ kind: "User", name: mallory, apiGroup: "rbac.authorization.k8s.io" }],
+      },
+    });
+    const client = impersonatingClient(mallory);
+    await waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name: "other" }, true);
+    const missing = `user "${mallory}" may not create secrets in namespace "${victim}" and may not patch secrets "creds" in namespace "${victim}": ${EXPORT_REFUSAL_SUFFIX}`;
+
+    const attempts: Array<[string, unknown]> = [
+      ["a constant transform", { spec: { transform: "'mallory was here'" } }],
+      ["her own ConfigMap as the source", { spec: { source: { name: "other" } } }],
+      ["a default", { spec: { default: "mallory" } }],
+    ];
+    for (const [what, body] of attempts) {
+      const refused = await refusal(
+        client.request("PATCH", `${RF}/${owner}`, { body, contentType: "application/merge-patch+json" }),
+      );
+      expect([what, refused]).toEqual([what, expect.stringContaining(missing)]);
+    }
+    // Dropping the target would make the controller remove the key there: patch on it is needed.
     expect(
       await refusal(
-        grace.client.request("PATCH", `${RF}/${name}`, {
-          body: { spec: { source: { fieldPath: "data.other" } } },
-          contentType: "application/merge-patch+json",
+        client.request("PATCH", `${RF}/${owner}`, {
+          body: [{ op: "remove", path: "/spec/export" }],
+          contentType: "application/json-patch+json",
         }),
       ),
-    ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
+    ).toContain(`user "${mallory}" may not patch secrets "creds" in namespace "${victim}"`);
+    const stored = await admin.request<{ spec: Record<string, unknown> }>("GET", `${RF}/${owner}`);
+    expect(stored.spec).toEqual({
+      source: configMap("db"),
+      export: [{ kind: "Secret", namespace: victim, name: "creds", key: "password" }],
+    });
+
+    // Allowed to write the Secret, the same change goes through: the refusal was that check's.
+    await grant(
+      { name: "", username: mallory, client } as User,
+      [{ apiGroups: [""], resources: ["secrets"], verbs: ["create", "patch"] }],
+      victim,
+      { kind: "User", name: mallory, apiGroup: "rbac.authorization.k8s.io" },
+    );
+    await waitForAccess(
+      client,
+      { verb: "patch", resource: "secrets", namespace: victim, name: "creds" },
+      true,
+    );
+    await client.request("PATCH", `${RF}/${owner}`, {
+      body: { spec: { transform: "'allowed now'" } },
+      contentType: "application/merge-patch+json",
+    });
   });
 });
 
@@ -485,6 +586,25 @@ describe("the webhook's own certificate and outages", () => {
     await admin.request("PATCH", `${RF}/${name}/status`, {
       body: { status: { observedGeneration: 1 } },
       contentType: "application/merge-patch+json",
+    });
+    // Its finalizer changes leave spec alone: matchConditions keep them from the webhook, so an
+    // exporting Referable is deleted, its finalizer let go, whatever the webhook's state.
+    const finalizer = "referable.dev/export";
+    await admin.request("PATCH", `${RF}/${name}`, {
+      body: { metadata: { finalizers: [finalizer] } },
+      contentType: "application/merge-patch+json",
+    });
+    await admin.request("DELETE", `${RF}/${name}`);
+    await admin.request("PATCH", `${RF}/${name}`, {
+      body: [
+        { op: "test", path: "/metadata/finalizers", value: [finalizer] },
+        { op: "remove", path: "/metadata/finalizers" },
+      ],
+      contentType: "application/json-patch+json",
+    });
+    await waitFor("the Referable to be gone", async () => {
+      const gone = await admin.request("GET", `${RF}/${name}`).catch((err: unknown) => err);
+      return isApiError(gone) && gone.statusCode === 404;
     });
   });
 });

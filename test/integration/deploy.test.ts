@@ -10,6 +10,7 @@
  * an install does: apply, start, use, opt a kind in, scrape, roll, enable Secrets.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { request as httpsRequest } from "node:https";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +27,7 @@ import {
   createNamespace,
   installTestCrd,
   kubeConfigWithToken,
+  serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
@@ -275,7 +277,8 @@ async function startReplica(
   const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const replica: Replica = {
     identity: env.POD_NAME ?? podName,
-    metrics: `http://127.0.0.1:${ports["--metrics-bind-address"]}`,
+    // deploy/ serves metrics over HTTPS (--metrics-secure): checked in the first step.
+    metrics: `https://127.0.0.1:${ports["--metrics-bind-address"]}`,
     probes: `http://127.0.0.1:${ports["--health-probe-bind-address"]}`,
     child,
     exit,
@@ -297,6 +300,35 @@ function withLogs(err: unknown, replicas: Replica[]): Error {
   return new Error(`${(err as Error).message}\n${replicas.map((r) => r.logTail()).join("\n")}`);
 }
 
+/**
+ * GET over HTTPS as a scraper does: the controller's certificate is self-signed (no
+ * --metrics-cert-dir in deploy/), so it is not verified, as the ServiceMonitor's
+ * insecureSkipVerify; `token` goes in the Authorization header.
+ */
+function httpsGet(url: string, token?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      url,
+      {
+        rejectUnauthorized: false,
+        agent: false,
+        timeout: 5000,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`GET ${url} timed out`)));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 async function httpStatus(url: string): Promise<number> {
   const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
   await res.arrayBuffer();
@@ -305,9 +337,8 @@ async function httpStatus(url: string): Promise<number> {
 
 /** The value of an unlabeled-or-labeled series in a /metrics page, by metric name. */
 async function scrapeValue(replica: Replica, metric: string): Promise<number | undefined> {
-  const text = await (
-    await fetch(`${replica.metrics}/metrics`, { signal: AbortSignal.timeout(2000) })
-  ).text();
+  const { status, body: text } = await httpsGet(`${replica.metrics}/metrics`, scrapeToken);
+  if (status !== 200) throw new Error(`scrape of ${replica.identity}: HTTP ${status}: ${text.slice(0, 200)}`);
   const line = text.split("\n").find((l) => l.startsWith(`${metric}{`) || l.startsWith(`${metric} `));
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1));
 }
@@ -327,6 +358,9 @@ const shard = uniqueName("deploy");
 const replicas: Replica[] = [];
 const createdClusterRoles: string[] = [];
 let prometheus: Prometheus | undefined;
+/** The token of a ServiceAccount bound to referable-metrics-reader: what Prometheus scrapes with. */
+let scrapeToken: string | undefined;
+const createdClusterRoleBindings: string[] = [];
 
 beforeAll(async () => {
   admin = adminClient();
@@ -336,13 +370,18 @@ beforeAll(async () => {
   deployment = find<Deployment>(base, "Deployment", "referable-controller");
   const container = controllerContainer(deployment);
   const parsed = parseConfig(container.args ?? [], podEnv(deployment, container, "parse-only"));
-  if (parsed === "help") throw new Error("the Deployment's args ask for --help");
+  if (parsed === "help" || parsed === "version") throw new Error(`the Deployment's args ask for --${parsed}`);
   config = parsed;
 }, STEP_TIMEOUT_MS);
 
 afterAll(async () => {
   await prometheus?.stop();
   await Promise.all([...running].map((r) => r.terminate()));
+  for (const name of createdClusterRoleBindings) {
+    await admin
+      .request("DELETE", `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`)
+      .catch(() => undefined);
+  }
   for (const name of createdClusterRoles) {
     await admin
       .request("DELETE", `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`)
@@ -402,9 +441,14 @@ describe("deploy/ on the real API server", () => {
         "ClusterRole -/referable-controller",
         // Bound nowhere: an administrator binds it in the namespaces opted in to export.
         "ClusterRole -/referable-export-configmaps",
+        // Bound nowhere: an administrator binds it to the Prometheus ServiceAccount.
+        "ClusterRole -/referable-metrics-reader",
         "ClusterRole -/referable-source-reader",
         "ClusterRole -/referable-source-reader-defaults",
         "ClusterRoleBinding -/referable-controller",
+        // Secure metrics: the controller may create TokenReviews and SubjectAccessReviews.
+        "ClusterRole -/referable-metrics-auth",
+        "ClusterRoleBinding -/referable-metrics-auth",
         "ClusterRoleBinding -/referable-source-reader",
         "CustomResourceDefinition -/referables.referable.dev",
         "Deployment referable-system/referable-controller",
@@ -455,6 +499,10 @@ describe("deploy/ on the real API server", () => {
       leaderElectionId: "referable-controller",
       identity: "parse-only", // POD_NAME from the downward API
       allowSecrets: false,
+      // /metrics over HTTPS behind TokenReview and SubjectAccessReview, as kubebuilder's default;
+      // JSON logs (a pod's standard output is no terminal).
+      metricsSecure: true,
+      logFormat: "json",
     });
     expect(container.args?.some((a) => a.startsWith("--allow-secrets"))).toBe(false);
     // The kubelet waits longer than the controller's own graceful-shutdown limit.
@@ -487,6 +535,7 @@ describe("deploy/ on the real API server", () => {
     const overlay = await render("deploy/overlays/prometheus-operator");
     const added = overlay.filter((o) => !base.some((b) => JSON.stringify(b) === JSON.stringify(o)));
     expect(added.map((o) => `${o.kind} ${o.metadata?.namespace}/${o.metadata?.name}`).sort()).toEqual([
+      "ConfigMap referable-system/referable-controller-dashboard",
       "PrometheusRule referable-system/referable-controller",
       "ServiceMonitor referable-system/referable-controller",
     ]);
@@ -499,7 +548,19 @@ describe("deploy/ on the real API server", () => {
     };
     expect(compileLabelSelector(monitorSpec.selector).matches(service.metadata?.labels)).toBe(true);
     expect(monitorSpec.namespaceSelector.matchNames).toContain(service.metadata?.namespace);
-    expect(monitorSpec.endpoints).toEqual([{ port: servicePort!.name, path: "/metrics", interval: "30s" }]);
+    expect(monitorSpec.endpoints).toEqual([
+      {
+        port: servicePort!.name,
+        path: "/metrics",
+        interval: "30s",
+        scheme: "https",
+        bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        tlsConfig: { insecureSkipVerify: true },
+      },
+    ]);
+    // The role the ServiceMonitor's Prometheus needs, and nothing else.
+    const metricsReader = find(base, "ClusterRole", "referable-metrics-reader") as Obj & { rules: unknown };
+    expect(metricsReader.rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);
 
     // Source access is aggregated; the default set carries the label and has no Secrets.
     const reader = find(base, "ClusterRole", SOURCE_READER) as Obj & { aggregationRule: unknown };
@@ -596,6 +657,16 @@ describe("deploy/ on the real API server", () => {
       {
         reason: "the resolver watches CRDs while a kind is missing",
         attributes: { group: "apiextensions.k8s.io", resource: "customresourcedefinitions", verb: "watch" },
+        allowed: true,
+      },
+      {
+        reason: "secure metrics authenticate each scraper's token",
+        attributes: { group: "authentication.k8s.io", resource: "tokenreviews", verb: "create" },
+        allowed: true,
+      },
+      {
+        reason: "secure metrics authorize each scraper",
+        attributes: { group: "authorization.k8s.io", resource: "subjectaccessreviews", verb: "create" },
         allowed: true,
       },
       {
@@ -731,6 +802,50 @@ describe("deploy/ on the real API server", () => {
           WAIT,
         );
         expect(lease.durationSeconds * 1000).toBe(config.leaseDurationMs);
+
+        // Secure metrics, judged by the API server through the controller's own RBAC: no token
+        // is refused (401), a ServiceAccount without the role too (403), and the one bound to
+        // deploy/'s referable-metrics-reader ClusterRole reads /metrics.
+        const roleless = await serviceAccountToken(admin, ns, "no-metrics-role");
+        scrapeToken = await serviceAccountToken(admin, ns, "prometheus");
+        const binding = uniqueName("referable-metrics-reader");
+        await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+          body: {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRoleBinding",
+            metadata: { name: binding },
+            roleRef: {
+              apiGroup: "rbac.authorization.k8s.io",
+              kind: "ClusterRole",
+              name: "referable-metrics-reader",
+            },
+            subjects: [{ kind: "ServiceAccount", name: "prometheus", namespace: ns }],
+          },
+        });
+        createdClusterRoleBindings.push(binding);
+        for (const r of replicas) {
+          const anonymous = await httpsGet(`${r.metrics}/metrics`);
+          const forbidden = await httpsGet(`${r.metrics}/metrics`, roleless);
+          const bogus = await httpsGet(`${r.metrics}/metrics`, "not-a-token");
+          const allowed = await waitFor(
+            `${r.identity} to let the metrics-reader in`,
+            async () => {
+              const got = await httpsGet(`${r.metrics}/metrics`, scrapeToken);
+              return got.status === 200 ? got : undefined;
+            },
+            WAIT,
+          );
+          expect({ anonymous: anonymous.status, forbidden: forbidden.status, bogus: bogus.status }).toEqual({
+            anonymous: 401,
+            forbidden: 403,
+            bogus: 401,
+          });
+          expect(forbidden.body).toContain("referable-metrics-reader");
+          expect(allowed.body).toContain("controller_runtime_reconcile_total");
+          // Plain HTTP gets no metrics from the TLS port.
+          await expect(httpStatus(r.metrics.replace("https:", "http:") + "/metrics")).rejects.toThrow();
+        }
+
         const gauges = await waitFor(
           "exactly one replica to report itself leader",
           async () => {
@@ -968,7 +1083,15 @@ describe("deploy/ on the real API server", () => {
       const rule = overlay.find((o) => o.kind === "PrometheusRule")!;
       const job = find(base, "Service", "referable-controller-metrics").metadata!.name!;
       prometheus = await startPrometheus(
-        [{ job, metricsPath: endpoint!.path, targets: replicas.map((r) => new URL(r.metrics).host) }],
+        [
+          {
+            job,
+            metricsPath: endpoint!.path,
+            targets: replicas.map((r) => new URL(r.metrics).host),
+            // As the ServiceMonitor: HTTPS with the token of a ServiceAccount holding the metrics-reader role.
+            https: { bearerToken: scrapeToken! },
+          },
+        ],
         { ruleGroups: (rule.spec as { groups: unknown[] }).groups },
       );
       const list = await admin.request<{
@@ -1047,6 +1170,40 @@ describe("deploy/ on the real API server", () => {
         expect(rules.map((r) => [r.name, r.health, r.lastError ?? "", r.state])).toEqual(
           rules.map((r) => [r.name, "ok", "", "inactive"]),
         );
+
+        // Every query of the Grafana dashboard (the overlay's ConfigMap, which the chart ships
+        // too) runs on these series and returns at least one, with Grafana's variables as a
+        // user would pick them: this job, and a rate window of a few scrapes.
+        const dashboardMap = overlay.find((o) => o.kind === "ConfigMap")!;
+        const dashboard = JSON.parse(
+          (dashboardMap.data as Record<string, string>)["referable-controller.json"]!,
+        ) as {
+          panels: Array<{ title: string; type: string; targets?: Array<{ expr: string }> }>;
+          templating: { list: Array<{ name: string; query: unknown }> };
+        };
+        const jobs = await prometheus.query("count by (job) (referable_referables)");
+        expect(jobs.map((j) => j.labels.job)).toEqual([job]); // what the $job variable offers
+        const exprs = dashboard.panels
+          .filter((p) => p.type !== "row")
+          .flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
+        expect(exprs.length).toBeGreaterThanOrEqual(20);
+        const substitute = (expr: string) =>
+          expr.replaceAll("$job", job).replaceAll("$__rate_interval", "30s");
+        const answered = await waitFor(
+          "every dashboard query to return series",
+          async () => {
+            const out = await Promise.all(
+              exprs.map(async (e) => ({
+                ...e,
+                series: (await prometheus!.query(substitute(e.expr))).length,
+              })),
+            );
+            last = out.filter((e) => e.series === 0);
+            return out.every((e) => e.series > 0) ? out : undefined;
+          },
+          WAIT,
+        );
+        expect(answered.filter((e) => e.series === 0)).toEqual([]);
       } catch (err) {
         throw new Error(
           `${(err as Error).message}\nlast seen: ${JSON.stringify(last)}\n${prometheus.logTail()}`,
@@ -1172,6 +1329,44 @@ describe("deploy/ on the real API server", () => {
       } catch (err) {
         throw withLogs(err, replicas);
       }
+    },
+    STEP_TIMEOUT_MS,
+  );
+
+  it(
+    "runs every kubectl command of docs/runbooks.md and docs/troubleshooting.md against this install",
+    async () => {
+      const referable = await createReferable({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: ns,
+        name: "absent",
+        fieldPath: "data.x",
+      });
+      const commands: string[] = [];
+      for (const doc of ["docs/runbooks.md", "docs/troubleshooting.md"]) {
+        const text = await readFile(join(repoRoot, doc), "utf8");
+        for (const [, block] of text.matchAll(/^```sh\n([\s\S]*?)^```$/gm))
+          for (const line of block!.split("\n"))
+            if (line.startsWith("kubectl ")) commands.push(line.replace(/\s+#.*$/, ""));
+      }
+      expect(commands.length).toBeGreaterThanOrEqual(8);
+      for (const command of commands) {
+        // The kubectl part of a pipeline (the rest filters its output); <name> is a Referable.
+        let args = command.split("|")[0]!.trim().split(/\s+/).slice(1);
+        args = args.map((a) => a.replace("<name>", referable));
+        // No kubelet runs here, so there are no pods to read logs from: `logs deploy/X` is
+        // checked to name the Deployment the install has.
+        const logs = args.indexOf("logs");
+        if (logs >= 0)
+          args = [
+            ...args.slice(0, logs),
+            "get",
+            ...args.slice(logs + 1).filter((a) => !a.startsWith("--tail")),
+          ];
+        await expect(kubectl(args).then(() => command)).resolves.toBe(command);
+      }
+      await admin.request("DELETE", `${RF}/${referable}`);
     },
     STEP_TIMEOUT_MS,
   );

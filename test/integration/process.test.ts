@@ -7,12 +7,15 @@
  * processes only see Referables labelled with it, so other test files' controllers and these
  * never touch each other's objects.
  */
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { itIf } from "../harness/availability.ts";
+import { repoRoot } from "../harness/control-plane.ts";
 import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
 import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
 import {
@@ -239,6 +242,10 @@ describe("flags", () => {
       ["--status-write-budget-burst=VALUE", "default 1000"],
       ["--referable-selector=VALUE", 'default ""'],
       ["--allow-secret-export[=true|false]", "default false"],
+      ["--metrics-secure[=true|false]", "env REFERABLE_METRICS_SECURE; default false"],
+      ["--metrics-cert-dir=VALUE", 'default ""'],
+      ["--log-format=VALUE", "text (one readable line per record"],
+      ["--version", "print the version and exit"],
     ];
     const lines = help.split("\n");
     for (const [flag, want] of documented) {
@@ -246,13 +253,43 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 27 options and --help, each on two lines, after a 3-line header.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(28);
+    // 30 options, --help and --version, each on two lines, under headings.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(32);
+    expect(lines.filter((l) => /^[A-Z][a-z ]+:$/.test(l))).toEqual([
+      "Cluster connection:",
+      "Sources:",
+      "Reconciling and status writes:",
+      "Export:",
+      "Leader election:",
+      "Admission webhook:",
+      "Metrics and probes:",
+      "Logging:",
+      "Process:",
+      "General:",
+    ]);
+    expect(p.stderr()).toBe("");
+  }, 60_000);
+
+  it("--version prints the package version and exits 0", async () => {
+    const p = await startControllerProcess(["--version"], { kubeconfig: false });
+    expect(await p.waitForExit(WAIT_MS)).toEqual({ code: 0, signal: null });
+    const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
+    expect(p.stdout()).toBe(`referable-controller ${pkg.version} (node ${process.versions.node})\n`);
     expect(p.stderr()).toBe("");
   }, 60_000);
 
   const refused: Array<{ reason: string; args: string[]; stderr: string }> = [
     { reason: "an unknown flag", args: ["--no-such-flag"], stderr: 'unknown option "--no-such-flag"' },
+    {
+      reason: "a typo'd flag, with the flag meant",
+      args: ["--leader-elction-id=x"],
+      stderr: 'unknown option "--leader-elction-id": did you mean --leader-election-id?',
+    },
+    {
+      reason: "an unknown log format",
+      args: ["--log-format=pretty"],
+      stderr: '--log-format (env REFERABLE_LOG_FORMAT): "pretty" is not json or text',
+    },
     {
       reason: "a bad duration",
       args: ["--leader-election-lease-duration", "10x"],
@@ -621,4 +658,73 @@ describe("logs", () => {
       changed: false,
     });
   }, 90_000);
+
+  // `npm start` on a terminal: script(1) gives the controller a pseudo-terminal as standard output.
+  itIf(scriptMissing())(
+    "on a terminal are readable lines (time, level, message, key=value), and Ctrl-C stops it gracefully",
+    async () => {
+      const scope = await newScope("tty");
+      const token = randomBytes(6).toString("hex");
+      const value = `tty-value-${token}`;
+      const ok = `${scope.shard}-ok`;
+      await createConfigMap(scope, "cm", { v: value });
+      await createReferable(scope, ok, { configMap: "cm" });
+      const command = [
+        process.execPath,
+        join(repoRoot, "src", "main.ts"),
+        `--kubeconfig=${process.env.REFERABLE_TEST_KUBECONFIG}`,
+        "--metrics-bind-address=0",
+        "--health-probe-bind-address=0",
+        ...controllerArgs(scope, "tty"),
+      ]
+        .map((a) => `'${a.replace(/'/g, "'\\''")}'`)
+        .join(" ");
+      const child = spawn("script", ["-qefc", `exec ${command}`, "/dev/null"], {
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/tmp", TERM: "dumb" },
+        stdio: ["pipe", "pipe", "pipe"],
+      });
+      let output = "";
+      child.stdout.setEncoding("utf8");
+      child.stdout.on("data", (d: string) => (output += d));
+      const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+      try {
+        await waitFor("a status written line", () => output.includes(`status written  referable=${ok}`), {
+          timeoutMs: WAIT_MS,
+          intervalMs: 100,
+        });
+        child.stdin.write("\x03"); // Ctrl-C: the terminal sends SIGINT
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise((r) => (timer = setTimeout(() => r("timed out"), WAIT_MS)));
+        expect(await Promise.race([exited, timeout])).toBe(0);
+        clearTimeout(timer);
+      } finally {
+        child.stdin.end();
+        child.kill("SIGKILL");
+      }
+      // The terminal echoes the Ctrl-C as "^C" before the next line.
+      const lines = output
+        .split(/\r?\n/)
+        .map((l) => l.replace(/^\^C/, ""))
+        .filter((l) => l.trim());
+      const readable = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z {2}(DEBUG|INFO |WARN |ERROR) {2}\S/;
+      expect(lines.filter((l) => !readable.test(l))).toEqual([]);
+      expect(lines.some((l) => /INFO {3}controller started {2}version=\S+ {2}leaderElect=true/.test(l))).toBe(
+        true,
+      );
+      expect(lines.some((l) => l.includes("INFO   shutting down  why=SIGINT"))).toBe(true);
+      expect(lines.some((l) => l.includes("stopped"))).toBe(true);
+      expect(output.includes(value)).toBe(false);
+    },
+    90_000,
+  );
 });
+
+/** Why the terminal test cannot run here: util-linux script(1) gives a process a pseudo-terminal. */
+function scriptMissing(): string | undefined {
+  try {
+    execFileSync("script", ["--version"], { stdio: "ignore" });
+    return undefined;
+  } catch {
+    return "script(1) from util-linux is not installed (it provides the pseudo-terminal)";
+  }
+}

@@ -249,3 +249,48 @@ describe("resolving by name", () => {
     }
   });
 });
+
+describe("names that a field selector must escape", () => {
+  it("reads an object named with '=' and ',' by name, from a watched kind and consistently", async () => {
+    // RBAC objects take path-segment names, so '=' and ',' are allowed there.
+    const apiVersion = "rbac.authorization.k8s.io/v1";
+    const base = `/apis/${apiVersion}/clusterroles`;
+    const plain = uniqueName("plain-role");
+    const odd = `${uniqueName("odd")}=b,c`;
+    for (const [name, verb] of [
+      [plain, "get"],
+      [odd, "watch"],
+    ] as const)
+      await admin.request("POST", base, {
+        body: {
+          apiVersion,
+          kind: "ClusterRole",
+          metadata: { name },
+          rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: [verb] }],
+        },
+      });
+    const ref = (name: string) => ({ apiVersion, kind: "ClusterRole", name, fieldPath: "rules[0].verbs[0]" });
+    try {
+      // The kind is watched (and the odd object decoded) before anyone reads the odd object, so
+      // its value is read again by name: a list with a metadata.name field selector.
+      const first = new ResultRecorder();
+      const second = new ResultRecorder();
+      const a = resolver.watch(ref(plain), first.push);
+      try {
+        expect(await first.reason("Available")).toMatchObject({ value: "get" });
+        const b = resolver.watch(ref(odd), second.push);
+        try {
+          expect(await second.reason("Available")).toMatchObject({ ok: true, value: "watch" });
+        } finally {
+          b.close();
+        }
+      } finally {
+        a.close();
+      }
+      expect(await resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "watch" });
+    } finally {
+      for (const name of [plain, odd])
+        await admin.request("DELETE", `${base}/${encodeURIComponent(name)}`).catch(() => undefined);
+    }
+  });
+});

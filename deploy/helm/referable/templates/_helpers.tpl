@@ -1,21 +1,45 @@
-{{/* The prefix of every object's name: "referable" for a release named referable. */}}
+{{/*
+The prefix of every object's name: the release's name ("referable" for a release named
+referable), `<release>-<nameOverride>` with nameOverride, or fullnameOverride as it is.
+*/}}
 {{- define "referable.name" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if .Values.nameOverride -}}
+{{- printf "%s-%s" .Release.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
 
-{{/* The controller's name: Deployment, ServiceAccount, ClusterRole (deploy/: referable-controller). */}}
+{{/* The controller's name: Deployment, ClusterRole, ... (deploy/: referable-controller). */}}
 {{- define "referable.controller" -}}
 {{- printf "%s-controller" (include "referable.name" .) -}}
 {{- end -}}
 
-{{/* Labels of every object: deploy/'s, plus Helm's own. */}}
+{{/* The ServiceAccount the pods run as: the chart's, or serviceAccount.name. */}}
+{{- define "referable.serviceAccount" -}}
+{{- if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
+{{- else if .Values.serviceAccount.create -}}
+{{- include "referable.controller" . -}}
+{{- else -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name: the ServiceAccount (in the release's namespace) the pods run as and the chart's RBAC binds" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object: deploy/'s, Helm's own, and commonLabels. */}}
 {{- define "referable.labels" -}}
 app.kubernetes.io/name: {{ include "referable.controller" . }}
 app.kubernetes.io/component: controller
 app.kubernetes.io/part-of: referable
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* The pods' selector: never changes across upgrades. */}}
@@ -27,4 +51,58 @@ app.kubernetes.io/component: controller
 {{/* The webhook Service's name (deploy/: referable-webhook). */}}
 {{- define "referable.webhook" -}}
 {{- printf "%s-webhook" (include "referable.name" .) -}}
+{{- end -}}
+
+{{/* The container image: repository@digest with image.digest, else repository:tag. */}}
+{{- define "referable.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Kubernetes memory quantity ("512Mi", "1Gi", "536870912", "500M") in MiB, as a float; empty
+for an empty quantity.
+*/}}
+{{- define "referable.mebibytes" -}}
+{{- $q := toString . -}}
+{{- if $q -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- if not $num -}}
+{{- fail (printf "resources.limits.memory %q is not a memory quantity (e.g. 512Mi)" $q) -}}
+{{- end -}}
+{{- $unit := trimPrefix $num $q -}}
+{{- $factors := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 -}}
+{{- if not (hasKey $factors $unit) -}}
+{{- fail (printf "resources.limits.memory %q has a unit the chart does not know (use Ki, Mi, Gi, Ti, k, M, G or T)" $q) -}}
+{{- end -}}
+{{- divf (mulf (float64 $num) (get $factors $unit)) 1048576.0 -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Contradictions in the values, refused with the fix (helm template, install and upgrade all stop
+here): each would render, install, and then fail in a way that is hard to trace back.
+*/}}
+{{- define "referable.guards" -}}
+{{- $replicas := int .Values.replicaCount -}}
+{{- if and .Values.podDisruptionBudget.enabled (kindIs "string" .Values.podDisruptionBudget.minAvailable) (eq .Values.podDisruptionBudget.minAvailable "100%") -}}
+{{- fail "podDisruptionBudget.minAvailable=100% lets no pod be evicted, so every node drain blocks: set a lower minAvailable (1 with two replicas), or podDisruptionBudget.enabled=false" -}}
+{{- end -}}
+{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "string" .Values.podDisruptionBudget.minAvailable)) (ge (int .Values.podDisruptionBudget.minAvailable) $replicas) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable=%v with replicaCount=%d lets no pod be evicted, so every node drain blocks: set replicaCount=%d or more, or a lower minAvailable, or podDisruptionBudget.enabled=false" .Values.podDisruptionBudget.minAvailable $replicas (add (int .Values.podDisruptionBudget.minAvailable) 1)) -}}
+{{- end -}}
+{{- if and (not .Values.leaderElection.enabled) (gt $replicas 1) -}}
+{{- fail (printf "leaderElection.enabled=false with replicaCount=%d makes %d controllers write the same statuses and exports: set leaderElection.enabled=true, or replicaCount=1" $replicas $replicas) -}}
+{{- end -}}
+{{- $limit := "" -}}
+{{- with .Values.resources -}}{{- with .limits -}}{{- $limit = .memory | default "" -}}{{- end -}}{{- end -}}
+{{- if and .Values.heapCapMiB $limit -}}
+{{- $limitMiB := include "referable.mebibytes" $limit | float64 -}}
+{{- if ge (float64 .Values.heapCapMiB) $limitMiB -}}
+{{- fail (printf "heapCapMiB=%v is at or above resources.limits.memory=%v (%.0f MiB): the container is killed for memory before V8 collects garbage; set heapCapMiB to about half the limit (BENCHMARKS.md, Sizing), or raise resources.limits.memory" .Values.heapCapMiB $limit $limitMiB) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
