@@ -297,7 +297,8 @@ export class InformerSourceCache implements SourceCache {
         path,
         { query: { ...query, limit: FRESH_PAGE, continue: continueToken } },
       );
-      for (const item of page.items ?? []) out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
+      for (const item of page.items ?? [])
+        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
     return out;
@@ -347,7 +348,11 @@ export class InformerSourceCache implements SourceCache {
   }
 
   /** Whether some cached object of `namespace` (all, when undefined) lacks a kept label key. */
-  private lacksLabelKeys(key: string, informer: Informer<Projection>, namespace: string | undefined): boolean {
+  private lacksLabelKeys(
+    key: string,
+    informer: Informer<Projection>,
+    namespace: string | undefined,
+  ): boolean {
     const keys = this.labelKeysOf(key);
     let seen: LabelKeys | undefined;
     for (const p of informer.list(namespace)) {

@@ -20,7 +20,9 @@ function view(
   labelKeys: readonly string[] = [],
 ): SourceView {
   const keys = new LabelKeys(labelKeys);
-  const projected = objects.map((o) => project(structuredClone(o), extractors, maxBytes, { labelKeys: keys }));
+  const projected = objects.map((o) =>
+    project(structuredClone(o), extractors, maxBytes, { labelKeys: keys }),
+  );
   const byKey = new Map<string, Projection>(
     projected.map((p) => [objectKey(p.metadata.namespace, p.metadata.name), p]),
   );
