@@ -12,7 +12,7 @@
  * Numbers go in the table, never in assertions.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -302,7 +302,11 @@ interface Controller {
 let compiled: Promise<string> | undefined;
 function compiledMain(): Promise<string> {
   compiled ??= (async () => {
-    const dir = join(repoRoot, "bench", ".dist");
+    // As in the image: dist/ beside package.json (src/version.ts reads ../package.json).
+    const root = join(repoRoot, "bench", ".dist");
+    const dir = join(root, "dist");
+    await mkdir(root, { recursive: true });
+    await copyFile(join(repoRoot, "package.json"), join(root, "package.json"));
     const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
     await new Promise<void>((resolve, reject) => {
       const child = spawn(
