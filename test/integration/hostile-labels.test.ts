@@ -172,7 +172,7 @@ function probeHealth(p: ControllerProcess): {
       running = false;
       await loop;
       process.stderr.write(
-        `[hostile-labels] /healthz: ${failures.length} late or failed answer(s) ${JSON.stringify(failures)}; longest run ${consecutive}; controller event-loop stall max ${maxLagSeconds.toFixed(3)} s\n`,
+        `[hostile-labels] /healthz: ${failures.length} late or failed answer(s), the first ${JSON.stringify(failures.slice(0, 5))}; longest run ${consecutive}; controller event-loop stall max ${maxLagSeconds.toFixed(3)} s\n`,
       );
       return { failures, consecutive, maxLagSeconds };
     },
