@@ -677,3 +677,47 @@ describe("computeResult", () => {
     expect(got).toMatchObject({ ok: false, error: { reason: "ValueTooLarge" } });
   });
 });
+
+describe("__proto__, constructor and prototype are ordinary keys in what is read", () => {
+  // Keys as a decoded object has them: own data properties (JSON.parse defines them so).
+  const data = () =>
+    JSON.parse('{"__proto__":"p","constructor":"c","prototype":"t","url":"u"}') as Record<string, string>;
+
+  it.each([
+    { reason: "a read of the whole map keeps __proto__ as its own key", fieldPath: "data", key: "__proto__" },
+    { reason: "a read of the whole map keeps constructor", fieldPath: "data", key: "constructor" },
+    { reason: "a read of the whole map keeps prototype", fieldPath: "data", key: "prototype" },
+  ])("$reason", ({ fieldPath, key }) => {
+    const got = resolveIn(named({ fieldPath }), [cm("db", { data: data() })], limits);
+    if (!got.ok || !("value" in got)) throw new Error(`want a value, got ${JSON.stringify(got)}`);
+    const value = got.value as Record<string, unknown>;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(Object.hasOwn(value, key)).toBe(true);
+    expect(JSON.stringify(value)).toBe('{"__proto__":"p","constructor":"c","prototype":"t","url":"u"}');
+  });
+
+  it.each([
+    { fieldPath: "data.__proto__", want: "p" },
+    { fieldPath: "data.constructor", want: "c" },
+    { fieldPath: "data.prototype", want: "t" },
+  ])("$fieldPath reads the own key's value", ({ fieldPath, want }) => {
+    const got = resolveIn(named({ fieldPath }), [cm("db", { data: data() })], limits);
+    expect(got).toMatchObject({ ok: true, value: want });
+  });
+
+  it("a selector on constructor matches the label, not the prototype's property", () => {
+    const sel = multiple({
+      matchLabels: undefined,
+      matchExpressions: [{ key: "constructor", operator: "Exists" }],
+    });
+    const got = resolveIn(
+      sel,
+      [
+        cm("a", { labels: { constructor: "x" }, data: { url: "A" } }),
+        cm("b", { labels: {}, data: { url: "B" } }),
+      ],
+      limits,
+    );
+    expect(got).toMatchObject({ ok: true, values: ["A"] });
+  });
+});
