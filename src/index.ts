@@ -45,6 +45,15 @@ export type {
   ResolveReferencesResult,
 } from "./resolver/managed.ts";
 
+// The host-controller loop: your objects, their references' subscriptions, a queue and backoff.
+export { createReferenceController } from "./host/reference-controller.ts";
+export type {
+  ReconcileResult,
+  ReferenceController,
+  ReferenceControllerOptions,
+  ReferenceWatcher,
+} from "./host/reference-controller.ts";
+
 // References, selectors and results, as plain values.
 export type {
   ExternalReference,

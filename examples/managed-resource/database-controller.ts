@@ -22,26 +22,24 @@
  * It uses the library only through its public entry, as any consumer does, and reads, watches
  * and patches Databases with `@kubernetes/client-node`.
  */
-import { setTimeout as delay } from "node:timers/promises";
 import {
   ApiException,
   CustomObjectsApi,
-  makeInformer,
   PatchStrategy,
   setHeaderOptions,
-  type Informer,
   type KubeConfig,
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import {
+  createReferenceController,
   isResolutionError,
   resolveReferences,
   type GenericReference,
   type GenericSelector,
   type Logger,
+  type ReferenceController,
   type ReferenceReader,
-  type Subscription,
-  type WatchCallback,
+  type ReferenceWatcher,
 } from "../../src/index.ts";
 import { DATABASE_PLURAL, GROUP, VERSION } from "./crds.ts";
 
@@ -79,9 +77,7 @@ export type Database = KubernetesObject & {
 };
 
 /** What the controller needs of a resolver: one-shot reads and push subscriptions. */
-export interface DatabaseResolver extends ReferenceReader {
-  watch(ref: GenericReference | GenericSelector, callback: WatchCallback): Subscription;
-}
+export type DatabaseResolver = ReferenceReader & ReferenceWatcher;
 
 /** Options for {@link DatabaseController}. */
 export interface DatabaseControllerOptions {
@@ -102,167 +98,47 @@ const FIELDS = [
   // subnetIdRefs (in order) or subnetIdSelector (mode Multiple) fills subnetIds; IDs are unique.
   { target: `${P}.subnetIds`, refs: `${P}.subnetIdRefs`, selector: `${P}.subnetIdSelector`, unique: true },
 ];
-const RETRY_MS = 1000;
-const noop = () => undefined;
-const silent: Logger = { debug: noop, info: noop, warn: noop, error: noop };
 
 /** Keeps every Database's spec resolved and its status current. */
 export class DatabaseController {
   private readonly api: CustomObjectsApi;
-  private readonly informer: Informer<Database>;
   private readonly resolver: DatabaseResolver;
-  private readonly logger: Logger;
-  private readonly databases = new Map<string, Database>();
-  /** Per Database, its open subscriptions by the JSON of what they watch. */
-  private readonly subs = new Map<string, Map<string, Subscription>>();
-  private readonly running = new Map<string, Promise<void>>();
-  private readonly again = new Set<string>();
-  private readonly abort = new AbortController();
+  private readonly loop: ReferenceController;
 
   constructor(options: DatabaseControllerOptions) {
     this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.resolver = options.resolver;
-    this.logger = options.logger ?? silent;
-    const namespace = options.namespace;
-    const [group, version, plural] = [GROUP, VERSION, DATABASE_PLURAL];
-    // client-node's informer: list, then watch from the list's resourceVersion (reopened from the
-    // last one it saw when the server ends the watch), relisting on 410 Gone. It keeps its own
-    // cache too; this controller keeps `databases` to stay explicit.
-    this.informer = makeInformer<Database>(
-      options.kubeConfig,
-      `/apis/${group}/${version}${namespace ? `/namespaces/${namespace}` : ""}/${plural}`,
-      () =>
-        namespace
-          ? this.api.listNamespacedCustomObject({ group, version, namespace, plural })
-          : this.api.listClusterCustomObject({ group, version, plural }),
-    );
-    this.informer.on("add", (db) => this.upsert(db));
-    this.informer.on("update", (db) => this.upsert(db));
-    this.informer.on("delete", (db) => this.remove(keyOf(db)));
+    // The library's loop lists and watches Databases, keeps a subscription per reference that
+    // referencesOf names, and runs reconcile one Database at a time, with backoff on a throw.
+    this.loop = createReferenceController<Database>({
+      kubeConfig: options.kubeConfig,
+      resolver: options.resolver,
+      group: GROUP,
+      version: VERSION,
+      plural: DATABASE_PLURAL,
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+      referencesOf: openReferences,
+      reconcile: (db) => this.reconcile(db),
+    });
   }
 
   /** How many subscriptions the controller holds for one Database (for tests and metrics). */
   subscriptionsOf(namespace: string, name: string): number {
-    return this.subs.get(`${namespace}/${name}`)?.size ?? 0;
+    return this.loop.subscriptionsOf(namespace, name);
   }
 
-  /**
-   * Lists the Databases, then watches them in the background. Throws when the list is refused
-   * (no CRD, no RBAC); retries while the server is busy (a CRD just installed answers 429 until
-   * its storage is ready), so every Database is known on return.
-   */
-  async start(): Promise<void> {
-    for (;;) {
-      // The informer reports a failed list or watch on "error" and stops, rather than throwing.
-      let failure: unknown;
-      const onFailure = (err: unknown) => void (failure ??= err);
-      this.informer.on("error", onFailure);
-      try {
-        await this.informer.start();
-      } finally {
-        this.informer.off("error", onFailure);
-      }
-      if (failure === undefined) break;
-      if (!transient(failure) || this.abort.signal.aborted) throw failure;
-      this.logger.warn({ err: describe(failure) }, "could not list Databases yet; retrying");
-      await sleep(RETRY_MS, this.abort.signal);
-    }
-    // From now on a failure stops the informer: start it again (from its last resourceVersion)
-    // after a pause, so an API server outage is not a hot loop.
-    this.informer.on("error", (err: unknown) => {
-      if (this.abort.signal.aborted) return;
-      this.logger.warn({ err: describe(err) }, "the Database watch failed; retrying");
-      void sleep(RETRY_MS, this.abort.signal).then(async () => {
-        if (!this.abort.signal.aborted) await this.informer.start();
-      });
-    });
+  /** Lists the Databases (waiting out a CRD whose storage is still starting), then watches them. */
+  start(): Promise<void> {
+    return this.loop.start();
   }
 
   /** Stops watching, closes every subscription and waits for in-flight reconciles. */
-  async stop(): Promise<void> {
-    this.abort.abort();
-    await this.informer.stop();
-    for (const key of [...this.subs.keys()]) this.closeSubs(key);
-    await Promise.allSettled([...this.running.values()]);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
-  private upsert(db: Database): string {
-    const key = keyOf(db);
-    this.databases.set(key, db);
-    this.syncSubs(key, db);
-    this.enqueue(key);
-    return key;
-  }
-
-  private remove(key: string): void {
-    this.databases.delete(key);
-    this.closeSubs(key);
-  }
-
-  /**
-   * Watches exactly the references that can still change the spec: a field that is empty, or
-   * whose policy is Always. A settled IfNotPresent field needs no subscription (Crossplane never
-   * re-resolves it either), so a Database that is fully resolved costs the resolver nothing.
-   */
-  private syncSubs(key: string, db: Database): void {
-    const p = db.spec?.forProvider ?? {};
-    const wanted = new Map<string, GenericReference | GenericSelector>();
-    const want = (ref: GenericReference | GenericSelector) => wanted.set(JSON.stringify(ref), ref);
-    const open = (value: unknown, policy: GenericReference["policy"]) =>
-      policy?.resolve === "Always" ||
-      value === undefined ||
-      value === "" ||
-      (Array.isArray(value) && value.length === 0);
-    const network = p.networkIdRef ?? p.networkIdSelector;
-    if (network && open(p.networkId, network.policy)) {
-      // Watched as resolveReferences reads it: a selector for a single field in mode Single.
-      want(p.networkIdRef ?? { ...p.networkIdSelector!, mode: "Single" });
-    }
-    const subnetPolicy = p.subnetIdRefs?.[0]?.policy ?? p.subnetIdSelector?.policy;
-    if (open(p.subnetIds, subnetPolicy)) {
-      for (const ref of p.subnetIdRefs ?? []) want(ref);
-      if (p.subnetIdSelector) want({ ...p.subnetIdSelector, mode: "Multiple" });
-    }
-    let have = this.subs.get(key);
-    for (const [text, sub] of have ?? []) {
-      if (wanted.has(text)) continue;
-      sub.close();
-      have!.delete(text);
-    }
-    for (const [text, ref] of wanted) {
-      if (have?.has(text)) continue;
-      if (!have) this.subs.set(key, (have = new Map()));
-      // The callback only enqueues: reconcile reads the current state, whatever was pushed.
-      have.set(
-        text,
-        this.resolver.watch(ref, () => this.enqueue(key)),
-      );
-    }
-    if (have?.size === 0) this.subs.delete(key);
-  }
-
-  private closeSubs(key: string): void {
-    for (const sub of this.subs.get(key)?.values() ?? []) sub.close();
-    this.subs.delete(key);
-  }
-
-  /** One reconcile per key at a time; an event during a run makes it run once more. */
-  private enqueue(key: string): void {
-    if (this.abort.signal.aborted) return;
-    if (this.running.has(key)) {
-      this.again.add(key);
-      return;
-    }
-    const run = this.reconcile(key).finally(() => {
-      this.running.delete(key);
-      if (this.again.delete(key)) this.enqueue(key);
-    });
-    this.running.set(key, run);
-  }
-
-  private async reconcile(key: string): Promise<void> {
-    const db = this.databases.get(key);
-    if (!db) return;
+  private async reconcile(db: Database): Promise<void> {
     try {
       let resolved: Database;
       let failure: { reason: string; message: string } | undefined;
@@ -281,10 +157,10 @@ export class DatabaseController {
       }
       await this.writeStatus(db, desiredStatus(resolved, failure));
     } catch (err) {
-      if (this.abort.signal.aborted || statusOf(err) === 404) return; // stopping, or deleted meanwhile
-      if (statusOf(err) === 409) return; // a newer Database is on its way through the watch
-      this.logger.warn({ database: key, err: describe(err) }, "could not reconcile; retrying");
-      void sleep(RETRY_MS, this.abort.signal).then(() => this.enqueue(key));
+      // Deleted meanwhile, or a newer Database is on its way through the watch; anything else
+      // is retried with backoff by the loop.
+      if (err instanceof ApiException && (err.code === 404 || err.code === 409)) return;
+      throw err;
     }
   }
 
@@ -346,6 +222,29 @@ export class DatabaseController {
   }
 }
 
+/**
+ * The references that can still change the spec, each as resolveReferences reads it: a field that
+ * is empty, or whose policy is Always. A settled IfNotPresent field needs no subscription
+ * (Crossplane never re-resolves it either), so a fully resolved Database costs the resolver nothing.
+ */
+function openReferences(db: Database): Array<GenericReference | GenericSelector> {
+  const p = db.spec?.forProvider ?? {};
+  const open = (value: unknown, policy: GenericReference["policy"]) =>
+    policy?.resolve === "Always" ||
+    value === undefined ||
+    value === "" ||
+    (Array.isArray(value) && value.length === 0);
+  const refs: Array<GenericReference | GenericSelector> = [];
+  const network = p.networkIdRef ?? p.networkIdSelector;
+  if (network && open(p.networkId, network.policy))
+    refs.push(p.networkIdRef ?? { ...p.networkIdSelector!, mode: "Single" });
+  if (open(p.subnetIds, p.subnetIdRefs?.[0]?.policy ?? p.subnetIdSelector?.policy)) {
+    refs.push(...(p.subnetIdRefs ?? []));
+    if (p.subnetIdSelector) refs.push({ ...p.subnetIdSelector, mode: "Multiple" });
+  }
+  return refs;
+}
+
 /** The status a Database should have, from its (resolved) spec and the failure, if any. */
 export function desiredStatus(
   db: Database,
@@ -392,30 +291,4 @@ function comparable(s: DatabaseStatus): unknown {
     atProvider: { networkId: s.atProvider?.networkId, subnetIds: s.atProvider?.subnetIds },
     conditions,
   };
-}
-
-function keyOf(obj: KubernetesObject): string {
-  return `${obj.metadata?.namespace}/${obj.metadata?.name}`;
-}
-
-/** The HTTP status of a client-node failure: `code` of an ApiException, `statusCode` of a watch's. */
-function statusOf(err: unknown): number | undefined {
-  if (err instanceof ApiException) return err.code;
-  const code = (err as { statusCode?: unknown } | undefined)?.statusCode;
-  return typeof code === "number" ? code : undefined;
-}
-
-/** Whether waiting can help: no answer at all, too many requests, or a server error. */
-function transient(err: unknown): boolean {
-  const code = statusOf(err);
-  return code === undefined || code === 429 || code >= 500;
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

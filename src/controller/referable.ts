@@ -71,6 +71,8 @@ export interface ExportRecord {
 export interface ReferableStatus {
   value?: unknown;
   values?: unknown[];
+  /** `value` (or `values`) as text: a string as it is, any other JSON value as its JSON text. */
+  text?: string;
   sources?: SourceRef[];
   /** The keys that hold the value now (spec.export). */
   exports?: ExportRecord[];
@@ -157,7 +159,9 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
   const selection = spec?.selection ?? {};
   return {
     ...base,
-    matchLabels: source.selector.matchLabels,
+    // spec.source.selector: {} is the author's explicit "every object"; the library asks for it
+    // in so many words (matchLabels: {}), so a typo there never matches everything.
+    matchLabels: source.selector.matchLabels ?? {},
     matchExpressions: source.selector.matchExpressions,
     mode: selection.mode,
     minMatch: selection.minMatch,

@@ -37,6 +37,7 @@ describe("desiredStatus", () => {
     expect(s).toEqual({
       observedGeneration: 1,
       value: "arn:1",
+      text: "arn:1",
       sources: [src("10")],
       conditions: [
         {
@@ -208,6 +209,63 @@ describe("desiredStatus", () => {
       observedGeneration: 1,
       conditions: [expect.objectContaining({ reason: "Optional", status: "True" })],
     });
+  });
+});
+
+describe("status.text", () => {
+  const many = (values: unknown[]): ResolutionResult => ({
+    ok: true,
+    reason: "Available",
+    values,
+    sources: values.map((_, i) => src(String(i), `u${i}`)),
+  });
+  it.each([
+    { reason: "a string is its text as it is, not quoted", result: ok("db.internal"), want: "db.internal" },
+    { reason: "a string that looks like JSON stays that string", result: ok('{"a":1}'), want: '{"a":1}' },
+    { reason: "an empty string is an empty text, not absent", result: ok(""), want: "" },
+    { reason: "a number is its JSON text, so a port reads as a string", result: ok(5432), want: "5432" },
+    { reason: "a boolean is its JSON text", result: ok(false), want: "false" },
+    {
+      reason: "an object is its compact JSON text",
+      result: ok({ host: "db", port: 1 }),
+      want: '{"host":"db","port":1}',
+    },
+    { reason: "a list is its compact JSON text", result: ok(["a", 1]), want: '["a",1]' },
+    { reason: "mode Multiple: the list of values as compact JSON", result: many([1, "b"]), want: '[1,"b"]' },
+    { reason: "mode Multiple with no match: an empty list", result: many([]), want: "[]" },
+    {
+      reason: "resolution Optional with no value: no text",
+      result: { ok: true, reason: "Optional" },
+      want: undefined,
+    },
+    { reason: "an error withdraws the text with the value", result: err("SourceNotFound"), want: undefined },
+  ] as Array<{ reason: string; result: ResolutionResult; want: string | undefined }>)(
+    "$reason",
+    ({ result, want }) => {
+      const s = desiredStatus(obj(), result, T0)!;
+      expect(s.text).toBe(want);
+      if (want === undefined) expect("text" in s).toBe(false);
+    },
+  );
+
+  it("is kept with the value while the controller has not looked yet (Pending of a known generation)", () => {
+    const first = desiredStatus(obj(), ok(8080), T0)!;
+    const edited = desiredStatus(
+      { ...obj(first), metadata: { name: "r", generation: 1 } },
+      err("Pending"),
+      T1,
+      {
+        ...first,
+        conditions: [],
+      },
+    )!;
+    expect(edited).toMatchObject({ value: 8080, text: "8080" });
+  });
+
+  it("changes with the value, so an equal value writes nothing and a new one writes both", () => {
+    const first = desiredStatus(obj(), ok(1), T0)!;
+    expect(statusEquals(first, desiredStatus(obj(first), ok(1), T1))).toBe(true);
+    expect(desiredStatus(obj(first), ok(2, "11"), T1)).toMatchObject({ value: 2, text: "2" });
   });
 });
 

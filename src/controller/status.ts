@@ -7,6 +7,7 @@
  */
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 import type { Condition, ExportRecord, Referable, ReferableStatus } from "./referable.ts";
+import { exportText } from "../export/target.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
 /** The condition type the controller owns. */
@@ -112,6 +113,11 @@ export function desiredStatus(
     if (previous.sources !== undefined) next.sources = previous.sources;
   }
   if (next.sources?.length === 0) delete next.sources;
+  // status.text is the value as a typed string, for readers that cannot take "any JSON" (kro and
+  // Kubernetes CEL see only typed fields; provider-kubernetes patches into string fields): the
+  // same text an export writes, so a key and status.text never disagree.
+  const text = textOf(next);
+  if (text !== undefined) next.text = text;
   // Carried over only for a Referable that exports (or did): on any other, an Exported condition
   // is someone else's forgery, dropped as any condition of another type is.
   const exports = (obj.spec?.export?.length ?? 0) > 0 || (previous.exports?.length ?? 0) > 0;
@@ -132,6 +138,12 @@ export function desiredStatus(
     if (exportState.exports.length > 0) next.exports = exportState.exports;
   }
   return next;
+}
+
+/** The text of a status's value (or values): absent when there is none. */
+function textOf(status: ReferableStatus): string | undefined {
+  if (status.values !== undefined) return exportText(status.values);
+  return status.value === undefined || status.value === null ? undefined : exportText(status.value);
 }
 
 /** The export part of a status, to carry over. */

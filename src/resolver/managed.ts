@@ -6,6 +6,7 @@
  */
 import { ResolutionError, isResolutionError } from "../errors.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
+import { checkKeys, everyKey } from "./strict.ts";
 
 /** The two calls the helper needs from a resolver. */
 export interface ReferenceReader {
@@ -36,6 +37,9 @@ export interface ReferenceListField {
   /** Refuse duplicate values (e.g. IDs that must be unique). @default false */
   unique?: boolean;
 }
+
+const FIELD_KEYS = everyKey<ReferenceField>()(["target", "ref", "selector"]);
+const LIST_FIELD_KEYS = everyKey<ReferenceListField>()(["target", "refs", "selector", "unique"]);
 
 /** What {@link resolveReferences} did. */
 export interface ResolveReferencesResult<T> {
@@ -69,7 +73,9 @@ export async function resolveReferences<T extends object>(
   const resolved: ResolveReferencesResult<T>["resolved"] = [];
   const skipped: string[] = [];
   let changed = false;
-  for (const field of fields) {
+  for (const [i, field] of fields.entries()) {
+    if ("refs" in field) checkKeys(field, LIST_FIELD_KEYS, `fields[${i}] of resolveReferences`);
+    else checkKeys(field, FIELD_KEYS, `fields[${i}] of resolveReferences`);
     const outcome =
       "refs" in field ? await resolveList(reader, copy, field) : await resolveSingle(reader, copy, field);
     if (!outcome) continue;

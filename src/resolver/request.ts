@@ -8,6 +8,16 @@ import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
 import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";
 import { compileTransform, type CompiledTransform } from "../transform/index.ts";
+import {
+  checkKeys,
+  CONDITION_KEYS,
+  EXPRESSION_KEYS,
+  POLICY_KEYS,
+  REFERENCE_HINTS,
+  REFERENCE_KEYS,
+  SELECTOR_HINTS,
+  SELECTOR_KEYS,
+} from "./strict.ts";
 import type {
   GenericReference,
   GenericSelector,
@@ -97,7 +107,8 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const hasExternal = raw.external !== undefined;
   const hasSelectorFields = raw.matchLabels !== undefined || raw.matchExpressions !== undefined;
   const policy = (raw.policy ?? {}) as Record<string, unknown>;
-  if (typeof policy !== "object") invalid(`${f("policy")} must be an object`);
+  if (typeof policy !== "object" || Array.isArray(policy)) invalid(`${f("policy")} must be an object`);
+  checkKeys(policy, POLICY_KEYS, prefix ? f("policy") : "the policy");
   const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
   if (resolution !== "Required" && resolution !== "Optional") {
     invalid(
@@ -115,12 +126,17 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     );
   }
 
-  const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const target: CompiledRequest["target"] = hasExternal
     ? "external"
     : name !== undefined
       ? "name"
       : "selector";
+  // Unknown keys are refused, never ignored: an ignored `selector: {matchLabels}` or `matchLabel`
+  // would leave a selector that matches everything.
+  const where = prefix || (target === "selector" ? "the selector" : "the reference");
+  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
+  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const fieldPathText =
     target === "external" ? String(raw.fieldPath ?? "") : requireString(raw.fieldPath, f("fieldPath"), 1024);
   const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
@@ -131,6 +147,19 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   let maxMatch: number | undefined;
   let sortBy: CompiledPath | undefined;
   if (target === "selector") {
+    if (
+      (raw.matchLabels === undefined || raw.matchLabels === null) &&
+      (raw.matchExpressions === undefined || raw.matchExpressions === null)
+    ) {
+      invalid(
+        `${where} has neither ${f("matchLabels")} nor ${f("matchExpressions")}: give a name, or labels to match; to match every ${kind} write ${f("matchLabels")}: {}`,
+      );
+    }
+    if (Array.isArray(raw.matchExpressions))
+      raw.matchExpressions.forEach((e: unknown, i) => {
+        if (typeof e === "object" && e !== null && !Array.isArray(e))
+          checkKeys(e, EXPRESSION_KEYS, `${f("matchExpressions")}[${i}]`);
+      });
     selector = compileLabelSelector(
       {
         matchLabels: raw.matchLabels as Record<string, string>,
@@ -210,6 +239,9 @@ function compileConditions(value: unknown, field: string): RequiredCondition[] {
   if (value.length > 16) invalid(`${field} has more than 16 entries`);
   return value.map((c: unknown, i) => {
     const entry = (c ?? {}) as Record<string, unknown>;
+    if (typeof entry !== "object" || Array.isArray(entry))
+      invalid(`${field}[${i}] must be an object {type, status}`);
+    checkKeys(entry, CONDITION_KEYS, `${field}[${i}]`);
     return {
       type: requireString(entry.type, `${field}[${i}].type`, 316),
       status: requireString(entry.status ?? "True", `${field}[${i}].status`, 16),

@@ -446,3 +446,29 @@ describe("consistent reads: resolve(ref, { consistent: true })", () => {
     expect(cache.freshReads).toEqual([]);
   });
 });
+
+describe("unknown options of one call are InvalidSpec, before any read", () => {
+  it.each([
+    { reason: "resolve", call: (r: Resolver) => r.resolve(byName as never, { consistant: true } as never) },
+    {
+      reason: "resolveSelector",
+      call: (r: Resolver) => r.resolveSelector(bySelector as never, { consistant: true } as never),
+    },
+  ])("$reason refuses a typo of consistent", async ({ call }) => {
+    const { cache, resolver } = setup();
+    await expect(call(resolver)).rejects.toMatchObject({
+      reason: "InvalidSpec",
+      message: expect.stringContaining('unknown key "consistant"'),
+    });
+    expect(cache.freshReads).toEqual([]);
+  });
+
+  it("watch pushes the refusal to its callback, as it does for a bad reference", () => {
+    const { resolver, pushed, push } = setup();
+    resolver.watch(byName, push, { fieldprefix: "spec" } as never).close();
+    expect(pushed[0]).toMatchObject({
+      ok: false,
+      error: { reason: "InvalidSpec", message: expect.stringContaining('did you mean "fieldPrefix"?') },
+    });
+  });
+});

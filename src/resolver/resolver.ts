@@ -25,6 +25,7 @@ import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { KindIndex } from "./kind-index.ts";
 import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
+import { checkKeys, everyKey } from "./strict.ts";
 import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
 import { applyTransform } from "./transform.ts";
 import type {
@@ -113,6 +114,26 @@ export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
    */
   cache?: SourceCache;
 }
+
+/** Every key of {@link ResolverOptions}: any other is refused (see strict.ts). */
+const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
+  "context",
+  "kubeConfig",
+  "logger",
+  "maxValueBytes",
+  "maxValues",
+  "informerScope",
+  "informerLingerMs",
+  "watchdogMs",
+  "watchTimeoutSeconds",
+  "resolveTimeoutMs",
+  "sourcePolicy",
+  "watchCustomResourceDefinitions",
+  "kindRetryMs",
+  "onInformerSignal",
+]);
+const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
+const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
 
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
@@ -223,6 +244,7 @@ export class Resolver {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
     try {
+      checkKeys(options, WATCH_OPTION_KEYS, "the options of watch");
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
@@ -248,6 +270,7 @@ export class Resolver {
    * from the cache (which may trail a write just made) unless `options.consistent`.
    */
   async resolve(ref: GenericReference, options: ResolveOptions = {}): Promise<ResolvedValue> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolve");
     const result = options.consistent ? await this.fresh(ref) : await this.once(ref);
     if (!result.ok) throw result.error;
     if ("values" in result)
@@ -264,6 +287,7 @@ export class Resolver {
    * `options.consistent`.
    */
   async resolveSelector(selector: GenericSelector, options: ResolveOptions = {}): Promise<ResolvedValues> {
+    checkKeys(options, RESOLVE_OPTION_KEYS, "the options of resolveSelector");
     const result = options.consistent ? await this.fresh(selector) : await this.once(selector);
     if (!result.ok) throw result.error;
     if ("values" in result) return stripOk(result) as ResolvedValues;
@@ -707,5 +731,8 @@ function clientOptions(options: ResolverWiring): ConstructorParameters<typeof Ku
  * and share it: every reference to a kind then shares one list and one watch.
  */
 export function createResolver(options: ResolverOptions): Resolver {
+  if (typeof options !== "object" || options === null)
+    throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
+  checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
   return new Resolver(options);
 }

@@ -309,8 +309,8 @@ export const genericReferenceListSchema: JSONSchemaProps = deepFreeze({
 export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
   type: "object",
   description:
-    "A reference to the objects of a kind that match a label selector, read at fieldPath. With neither " +
-    "matchLabels nor matchExpressions every object of the kind (in the namespace) matches.",
+    "A reference to the objects of a kind that match a label selector, read at fieldPath. It needs " +
+    "matchLabels or matchExpressions; matchLabels: {} matches every object of the kind (in the namespace).",
   required: ["apiVersion", "kind", "fieldPath"],
   properties: {
     apiVersion: apiVersionSchema,
@@ -417,6 +417,11 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
     {
       rule: "(has(self.mode) && self.mode == 'Multiple') || !(has(self.minMatch) || has(self.maxMatch) || has(self.sortByFieldPath))",
       message: "minMatch, maxMatch and sortByFieldPath apply only with mode Multiple",
+    },
+    {
+      rule: "has(self.matchLabels) || has(self.matchExpressions)",
+      message:
+        "a selector needs matchLabels or matchExpressions; write matchLabels: {} to match every object",
     },
   ],
 } satisfies JSONSchemaProps);

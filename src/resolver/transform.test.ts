@@ -28,6 +28,7 @@ const multiple = (extra: Partial<AnyReference>): AnyReference =>
     kind: "ConfigMap",
     namespace: "a",
     fieldPath: "data.k",
+    matchLabels: {},
     mode: "Multiple",
     ...extra,
   }) as AnyReference;

@@ -117,8 +117,10 @@ export type SelectionMode = "Single" | "Multiple";
 /**
  * A reference to the objects that match a label selector, read at `fieldPath`.
  *
- * An empty selector (neither `matchLabels` nor `matchExpressions`) matches every object of the
- * kind in the namespace, as a Kubernetes label selector does.
+ * It needs `matchLabels` or `matchExpressions`: `matchLabels: {}` matches every object of the kind
+ * in the namespace, and a selector with neither is `InvalidSpec`, so a typo (`matchLabel`) or a
+ * nested `selector: {matchLabels}` never matches everything. Every key not documented here is
+ * refused with `InvalidSpec`, naming the key and the keys expected.
  */
 export interface GenericSelector extends ReferenceCommon {
   /**

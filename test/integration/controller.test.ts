@@ -76,8 +76,33 @@ describe("every reason from a real situation, and recovery", () => {
     expect(first.ready).toBe("True");
     expect(first.status.observedGeneration).toBe(1);
     expect(first.status.sources?.[0]).toMatchObject({ kind: "ConfigMap", name: cm, namespace: ns });
+    expect(first.status.text).toBe("one");
     await mergePatch(cmPath(cm), { data: { v: "two" } });
-    await waitForReason(admin, rf, "Available", (v) => v.status.value === "two");
+    const second = await waitForReason(admin, rf, "Available", (v) => v.status.value === "two");
+    expect(second.status.text).toBe("two");
+  });
+
+  it("status.text is a number value as its JSON text, written in the same status write as the value", async () => {
+    const svc = uniqueName("svc");
+    const svcPath = `/api/v1/namespaces/${ns}/services`;
+    await admin.request("POST", svcPath, {
+      body: { apiVersion: "v1", kind: "Service", metadata: { name: svc }, spec: { ports: [{ port: 5432 }] } },
+    });
+    const rf = await createReferable({
+      source: {
+        apiVersion: "v1",
+        kind: "Service",
+        namespace: ns,
+        name: svc,
+        fieldPath: "spec.ports[0].port",
+      },
+    });
+    const first = await waitForReason(admin, rf, "Available", (v) => v.status.value === 5432);
+    expect(first.status.text).toBe("5432");
+    await mergePatch(`${svcPath}/${svc}`, { spec: { ports: [{ port: 6543 }] } });
+    // Every status read that has the new value has its text: never one without the other.
+    const second = await waitForReason(admin, rf, "Available", (v) => v.status.value === 6543);
+    expect(second.status.text).toBe("6543");
   });
 
   it("SourceNotFound clears the value, and recovers when the source comes back", async () => {
@@ -89,6 +114,7 @@ describe("every reason from a real situation, and recovery", () => {
     const gone = await waitForReason(admin, rf, "SourceNotFound");
     expect(gone.ready).toBe("False");
     expect(gone.status.value).toBeUndefined();
+    expect(gone.status.text).toBeUndefined();
     expect(gone.message).toContain(`${ns}/${cm} does not exist`);
     await createConfigMap(cm, { v: "back" });
     await waitForReason(admin, rf, "Available", (v) => v.status.value === "back");
@@ -181,6 +207,7 @@ describe("every reason from a real situation, and recovery", () => {
     const two = await waitForReason(admin, rf, "Available");
     expect(two.status.values).toEqual(["a", "b"]);
     expect(two.status.value).toBeUndefined();
+    expect(two.status.text).toBe('["a","b"]');
     expect(two.status.sources?.map((s) => s.name)).toEqual([`${tier}-a`, `${tier}-b`]);
   });
 
@@ -256,9 +283,11 @@ describe("every reason from a real situation, and recovery", () => {
     const d = await waitForReason(admin, defaulted, "Defaulted");
     expect(d.ready).toBe("True");
     expect(d.status.value).toEqual({ port: 5432 });
+    expect(d.status.text).toBe('{"port":5432}');
     const o = await waitForReason(admin, optional, "Optional");
     expect(o.ready).toBe("True");
     expect(o.status.value).toBeUndefined();
+    expect(o.status.text).toBeUndefined();
     await createConfigMap(cm, { v: "real" });
     await waitForReason(admin, defaulted, "Available", (v) => v.status.value === "real");
     await waitForReason(admin, optional, "Available", (v) => v.status.value === "real");

@@ -439,6 +439,9 @@ describe("deploy/ on the real API server", () => {
     expect(inventory.sort()).toEqual(
       [
         "ClusterRole -/referable-controller",
+        // Bound nowhere: opt-in roles for consumers (docs/api.md, "Consumer roles").
+        "ClusterRole -/referable-consumer",
+        "ClusterRole -/referable-consumer-finalizers",
         // Bound nowhere: an administrator binds it in the namespaces opted in to export.
         "ClusterRole -/referable-export-configmaps",
         // Bound nowhere: an administrator binds it to the Prometheus ServiceAccount.

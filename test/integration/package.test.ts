@@ -5,7 +5,7 @@
  * error. No cluster is needed; it lives here because it is slow (a real npm install).
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -17,6 +17,7 @@ const STEP_MS = 300_000;
 let tmp: string;
 let tarball: string;
 let packed: string[];
+let freshClone: string;
 
 /** Runs npm in `cwd` (the machine's npm, as a user would). */
 async function npm(cwd: string, ...args: string[]): Promise<string> {
@@ -83,6 +84,8 @@ beforeAll(async () => {
   }>;
   tarball = join(tmp, info!.filename);
   packed = info!.files.map((f) => f.path);
+  freshClone = join(tmp, "clone");
+  await execFileAsync("git", ["clone", "--quiet", repoRoot, freshClone]);
 }, STEP_MS);
 
 afterAll(async () => {
@@ -105,12 +108,22 @@ describe("npm pack", () => {
   it("holds no tests and no TypeScript sources", () => {
     expect(packed.filter((p) => /\.test\.|^src\/|^test\//.test(p))).toEqual([]);
   });
+
+  it("holds the library, not the controller: it runs from the image and the repository", () => {
+    const controller =
+      /^dist\/(controller|webhook)\/|^dist\/(main|server|metrics|manager|startup|config)\.|^deploy\/|^examples\//;
+    expect(packed.filter((p) => controller.test(p))).toEqual([]);
+    expect(packed.filter((p) => p.endsWith(".map"))).toEqual([]);
+  });
 });
 
 describe("installed into a new project", () => {
   const ways: Array<{ reason: string; install: () => string }> = [
     { reason: "the npm pack tarball", install: () => tarball },
     { reason: "the clone, by path (a link)", install: () => repoRoot },
+    // A fresh clone has no node_modules: prepare installs the dev dependencies in it to build.
+    { reason: "a fresh clone without node_modules, by path", install: () => freshClone },
+    { reason: "a fresh clone as git+file://", install: () => `git+file://${freshClone}` },
   ];
   it.each(ways)(
     "from $reason: import and require work on the first try",
@@ -156,6 +169,36 @@ describe("installed into a new project", () => {
         (err: { stdout?: string }) => err.stdout ?? String(err),
       );
       expect(result).toBe("compiles");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "beside the consumer's own @kubernetes/client-node, it uses that one copy (a peer dependency)",
+    async () => {
+      const project = await mkdtemp(join(tmp, "peer-"));
+      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
+      const version = JSON.parse(
+        await readFile(join(repoRoot, "node_modules", "@kubernetes", "client-node", "package.json"), "utf8"),
+      ).version as string;
+      await npm(
+        project,
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--prefer-offline",
+        `@kubernetes/client-node@${version}`,
+      );
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      const { stdout } = await execFileAsync("find", [
+        join(project, "node_modules"),
+        "-path",
+        "*/@kubernetes/client-node/package.json",
+      ]);
+      expect(stdout.trim().split("\n")).toEqual([
+        join(project, "node_modules", "@kubernetes", "client-node", "package.json"),
+      ]);
+      expect(await run(project, "esm.mjs", ESM)).toBe("function Available function");
     },
     STEP_MS,
   );
