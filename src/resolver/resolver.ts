@@ -406,7 +406,7 @@ export class Resolver {
         : { namespace, labelSelector: request.selector!.key };
     let items: Projection[];
     try {
-      items = await this.cache.readFresh(resource, target, request.extractors);
+      items = await this.cache.readFresh(resource, target, request.extractors, request.selector?.keys ?? []);
     } catch (err) {
       return { ok: false, error: freshReadError(err, resource, namespace) };
     }
