@@ -12,7 +12,7 @@
  * Numbers go in the table, never in assertions.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -28,7 +28,7 @@ import { measureTransforms, printTransforms, type TransformResult } from "./tran
 
 // ---------- options ----------
 
-const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,idle,reads,export,hostile";
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,hostile";
 const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
@@ -107,6 +107,20 @@ const flags = parseOrExit({
       default: "400 (quick: 20)",
       help: "unreferenced ConfigMaps of about 1 MiB beside them",
     },
+    "label-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "100 (quick: 20)",
+      help: "Referables of the labels scenario",
+    },
+    "label-objects": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "150 (quick: 30)",
+      help: "ConfigMaps with the largest label sets the API server takes, selected by nothing",
+    },
     "hot-periods": {
       type: "string",
       group: "Scenario sizes",
@@ -173,6 +187,9 @@ const selectorRefs = num("selector-refs", quick ? 100 : 1000);
 /** The cluster-content scenario: Referables, and unreferenced ConfigMaps of about 1 MiB beside them. */
 const contentRefs = num("content-refs", quick ? 100 : 1000);
 const contentObjects = num("content-objects", quick ? 20 : 400);
+/** The labels scenario: Referables, and ConfigMaps with the largest label sets the API server takes. */
+const labelRefs = num("label-refs", quick ? 20 : 100);
+const labelObjects = num("label-objects", quick ? 30 : 150);
 /** The hot-source scenario: one source rewritten every this many ms, each period a phase. */
 const hotPeriods = numbers("hot-periods", "200,50,20");
 const hotUpdates = num("hot-updates", quick ? 40 : 200);
@@ -181,7 +198,7 @@ const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, idle, reads, export, hostile. @default all */
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, hostile. @default all */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
   if (!ALL_SCENARIOS.split(",").includes(s)) {
@@ -198,6 +215,7 @@ const controllerScenarios = [
   "fanout",
   "selectors",
   "content",
+  "labels",
   "idle",
   "export",
   "hostile",
@@ -285,7 +303,11 @@ interface Controller {
 let compiled: Promise<string> | undefined;
 function compiledMain(): Promise<string> {
   compiled ??= (async () => {
-    const dir = join(repoRoot, "bench", ".dist");
+    // As in the image: dist/ beside package.json (src/version.ts reads ../package.json).
+    const root = join(repoRoot, "bench", ".dist");
+    const dir = join(root, "dist");
+    await mkdir(root, { recursive: true });
+    await copyFile(join(repoRoot, "package.json"), join(root, "package.json"));
     const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
     await new Promise<void>((resolve, reject) => {
       const child = spawn(
@@ -1339,6 +1361,101 @@ async function runClusterContent(
   };
 }
 
+interface LabelsResult {
+  refs: number;
+  objects: number;
+  /** Bytes of JSON of one object's labels. */
+  labelBytes: number;
+  /** A cold start without the labelled objects, then with them: steady cost after each. */
+  without: Cost;
+  with: Cost;
+  /** Highest RSS sampled during the cold start with them. */
+  peakRssMiB: number;
+  coldStartSeconds: number;
+}
+
+/** The longest DNS-subdomain prefix a label key may have (253 characters). */
+const LABEL_PREFIX = ["a", "b", "c"].map((c) => c.repeat(63)).join(".") + "." + "d".repeat(61);
+
+/** The largest label set the API server takes (about 845 KB), distinct for each object. */
+function largestLabels(object: number): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (let j = 0; j < 2190; j++)
+    labels[`${LABEL_PREFIX}/${`o${object}-k${j}-`.padEnd(63, "x")}`] = `v${object}-${j}-`.padEnd(63, "y");
+  return labels;
+}
+
+/**
+ * Memory through labels (issue 21): `refs` Referables over small sources (so ConfigMaps are
+ * watched cluster-wide), cold-started without and then with `objects` ConfigMaps in another
+ * namespace carrying the largest label sets the API server takes, which nothing selects.
+ */
+async function runLabels(
+  client: KubeClient,
+  plane: ControlPlane,
+  refs: number,
+  objects: number,
+): Promise<LabelsResult> {
+  log(`labels: ${refs} Referables, then ${objects} ConfigMaps of about 845 KB of labels`);
+  const fx = await makeNamedFixture(client, refs, `${RUN}-labels`);
+  const selector = `bench-set=${fx.label}`;
+  const watch = new ReferableWatch(client, selector);
+  await watch.start();
+  const coldStart = async (tag: string) => {
+    const c = await startController(plane.kubeconfigPath, selector);
+    const peaks = samplePeaks(c);
+    await until(
+      `all ${refs} Referables Ready`,
+      () => (watch.readyCount() >= refs ? true : undefined),
+      600_000,
+    );
+    // The statuses are the last run's: a change that arrives says this controller listed its
+    // sources (the ConfigMap kind whole, the labelled objects included).
+    const first = fx.sources[0]!;
+    await setSource(client, first.kind, first.name, tag);
+    await until(
+      `${fx.names[0]} to follow its source`,
+      () => (watch.latest.get(fx.names[0]!)?.value === tag ? true : undefined),
+      600_000,
+    );
+    const seconds = (performance.now() - c.startedAt) / 1000;
+    const peak = await peaks.stop();
+    const steady = await cost(c);
+    await c.stop();
+    return { seconds, peak, steady };
+  };
+  const without = await coldStart("without");
+  const ns = `${NS}-labels`;
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+  });
+  const all = Array.from({ length: objects }, (_, i) => i);
+  await pool(all, 4, (i) =>
+    client.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+      body: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: `labels-${i}`, labels: largestLabels(i) },
+        data: { note: "nothing reads this" },
+      },
+      timeoutMs: 120_000,
+    }),
+  );
+  const withThem = await coldStart("with");
+  watch.close();
+  await deleteFixtures(client, fx.label);
+  await client.request("DELETE", `/api/v1/namespaces/${ns}`, { timeoutMs: 300_000 });
+  return {
+    refs,
+    objects,
+    labelBytes: JSON.stringify(largestLabels(0)).length,
+    without: without.steady,
+    with: withThem.steady,
+    peakRssMiB: withThem.peak.rssMiB,
+    coldStartSeconds: withThem.seconds,
+  };
+}
+
 interface HostilePhase {
   /** Hostile evaluations running beside the canary (0: the run without them). */
   hostile: number;
@@ -1500,6 +1617,9 @@ async function main(): Promise<void> {
     const content = scenarios.has("content")
       ? await runClusterContent(client, plane, contentRefs, contentObjects)
       : undefined;
+    const labels = scenarios.has("labels")
+      ? await runLabels(client, plane, labelRefs, labelObjects)
+      : undefined;
     // As the Deployment runs it (leader election on), and as `npm start` does (off).
     const idleResult = scenarios.has("idle")
       ? [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)]
@@ -1530,6 +1650,8 @@ async function main(): Promise<void> {
         selectorRefs,
         contentRefs,
         contentObjects,
+        labelRefs,
+        labelObjects,
         hotPeriods,
         hotUpdates,
         idleSeconds,
@@ -1544,6 +1666,7 @@ async function main(): Promise<void> {
       fanOut: fan,
       selectors,
       content,
+      labels,
       idle: idleResult,
       reads,
       export: exported,
@@ -1573,6 +1696,7 @@ function printTable(r: {
   selectors:
     { objects: number; refs: number; coldStartSeconds: number; latency: Stats; cost: Cost } | undefined;
   content: ContentResult | undefined;
+  labels: LabelsResult | undefined;
   idle: IdleResult[] | undefined;
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
@@ -1653,6 +1777,11 @@ function printTable(r: {
   if (c)
     p(
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
+    );
+  const l = r.labels;
+  if (l)
+    p(
+      `labels: ${l.refs} Referables, cold start without then with ${l.objects} unselected ConfigMaps of ${(l.labelBytes / 1e3).toFixed(0)} KB of labels: steady RSS ${l.without.rssMiB} → ${l.with.rssMiB} MiB (+${(l.with.rssMiB - l.without.rssMiB).toFixed(1)}), heap ${l.without.heapMiB} → ${l.with.heapMiB} MiB; peak RSS with them ${l.peakRssMiB} MiB, cold start ${l.coldStartSeconds.toFixed(1)} s`,
     );
   const e = r.export;
   if (e)

@@ -25,6 +25,11 @@ export interface CompiledSelector {
    * share work between equal selectors; two different keys may still select the same objects.
    */
   readonly key: string;
+  /**
+   * The label keys it reads, sorted and distinct: whether it selects an object depends on these
+   * labels only (their presence and values), so a cache need keep no other.
+   */
+  readonly keys: readonly string[];
   /** Whether the selector selects an object with these labels (absent labels are no labels). */
   matches(labels: Readonly<Record<string, string>> | undefined): boolean;
   /**
@@ -181,8 +186,10 @@ function canonicalize(requirements: readonly Requirement[]): Requirement[] {
 
 function compiled(requirements: readonly Requirement[]): CompiledSelector {
   const key = requirements.map((r) => r.text).join(",");
+  const keys = Object.freeze([...new Set(requirements.map((r) => r.key))].sort(compareStrings));
   return Object.freeze({
     key,
+    keys,
     matches(labels: Readonly<Record<string, string>> | undefined): boolean {
       return requirements.every((r) => matchesRequirement(r, labels));
     },

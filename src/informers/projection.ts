@@ -4,13 +4,16 @@
  * An informer that kept whole objects would make the controller's memory follow the cluster's
  * content (every ConfigMap of every tenant, 1 MiB each) rather than its references. A projection
  * keeps the identity and what selection needs (namespace, name, uid, resourceVersion, generation,
- * labels, deletion timestamp) for every object, and only for the objects someone reads, the
- * results of the reads they need ({@link Extractor}s: a fieldPath, a sort path, a condition
- * check), each bounded in size. The decoded object is dropped as soon as it is projected.
+ * the labels its kind's selectors name, deletion timestamp) for every object, and only for the
+ * objects someone reads, the results of the reads they need ({@link Extractor}s: a fieldPath, a
+ * sort path, a condition check), each bounded in size. The decoded object is dropped as soon as
+ * it is projected. Every part has a bound whatever the object holds: see "What the controller
+ * keeps, and its bounds" in SECURITY.md.
  */
 import { isResolutionError, type ResolutionError } from "../errors.ts";
 import type { CompiledPath } from "../fieldpath/index.ts";
 import type { KubeObject } from "../kube/client.ts";
+import { keptLabels, LabelSetPool, NO_LABEL_KEYS, type LabelKeys } from "./label-keys.ts";
 
 /** The identity of a cached object and what label selection needs. */
 export interface ProjectedMeta {
@@ -19,7 +22,13 @@ export interface ProjectedMeta {
   readonly uid: string | undefined;
   readonly resourceVersion: string | undefined;
   readonly generation: number | undefined;
+  /**
+   * The labels whose keys are in {@link labelKeys}, and only those (see label-keys.ts); a key
+   * outside `labelKeys` may be on the object all the same.
+   */
   readonly labels: Readonly<Record<string, string>> | undefined;
+  /** Which label keys were kept: a selector naming another key cannot be decided here. */
+  readonly labelKeys: LabelKeys;
   readonly deletionTimestamp: string | undefined;
 }
 
@@ -50,14 +59,14 @@ export interface Projection {
 }
 
 /**
- * Values that recur across objects (namespaces, whole label sets: Helm and Argo stamp the same
- * labels on many objects) shared rather than kept once per object. Bounded: past `max` distinct
- * entries it stops pooling and hands values back as they are.
+ * Values that recur across objects shared rather than kept once per object: namespace names
+ * (at most `max` of them, each at most 63 characters: past `max` it stops pooling) and kept
+ * label sets (a {@link LabelSetPool}, bounded on its own).
  */
 export class StringPool {
   private readonly strings = new Map<string, string>();
-  private readonly labelSets = new Map<string, Readonly<Record<string, string>>>();
   private readonly max: number;
+  readonly labelSets = new LabelSetPool();
 
   constructor(max = 10_000) {
     this.max = max;
@@ -70,16 +79,6 @@ export class StringPool {
     if (hit !== undefined) return hit;
     if (this.strings.size < this.max) this.strings.set(s, s);
     return s;
-  }
-
-  /** The pooled copy of an equal label set (frozen, so sharing it is safe). */
-  labels(labels: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
-    const key = JSON.stringify(labels);
-    const hit = this.labelSets.get(key);
-    if (hit) return hit;
-    const frozen = Object.freeze({ ...labels });
-    if (this.labelSets.size < this.max) this.labelSets.set(key, frozen);
-    return frozen;
   }
 }
 
@@ -97,7 +96,8 @@ class Proj implements Projection, ProjectedMeta {
   /** A resourceVersion that is a small decimal is kept as a number: no string per object. */
   private readonly rv: string | number | undefined;
   readonly generation: number | undefined;
-  readonly labels: Readonly<Record<string, string>> | undefined;
+  labels: Readonly<Record<string, string>> | undefined;
+  labelKeys: LabelKeys;
   readonly deletionTimestamp: string | undefined;
   reads: Map<string, Read> | undefined;
 
@@ -109,6 +109,7 @@ class Proj implements Projection, ProjectedMeta {
     this.rv = rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
     this.generation = m.generation;
     this.labels = m.labels;
+    this.labelKeys = m.labelKeys;
     this.deletionTimestamp = m.deletionTimestamp;
     this.reads = reads;
   }
@@ -124,21 +125,27 @@ class Proj implements Projection, ProjectedMeta {
 
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
-/** The identity part of `obj`, sharing recurring values through `pool`. */
-export function projectMeta(obj: KubeObject, pool?: StringPool): ProjectedMeta {
+/** How to project: what to share values through, and which label keys to keep. */
+export interface ProjectOptions {
+  /** Shares recurring values (namespaces, label sets) between projections. */
+  pool?: StringPool | undefined;
+  /** The label keys to keep (only these: see label-keys.ts). @default none */
+  labelKeys?: LabelKeys | undefined;
+}
+
+/** The identity part of `obj`, sharing recurring values through the options' pool. */
+export function projectMeta(obj: KubeObject, options: ProjectOptions = {}): ProjectedMeta {
   const m = obj.metadata ?? {};
-  let labels =
-    m.labels && typeof m.labels === "object" && Object.keys(m.labels).length
-      ? (m.labels as Readonly<Record<string, string>>)
-      : undefined;
-  if (labels && pool) labels = pool.labels(labels);
+  const pool = options.pool;
+  const labelKeys = options.labelKeys ?? NO_LABEL_KEYS;
   return {
     name: str(m.name) ?? "",
     namespace: pool ? pool.intern(str(m.namespace)) : str(m.namespace),
     uid: str(m.uid),
     resourceVersion: str(m.resourceVersion),
     generation: typeof m.generation === "number" ? m.generation : undefined,
-    labels,
+    labels: keptLabels(m.labels, labelKeys, pool?.labelSets),
+    labelKeys,
     deletionTimestamp: str(m.deletionTimestamp),
   };
 }
@@ -151,9 +158,9 @@ export function project(
   obj: KubeObject,
   extractors: Iterable<Extractor>,
   maxBytes: number,
-  pool?: StringPool,
+  options?: ProjectOptions,
 ): Projection {
-  return projectFor(obj, () => extractors, maxBytes, pool);
+  return projectFor(obj, () => extractors, maxBytes, options);
 }
 
 /**
@@ -164,15 +171,26 @@ export function projectFor(
   obj: KubeObject,
   wanted: (meta: ProjectedMeta) => Iterable<Extractor>,
   maxBytes: number,
-  pool?: StringPool,
+  options?: ProjectOptions,
 ): Projection {
-  const meta = projectMeta(obj, pool);
+  const meta = projectMeta(obj, options);
   let reads: Map<string, Read> | undefined;
   for (const x of wanted(meta)) {
     if (reads?.has(x.key)) continue;
     (reads ??= new Map()).set(x.key, x.read(obj, maxBytes));
   }
   return new Proj(meta, reads);
+}
+
+/**
+ * Narrows what `projection` keeps of its labels to `keys`, which must be a subset of the keys it
+ * was made with (a selector went away): no read of the object is needed to drop labels.
+ */
+export function narrowLabels(projection: Projection, keys: LabelKeys, pool?: StringPool): void {
+  const p = projection as Proj;
+  if (p.labelKeys === keys) return;
+  p.labels = keptLabels(p.labels, keys, pool?.labelSets);
+  p.labelKeys = keys;
 }
 
 /** Keeps only the reads whose keys `keep` accepts; true when anything was dropped. */

@@ -8,14 +8,24 @@
  * user starts reading an object whose data was not kept, it asks for a {@link KindHandle.refresh}
  * (a targeted read of that object, or of a selector's objects); when it stops, a
  * {@link KindHandle.prune} drops the reads nobody wants any more.
+ *
+ * Labels are kept the same way: a user names the label keys its selectors read
+ * ({@link KindHandle.addLabelKeys}), and the kind's projections keep those keys only (see
+ * label-keys.ts). A key named for the first time makes the cache read the kind's objects again
+ * (one list, paged), since those decoded before kept no such label; until then a projection's
+ * {@link ProjectedMeta.labelKeys} says what it lacks, so no selector decides on a label that was
+ * not kept. A key nobody names any more is dropped from the projections in place.
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { nameFieldSelector } from "../kube/field-selector.ts";
 import type { Logger } from "../log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
+import type { Informer } from "./informer.ts";
+import { LabelKeys, NO_LABEL_KEYS } from "./label-keys.ts";
 import { informerKey, InformerPool, type InformerLease } from "./pool.ts";
 import {
+  narrowLabels,
   projectFor,
   pruneReads,
   StringPool,
@@ -47,6 +57,13 @@ export interface KindHandle extends SourceView {
   refresh(target: RefreshTarget): void;
   /** Drops, from the objects `target` names, the reads no user of the kind wants now. */
   prune(target: RefreshTarget): void;
+  /**
+   * Keeps, from now on, the labels with these keys (a selector that reads them joined); counted,
+   * so each call needs one {@link removeLabelKeys} with the same keys.
+   */
+  addLabelKeys(keys: readonly string[]): void;
+  /** Undoes one {@link addLabelKeys}. */
+  removeLabelKeys(keys: readonly string[]): void;
   /** Ends the claim (the interest stops being asked); idempotent. */
   release(): void;
 }
@@ -59,13 +76,14 @@ export interface SourceCache {
    * Reads the objects `target` names from the API server now, past the cache: a list without a
    * resourceVersion, which the server answers from a quorum read of etcd (or from its watch cache
    * once that has caught up with etcd), so the answer is at least as new as the call. Every
-   * object is projected with `extractors`. What is cached is left alone. Throws the API error
-   * (403, 404, ...) as it came.
+   * object is projected with `extractors`, keeping the labels `labelKeys` names. What is cached
+   * is left alone. Throws the API error (403, 404, ...) as it came.
    */
   readFresh(
     resource: ResourceInfo,
     target: RefreshTarget,
     extractors: readonly Extractor[],
+    labelKeys?: readonly string[],
   ): Promise<Projection[]>;
   /** How many kinds are cached now (lingering ones included). */
   readonly size: number;
@@ -105,9 +123,10 @@ export interface InformerSourceCacheOptions {
   confirmGone?: (resource: ResourceInfo) => Promise<boolean>;
 }
 
-/** Same resourceVersion and the same reads kept: a relist has nothing new to tell. */
+/** Same resourceVersion, the same label keys and the same reads kept: nothing new to tell. */
 function sameProjection(a: Projection, b: Projection): boolean {
   if (a.metadata.resourceVersion !== b.metadata.resourceVersion) return false;
+  if (!a.metadata.labelKeys.sameAs(b.metadata.labelKeys)) return false;
   const x = a.reads;
   const y = b.reads;
   if (!x || !y) return x === y;
@@ -119,11 +138,23 @@ function sameProjection(a: Projection, b: Projection): boolean {
 /** Objects per page of a fresh read: a selector over many objects is read in bounded pages. */
 const FRESH_PAGE = 500;
 
+/** The label keys kept for one informer: how many users name each, and the set made of them. */
+class KindLabels {
+  readonly counts = new Map<string, number>();
+  current: LabelKeys = NO_LABEL_KEYS;
+  /** `counts` changed since `current` was made. */
+  dirty = false;
+  /** A pass that narrows the cached projections to `current` is scheduled. */
+  narrowing = false;
+  informer: Informer<Projection> | undefined;
+}
+
 /** The {@link SourceCache} of this project: shared, supervised informers keeping projections. */
 export class InformerSourceCache implements SourceCache {
   private readonly client: Pick<KubeClient, "request">;
   private readonly pool: InformerPool<Projection>;
   private readonly interests = new Map<string, Set<KindInterest>>();
+  private readonly labels = new Map<string, KindLabels>();
   private readonly maxReadBytes: number;
   private readonly strings = new StringPool();
 
@@ -135,7 +166,10 @@ export class InformerSourceCache implements SourceCache {
       perInformer: (key, resource) => {
         const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone"> = {
           decode: (obj) =>
-            projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, this.strings),
+            projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
+              pool: this.strings,
+              labelKeys: this.labelKeysOf(key),
+            }),
           same: sameProjection,
         };
         const confirm = options.confirmGone;
@@ -169,6 +203,12 @@ export class InformerSourceCache implements SourceCache {
     const lease: InformerLease<Projection> = this.pool.acquire(resource, namespace);
     const informer = lease.informer;
     informer.addListener(interest);
+    let kindLabels = this.labels.get(key);
+    if (!kindLabels) this.labels.set(key, (kindLabels = new KindLabels()));
+    kindLabels.informer = informer;
+    const labels = kindLabels;
+    /** This claim's label keys, given back on release. */
+    const mine = new Map<string, number>();
     let released = false;
     const wanted = (meta: ProjectedMeta): Set<string> =>
       new Set(Array.from(this.extractorsFor(key, meta), (x) => x.key));
@@ -180,7 +220,29 @@ export class InformerSourceCache implements SourceCache {
       get: (ns, name) => informer.get(ns, name),
       list: (ns) => informer.list(ns),
       refresh: (target) => {
-        if (!released) informer.refresh(target);
+        if (released) return;
+        // Objects decoded before a selector's keys were kept lack them whether it matches or not,
+        // and the server answers a selector with the objects that match only: read them all.
+        if ("labelSelector" in target && this.lacksLabelKeys(key, informer, target.namespace))
+          informer.refresh({ namespace: target.namespace, labelSelector: "" });
+        else informer.refresh(target);
+      },
+      addLabelKeys: (keys) => {
+        if (released) return;
+        for (const k of keys) {
+          mine.set(k, (mine.get(k) ?? 0) + 1);
+          this.countLabelKey(key, labels, k, 1);
+        }
+      },
+      removeLabelKeys: (keys) => {
+        if (released) return;
+        for (const k of keys) {
+          const n = mine.get(k);
+          if (!n) continue;
+          if (n === 1) mine.delete(k);
+          else mine.set(k, n - 1);
+          this.countLabelKey(key, labels, k, -1);
+        }
       },
       prune: (target) => {
         const objects =
@@ -197,9 +259,14 @@ export class InformerSourceCache implements SourceCache {
         if (released) return;
         released = true;
         informer.removeListener(interest);
+        for (const [k, n] of mine) this.countLabelKey(key, labels, k, -n);
+        mine.clear();
         const current = this.interests.get(key);
         current?.delete(interest);
-        if (current?.size === 0) this.interests.delete(key);
+        if (current?.size === 0) {
+          this.interests.delete(key);
+          this.labels.delete(key);
+        }
         lease.release();
       },
     };
@@ -209,7 +276,9 @@ export class InformerSourceCache implements SourceCache {
     resource: ResourceInfo,
     target: RefreshTarget,
     extractors: readonly Extractor[],
+    labelKeys: readonly string[] = [],
   ): Promise<Projection[]> {
+    const keys = labelKeys.length ? new LabelKeys(labelKeys) : NO_LABEL_KEYS;
     const { group, version, resource: plural } = resource;
     const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
     const ns = resource.namespaced ? target.namespace : undefined;
@@ -228,10 +297,71 @@ export class InformerSourceCache implements SourceCache {
         path,
         { query: { ...query, limit: FRESH_PAGE, continue: continueToken } },
       );
-      for (const item of page.items ?? []) out.push(projectFor(item, () => extractors, this.maxReadBytes));
+      for (const item of page.items ?? [])
+        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
     return out;
+  }
+
+  private countLabelKey(key: string, labels: KindLabels, labelKey: string, delta: number): void {
+    const n = (labels.counts.get(labelKey) ?? 0) + delta;
+    if (n > 0) labels.counts.set(labelKey, n);
+    else labels.counts.delete(labelKey);
+    if (labels.dirty) return;
+    labels.dirty = true;
+    // Settled once per burst (a controller subscribes thousands at once): the next decode or
+    // this microtask, whichever comes first, makes the set and reads again what it widened.
+    queueMicrotask(() => {
+      if (this.labels.get(key) === labels) this.labelKeysOf(key);
+    });
+  }
+
+  /** The label keys decoded objects of `key` keep now; widening reads the objects again. */
+  private labelKeysOf(key: string): LabelKeys {
+    const labels = this.labels.get(key);
+    if (!labels) return NO_LABEL_KEYS;
+    if (!labels.dirty) return labels.current;
+    labels.dirty = false;
+    const was = labels.current;
+    const now = new LabelKeys(labels.counts.keys());
+    if (now.sameAs(was)) return was;
+    labels.current = now.size === 0 ? NO_LABEL_KEYS : now;
+    const informer = labels.informer;
+    if (!informer) return labels.current;
+    if (!was.includesAll(now.keys)) {
+      // Wider: what is cached was decoded without the new keys. One read of the whole scope
+      // (requests made meanwhile join it); selectors needing the keys wait for it (NOT_KEPT).
+      if (informer.size > 0) informer.refresh({ namespace: informer.namespace, labelSelector: "" });
+    } else if (!labels.narrowing) {
+      labels.narrowing = true;
+      setImmediate(() => {
+        labels.narrowing = false;
+        const keys = this.labelKeysOf(key);
+        for (const p of informer.list()) {
+          // A projection still lacking some kept key waits for its read; the rest drop labels.
+          if (p.metadata.labelKeys.includesAll(keys.keys)) narrowLabels(p, keys, this.strings);
+        }
+      }).unref?.();
+    }
+    return labels.current;
+  }
+
+  /** Whether some cached object of `namespace` (all, when undefined) lacks a kept label key. */
+  private lacksLabelKeys(
+    key: string,
+    informer: Informer<Projection>,
+    namespace: string | undefined,
+  ): boolean {
+    const keys = this.labelKeysOf(key);
+    let seen: LabelKeys | undefined;
+    for (const p of informer.list(namespace)) {
+      const kept = p.metadata.labelKeys;
+      if (kept === keys || kept === seen) continue;
+      if (!kept.includesAll(keys.keys)) return true;
+      seen = kept;
+    }
+    return false;
   }
 
   private *extractorsFor(key: string, meta: ProjectedMeta): Iterable<Extractor> {

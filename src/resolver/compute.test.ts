@@ -1,5 +1,6 @@
 import type { InformerState } from "../informers/informer.ts";
 import { objectKey } from "../informers/informer.ts";
+import { LabelKeys } from "../informers/label-keys.ts";
 import { project, type Extractor, type Projection } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { computeResult, NOT_KEPT, type ComputeLimits, type SourceView } from "./compute.ts";
@@ -8,15 +9,20 @@ import type { ResolutionResult } from "./types.ts";
 
 /**
  * A source view over a fixed set of objects, as the source cache would give it: each object
- * projected with `extractors` (what the cache's users asked to keep), read values capped at `maxBytes`.
+ * projected with `extractors` (what the cache's users asked to keep), read values capped at
+ * `maxBytes`, keeping the labels `labelKeys` names.
  */
 function view(
   objects: KubeObject[],
   extractors: readonly Extractor[],
   maxBytes: number,
   state: InformerState = { phase: "Synced" },
+  labelKeys: readonly string[] = [],
 ): SourceView {
-  const projected = objects.map((o) => project(structuredClone(o), extractors, maxBytes));
+  const keys = new LabelKeys(labelKeys);
+  const projected = objects.map((o) =>
+    project(structuredClone(o), extractors, maxBytes, { labelKeys: keys }),
+  );
   const byKey = new Map<string, Projection>(
     projected.map((p) => [objectKey(p.metadata.namespace, p.metadata.name), p]),
   );
@@ -37,7 +43,11 @@ function resolveIn(
   state?: InformerState,
 ): ResolutionResult {
   const req: CompiledRequest = compileRequest(ref);
-  const got = computeResult(req, view(objects, req.extractors, caseLimits.maxValueBytes, state), caseLimits);
+  const got = computeResult(
+    req,
+    view(objects, req.extractors, caseLimits.maxValueBytes, state, req.selector?.keys),
+    caseLimits,
+  );
   if ("notKept" in got) throw new Error("the projection kept every read the request needs, yet NOT_KEPT");
   return got;
 }
@@ -634,10 +644,27 @@ describe("computeResult", () => {
       ref: () => ({ ...named(), requireConditions: [{ type: "Ready", status: "True" }] }),
       keep: compileRequest({ ...named(), requireConditions: [] }).extractors,
     },
-  ])("NOT_KEPT: $reason", ({ ref, keep }) => {
+    {
+      reason: "a selector over objects decoded without its label key is not decided on absent labels",
+      ref: () => multiple(),
+      keep: compileRequest(multiple()).extractors,
+      labelKeys: [] as string[],
+    },
+    {
+      reason: "a DoesNotExist selector does not take a label that was not kept for an absent one",
+      ref: () => ({
+        ...multiple(),
+        matchLabels: undefined,
+        matchExpressions: [{ key: "app", operator: "DoesNotExist" }],
+      }),
+      keep: compileRequest(multiple()).extractors,
+      labelKeys: ["tier"],
+    },
+  ])("NOT_KEPT: $reason", ({ ref, keep, labelKeys }) => {
     const req = compileRequest(ref() as AnyReference);
     const objects = [cm("db", { labels: { app: "web" }, data: { url: "x" } })];
-    expect(computeResult(req, view(objects, keep, limits.maxValueBytes), limits)).toBe(NOT_KEPT);
+    const v = view(objects, keep, limits.maxValueBytes, undefined, labelKeys ?? req.selector?.keys);
+    expect(computeResult(req, v, limits)).toBe(NOT_KEPT);
   });
 
   it("a value over the byte cap is not kept by the cache, only its size, and resolves to ValueTooLarge", () => {
@@ -648,5 +675,49 @@ describe("computeResult", () => {
     expect(p?.reads?.get(req.fieldKey!)).toEqual({ kind: "TooLarge", bytes: 5002, limit: 1024 });
     const got = computeResult(req, v, { maxValueBytes: 1024 });
     expect(got).toMatchObject({ ok: false, error: { reason: "ValueTooLarge" } });
+  });
+});
+
+describe("__proto__, constructor and prototype are ordinary keys in what is read", () => {
+  // Keys as a decoded object has them: own data properties (JSON.parse defines them so).
+  const data = () =>
+    JSON.parse('{"__proto__":"p","constructor":"c","prototype":"t","url":"u"}') as Record<string, string>;
+
+  it.each([
+    { reason: "a read of the whole map keeps __proto__ as its own key", fieldPath: "data", key: "__proto__" },
+    { reason: "a read of the whole map keeps constructor", fieldPath: "data", key: "constructor" },
+    { reason: "a read of the whole map keeps prototype", fieldPath: "data", key: "prototype" },
+  ])("$reason", ({ fieldPath, key }) => {
+    const got = resolveIn(named({ fieldPath }), [cm("db", { data: data() })], limits);
+    if (!got.ok || !("value" in got)) throw new Error(`want a value, got ${JSON.stringify(got)}`);
+    const value = got.value as Record<string, unknown>;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(Object.hasOwn(value, key)).toBe(true);
+    expect(JSON.stringify(value)).toBe('{"__proto__":"p","constructor":"c","prototype":"t","url":"u"}');
+  });
+
+  it.each([
+    { fieldPath: "data.__proto__", want: "p" },
+    { fieldPath: "data.constructor", want: "c" },
+    { fieldPath: "data.prototype", want: "t" },
+  ])("$fieldPath reads the own key's value", ({ fieldPath, want }) => {
+    const got = resolveIn(named({ fieldPath }), [cm("db", { data: data() })], limits);
+    expect(got).toMatchObject({ ok: true, value: want });
+  });
+
+  it("a selector on constructor matches the label, not the prototype's property", () => {
+    const sel = multiple({
+      matchLabels: undefined,
+      matchExpressions: [{ key: "constructor", operator: "Exists" }],
+    });
+    const got = resolveIn(
+      sel,
+      [
+        cm("a", { labels: { constructor: "x" }, data: { url: "A" } }),
+        cm("b", { labels: {}, data: { url: "B" } }),
+      ],
+      limits,
+    );
+    expect(got).toMatchObject({ ok: true, values: ["A"] });
   });
 });

@@ -3,10 +3,10 @@
  * the same state always gives the same result, however it was reached. The Required/Optional
  * policy and `default` are applied in exactly one place: {@link missing}.
  *
- * The cache holds projections (identity, labels and the reads someone wanted when the object was
- * decoded), so a read this request needs may not have been kept of an object that another
- * request's interest did not cover: then the result is {@link NOT_KEPT}, never a guess, and the
- * caller has the object read again.
+ * The cache holds projections (identity, the labels its kind's selectors name, and the reads
+ * someone wanted when the object was decoded), so a read or a label this request needs may not
+ * have been kept of an object decoded before the request came: then the result is
+ * {@link NOT_KEPT}, never a guess, and the caller has the object read again.
  */
 import { Limits } from "../api/limits.ts";
 import { ResolutionError, isResolutionError, type FailureReason } from "../errors.ts";
@@ -75,7 +75,7 @@ function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits):
     return fail("Pending", `waiting for the first list of ${req.kind} objects to complete`);
   if (state.phase === "Failed") return fail(state.reason, state.message);
   if (req.target === "name") return sized(req, resolveOne(req, view.get(req.namespace, req.name!)), limits);
-  const matched = [...view.list(req.namespace)].filter((obj) => req.selector!.matches(obj.metadata.labels));
+  const matched = selected(req, view);
   if (req.mode === "Single") {
     if (matched.length > 1) {
       const names = sortObjects(matched, undefined).slice(0, 5).map(nameOf);
@@ -87,6 +87,26 @@ function compute(req: CompiledRequest, view: SourceView, limits: ComputeLimits):
     return sized(req, resolveOne(req, matched[0]), limits);
   }
   return sized(req, resolveMany(req, matched, limits.maxValues ?? MAX_VALUES), limits);
+}
+
+/**
+ * The objects `req`'s selector selects. Every object of the scope must have kept the labels the
+ * selector reads, the ones it does not select too: a `NotIn` or `DoesNotExist` selects an object
+ * without the key, and one whose label was not kept must not pass for one without it.
+ */
+function selected(req: CompiledRequest, view: SourceView): Projection[] {
+  const selector = req.selector!;
+  const out: Projection[] = [];
+  let covering: unknown;
+  for (const obj of view.list(req.namespace)) {
+    const kept = obj.metadata.labelKeys;
+    if (kept !== covering) {
+      if (!kept.includesAll(selector.keys)) throw notKeptSignal;
+      covering = kept;
+    }
+    if (selector.matches(obj.metadata.labels)) out.push(obj);
+  }
+  return out;
 }
 
 function resolveOne(req: CompiledRequest, obj: Projection | undefined): ResolutionResult {

@@ -49,7 +49,7 @@ export async function freshResult(ref: AnyReference, deps: FreshReadDeps): Promi
       : { namespace, labelSelector: request.selector!.key };
   let items: Projection[];
   try {
-    items = await deps.cache.readFresh(resource, target, request.extractors);
+    items = await deps.cache.readFresh(resource, target, request.extractors, request.selector?.keys ?? []);
   } catch (err) {
     return { ok: false, error: freshReadError(err, resource, namespace) };
   }

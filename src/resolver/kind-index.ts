@@ -36,7 +36,11 @@ export class KindIndex implements KindInterest {
     this.all.add(sub);
     const req = sub.request;
     if (req.target === "name") addTo(this.byName, this.nameKey(sub), sub);
-    else addTo(this.selectors, this.scopeOf(sub), sub);
+    else {
+      // Before anything is decoded for it: the labels it selects on are kept from now on.
+      this.handle.addLabelKeys(req.selector!.keys);
+      addTo(this.selectors, this.scopeOf(sub), sub);
+    }
   }
 
   /** Removes `sub` and drops the reads nobody else wants from the objects it read. */
@@ -44,7 +48,10 @@ export class KindIndex implements KindInterest {
     if (!this.all.delete(sub)) return;
     const req = sub.request;
     if (req.target === "name") removeFrom(this.byName, this.nameKey(sub), sub);
-    else removeFrom(this.selectors, this.scopeOf(sub), sub);
+    else {
+      removeFrom(this.selectors, this.scopeOf(sub), sub);
+      this.handle.removeLabelKeys(req.selector!.keys);
+    }
     if (this.all.size > 0) this.handle.prune(this.targetOf(sub));
   }
 

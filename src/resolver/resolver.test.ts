@@ -6,7 +6,8 @@
 import { afterEach, describe, expect, it } from "@jest/globals";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { objectKey, type InformerState, type RefreshTarget } from "../informers/informer.ts";
-import { project, type Extractor, type Projection } from "../informers/projection.ts";
+import { LabelKeys } from "../informers/label-keys.ts";
+import { project, projectMeta, type Extractor, type Projection } from "../informers/projection.ts";
 import type { KindHandle, KindInterest, SourceCache } from "../informers/source-cache.ts";
 import { ApiError, type KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
@@ -46,13 +47,14 @@ class FakeKind {
   readonly prunes: RefreshTarget[] = [];
   state: InformerState = { phase: "Synced" };
   released = 0;
+  /** The label keys the interests named, counted, as the real cache keeps them. */
+  readonly labelKeys = new Map<string, number>();
 
   decode(obj: KubeObject): Projection {
-    const meta = { name: obj.metadata!.name!, namespace: obj.metadata!.namespace } as Projection["metadata"];
-    const extractors = [...this.interests].flatMap((i) => [
-      ...i.extractorsFor({ ...meta, labels: obj.metadata!.labels } as Projection["metadata"]),
-    ]);
-    return project(structuredClone(obj), extractors, 32 * 1024);
+    const labelKeys = new LabelKeys(this.labelKeys.keys());
+    const meta = projectMeta(obj, { labelKeys });
+    const extractors = [...this.interests].flatMap((i) => [...i.extractorsFor(meta)]);
+    return project(structuredClone(obj), extractors, 32 * 1024, { labelKeys });
   }
 
   /** The server changes `obj` and the watch delivers it. */
@@ -100,7 +102,12 @@ class FakeCache implements SourceCache {
   /** What fresh reads were asked for; a value set here is thrown by the next one instead. */
   readonly freshReads: RefreshTarget[] = [];
   freshError: Error | undefined;
-  async readFresh(_resource: ResourceInfo, target: RefreshTarget, extractors: readonly Extractor[]) {
+  async readFresh(
+    _resource: ResourceInfo,
+    target: RefreshTarget,
+    extractors: readonly Extractor[],
+    labelKeys: readonly string[] = [],
+  ) {
     this.freshReads.push(target);
     if (this.freshError) throw this.freshError;
     // The server's view, not the cache's. A label selector is served as the whole namespace:
@@ -111,7 +118,9 @@ class FakeCache implements SourceCache {
           ? key === objectKey(target.namespace, target.name)
           : obj.metadata?.namespace === target.namespace,
       )
-      .map(([, obj]) => project(structuredClone(obj), extractors, 32 * 1024));
+      .map(([, obj]) =>
+        project(structuredClone(obj), extractors, 32 * 1024, { labelKeys: new LabelKeys(labelKeys) }),
+      );
   }
   acquire(resource: ResourceInfo, _namespace: string | undefined, interest: KindInterest): KindHandle {
     const kind = this.kind;
@@ -125,6 +134,16 @@ class FakeCache implements SourceCache {
       list: (ns) => [...kind.cached.values()].filter((p) => ns === undefined || p.metadata.namespace === ns),
       refresh: (target) => void kind.refreshes.push(target),
       prune: (target) => void kind.prunes.push(target),
+      addLabelKeys: (keys) => {
+        for (const k of keys) kind.labelKeys.set(k, (kind.labelKeys.get(k) ?? 0) + 1);
+      },
+      removeLabelKeys: (keys) => {
+        for (const k of keys) {
+          const n = (kind.labelKeys.get(k) ?? 0) - 1;
+          if (n > 0) kind.labelKeys.set(k, n);
+          else kind.labelKeys.delete(k);
+        }
+      },
       release: () => {
         kind.interests.delete(interest);
         kind.released++;

@@ -1,0 +1,251 @@
+/**
+ * The source cache keeps only the labels its kind's selectors name (label-keys.ts), and a
+ * selector naming a key not kept yet still gets the exact answer: the real InformerSourceCache
+ * and the real resolver over a fake of our own client interface (list, and a silent watch).
+ */
+import { afterEach, describe, expect, it } from "@jest/globals";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import type { KubeClient, KubeObject, RequestOptions, WatchStream } from "../kube/client.ts";
+import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
+import { Resolver } from "../resolver/resolver.ts";
+import type { AnyReference } from "../resolver/request.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import { UNSELECTABLE_VALUE } from "./label-keys.ts";
+import type { Projection } from "./projection.ts";
+import { InformerSourceCache, type KindHandle } from "./source-cache.ts";
+
+const CONFIGMAPS: ResourceInfo = {
+  group: "",
+  version: "v1",
+  resource: "configmaps",
+  kind: "ConfigMap",
+  namespaced: true,
+  verbs: ["list", "watch"],
+};
+
+/** The API server, as far as the cache sees it: lists (with selectors) and silent watches. */
+class FakeServer implements Pick<KubeClient, "request" | "watch"> {
+  readonly objects = new Map<string, KubeObject>();
+  /** The list requests made, as `namespace|labelSelector|fieldSelector`. */
+  readonly lists: string[] = [];
+  private rv = 100;
+
+  put(name: string, labels: Record<string, string>, v = name, namespace = "team-a"): void {
+    this.objects.set(`${namespace}/${name}`, {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name, namespace, uid: `uid-${name}`, resourceVersion: String(++this.rv), labels },
+      data: { v },
+    });
+  }
+
+  async request<T>(_method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const ns = /\/namespaces\/([^/]+)\//.exec(path)?.[1];
+    const labelSelector = options.query?.labelSelector as string | undefined;
+    const fieldSelector = options.query?.fieldSelector as string | undefined;
+    this.lists.push(`${ns ?? ""}|${labelSelector ?? ""}|${fieldSelector ?? ""}`);
+    const items = [...this.objects.values()].filter((o) => {
+      if (ns && o.metadata?.namespace !== ns) return false;
+      if (fieldSelector && fieldSelector !== `metadata.name=${o.metadata?.name}`) return false;
+      // Equality requirements only: all the tests below send to the server.
+      for (const req of (labelSelector ?? "").split(",").filter(Boolean)) {
+        const [k, v] = req.split("=");
+        if (o.metadata?.labels?.[k!] !== v) return false;
+      }
+      return true;
+    });
+    const text = JSON.stringify({ metadata: { resourceVersion: String(this.rv) }, items });
+    options.onBodyLength?.(text.length);
+    return JSON.parse(text) as T;
+  }
+
+  watch(): WatchStream {
+    let end!: () => void;
+    const done = new Promise<void>((resolve) => (end = resolve));
+    return { done, close: () => end() };
+  }
+}
+
+const discovery: KindResolver = {
+  lookup: async () => CONFIGMAPS,
+  peek: () => CONFIGMAPS,
+  invalidate: () => undefined,
+};
+
+let stops: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const stop of stops.reverse()) await stop();
+  stops = [];
+});
+
+function cacheOver(server: FakeServer): InformerSourceCache {
+  const cache = new InformerSourceCache({ client: server, lingerMs: 0 });
+  stops.push(() => cache.stop());
+  return cache;
+}
+
+/** A claim with no reads, synced. */
+async function claim(cache: InformerSourceCache, keys: readonly string[] = []): Promise<KindHandle> {
+  let synced!: () => void;
+  const done = new Promise<void>((resolve) => (synced = resolve));
+  const handle = cache.acquire(CONFIGMAPS, undefined, {
+    extractorsFor: () => [],
+    onEvent: () => undefined,
+    onState: (s) => s.phase === "Synced" && synced(),
+  });
+  handle.addLabelKeys(keys);
+  // A kind already synced for an earlier claim tells a new one nothing.
+  if (handle.state.phase !== "Synced") await done;
+  return handle;
+}
+
+const labelsOf = (p: Projection | undefined) => (p?.metadata.labels ? { ...p.metadata.labels } : undefined);
+
+async function until(what: string, ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (ok()) return;
+    await nextTurn();
+  }
+  throw new Error(`never: ${what}`);
+}
+
+describe("InformerSourceCache labels", () => {
+  it("keeps no label of a kind no selector reads, whatever the objects carry", async () => {
+    const server = new FakeServer();
+    const huge = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`k${i}`, "v".repeat(63)]));
+    server.put("big", huge);
+    const handle = await claim(cacheOver(server));
+    expect(handle.get("team-a", "big")?.metadata.labels).toBeUndefined();
+    expect(handle.get("team-a", "big")?.metadata.labelKeys.size).toBe(0);
+  });
+
+  it("keeps the keys its selectors name, with values bounded", async () => {
+    const server = new FakeServer();
+    server.put("a", { app: "web", tier: "x".repeat(100), noise: "1", constructor: "c" });
+    const handle = await claim(cacheOver(server), ["app", "tier", "constructor"]);
+    expect(labelsOf(handle.get("team-a", "a"))).toEqual({
+      app: "web",
+      tier: UNSELECTABLE_VALUE,
+      constructor: "c",
+    });
+  });
+
+  it("reads the kind again when a key is named for the first time, and keeps it from then on", async () => {
+    const server = new FakeServer();
+    server.put("a", { app: "web", tier: "gold" });
+    server.put("b", { app: "web" }, "b", "team-b");
+    const handle = await claim(cacheOver(server), ["app"]);
+    expect(labelsOf(handle.get("team-a", "a"))).toEqual({ app: "web" });
+    const before = server.lists.length;
+    handle.addLabelKeys(["tier"]);
+    await until("the re-read", () => handle.get("team-a", "a")?.metadata.labelKeys.has("tier") === true);
+    // One list of the whole kind (a cluster-wide claim: every namespace), no selector.
+    expect(server.lists.slice(before)).toEqual(["||"]);
+    expect(labelsOf(handle.get("team-a", "a"))).toEqual({ app: "web", tier: "gold" });
+    expect(handle.get("team-b", "b")?.metadata.labelKeys.has("tier")).toBe(true);
+  });
+
+  it("narrows in place, without a read, when no selector names a key any more", async () => {
+    const server = new FakeServer();
+    server.put("a", { app: "web", tier: "gold" });
+    const handle = await claim(cacheOver(server), ["app", "tier"]);
+    const before = server.lists.length;
+    handle.removeLabelKeys(["tier"]);
+    await until("the narrowing", () => handle.get("team-a", "a")?.metadata.labelKeys.has("tier") === false);
+    expect(labelsOf(handle.get("team-a", "a"))).toEqual({ app: "web" });
+    expect(server.lists.length).toBe(before);
+  });
+
+  it("a refresh for a selector reads the whole scope while some object lacks a kept key", async () => {
+    const server = new FakeServer();
+    server.put("a", { app: "web" });
+    const handle = await claim(cacheOver(server));
+    // An object decoded without "app": the server would answer the selector without it.
+    handle.addLabelKeys(["app"]);
+    handle.refresh({ namespace: "team-a", labelSelector: "app=web" });
+    await until("the re-read", () => handle.get("team-a", "a")?.metadata.labelKeys.has("app") === true);
+    expect(server.lists).not.toContain("team-a|app=web|");
+  });
+
+  it("a released claim gives its keys back", async () => {
+    const server = new FakeServer();
+    server.put("a", { app: "web", tier: "gold" });
+    const cache = cacheOver(server);
+    const first = await claim(cache, ["app"]);
+    const second = await claim(cache, ["tier"]);
+    second.release();
+    await until("the narrowing", () => first.get("team-a", "a")?.metadata.labelKeys.has("tier") === false);
+    expect(labelsOf(first.get("team-a", "a"))).toEqual({ app: "web" });
+  });
+});
+
+describe("the resolver over the real cache: selectors on keys kept late", () => {
+  /** Watches `ref` and resolves with the first result `ok` accepts. */
+  async function resultOf(
+    resolver: Resolver,
+    ref: AnyReference,
+    ok: (r: ResolutionResult) => boolean,
+  ): Promise<ResolutionResult> {
+    let last: ResolutionResult | undefined;
+    let found: ResolutionResult | undefined;
+    const sub = resolver.watch(ref, (r) => {
+      last = r;
+      if (ok(r)) found = r;
+    });
+    stops.push(async () => sub.close());
+    await until(`a result; last ${JSON.stringify(last)}`, () => found !== undefined);
+    return found!;
+  }
+
+  const valuesOf = (r: ResolutionResult) => (r.ok && "values" in r ? r.values : undefined);
+  const selector = (extra: Record<string, unknown>): AnyReference =>
+    ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: "team-a",
+      fieldPath: "data.v",
+      mode: "Multiple",
+      minMatch: 0,
+      ...extra,
+    }) as AnyReference;
+
+  it.each([
+    {
+      reason: "In on a key not kept: matches found after the re-read",
+      late: { matchExpressions: [{ key: "tier", operator: "In", values: ["gold"] }] },
+      want: ["a"],
+    },
+    {
+      reason: "NotIn on a key not kept: never everything, as absent labels would say",
+      late: { matchExpressions: [{ key: "tier", operator: "NotIn", values: ["gold"] }] },
+      want: ["b", "c"],
+    },
+    {
+      reason: "DoesNotExist on a key not kept: only objects really without it",
+      late: { matchExpressions: [{ key: "tier", operator: "DoesNotExist" }] },
+      want: ["c"],
+    },
+    {
+      reason: "Exists on constructor, an ordinary key",
+      late: { matchExpressions: [{ key: "constructor", operator: "Exists" }] },
+      want: ["c"],
+    },
+  ])("$reason", async ({ late, want }) => {
+    const server = new FakeServer();
+    server.put("a", { app: "web", tier: "gold" });
+    server.put("b", { app: "web", tier: "silver" });
+    server.put("c", { app: "web", constructor: "yes" });
+    const cache = cacheOver(server);
+    const resolver = new Resolver({ cache, discovery });
+    stops.push(() => resolver.stop());
+    // First a selector on "app" only: the kind is listed keeping "app" and nothing else.
+    const first = await resultOf(resolver, selector({ matchLabels: { app: "web" } }), (r) => r.ok);
+    expect(valuesOf(first)).toEqual(["a", "b", "c"]);
+    // A Pending or a wrong answer would be a guess on labels not kept: only the right one comes.
+    const seen: ResolutionResult[] = [];
+    const sub = resolver.watch(selector(late), (r) => seen.push(r));
+    stops.push(async () => sub.close());
+    await until("an answer", () => seen.length > 0);
+    expect(seen.map(valuesOf)).toEqual([want]);
+  });
+});
