@@ -6,43 +6,10 @@
  * copies of this module (Jest's module registry, or two installed versions of the package).
  */
 
-/** Every `Ready` reason of the contract (section 2 of the API document). */
-export const Reasons = {
-  /** Ready=True: the value was read from the source(s). */
-  Available: "Available",
-  /** Ready=True: the source or field is missing and the `default` was used. */
-  Defaulted: "Defaulted",
-  /** Ready=True: the source or field is missing, the policy is `Optional`, no default: no value. */
-  Optional: "Optional",
-  /** No object of that name, or none matches the selector. */
-  SourceNotFound: "SourceNotFound",
-  /** The object exists but has nothing at `fieldPath`. */
-  FieldNotFound: "FieldNotFound",
-  /** The object does not yet report `requireConditions`. */
-  SourceNotReady: "SourceNotReady",
-  /** The API server serves no such apiVersion/kind (yet). */
-  KindNotFound: "KindNotFound",
-  /** Mode `Single` and more than one object matches. */
-  AmbiguousSelector: "AmbiguousSelector",
-  /** Mode `Multiple` and fewer than `minMatch` objects match. */
-  TooFewMatches: "TooFewMatches",
-  /** The reference cannot be resolved as written (the only reason that is not retryable). */
-  InvalidSpec: "InvalidSpec",
-  /** The resolver may not list and watch the kind (RBAC), or `sourcePolicy` refused it. */
-  Forbidden: "Forbidden",
-  /** The value is over `maxValueBytes`, or a `Multiple` selector gives more than `maxValues`. */
-  ValueTooLarge: "ValueTooLarge",
-  /** The `transform` failed on this value. */
-  TransformFailed: "TransformFailed",
-  /** The kind's first list has not completed. */
-  Pending: "Pending",
-} as const;
+import type { FailureReason } from "./api/reasons.ts";
 
-/** A condition reason of the contract. */
-export type Reason = (typeof Reasons)[keyof typeof Reasons];
-
-/** The reasons a resolution can fail with (every reason but the three `Ready=True` ones). */
-export type FailureReason = Exclude<Reason, "Available" | "Defaulted" | "Optional">;
+export { Reasons } from "./api/reasons.ts";
+export type { FailureReason, Reason } from "./api/reasons.ts";
 
 /**
  * Whether waiting can change the outcome without anyone editing the reference: a missing

@@ -73,11 +73,7 @@ export type {
   SelectionMode,
   SourceRef,
 } from "./resolver/types.ts";
-export type {
-  LabelSelector,
-  LabelSelectorOperator,
-  LabelSelectorRequirement,
-} from "./informers/label-selector.ts";
+export type { LabelSelector, LabelSelectorOperator, LabelSelectorRequirement } from "./api/label-selector.ts";
 
 // Errors.
 export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";
@@ -104,4 +100,4 @@ export {
   type ExportOptions,
   type ExportResult,
   type ExportFailureReason,
-} from "./export/index.ts";
+} from "./outputs/keys/index.ts";

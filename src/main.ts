@@ -5,124 +5,36 @@
  */
 import { hostname } from "node:os";
 import { join } from "node:path";
+import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
-import { ReferableController } from "./controller/controller.ts";
-import { EventRecorder } from "./controller/events.ts";
-import { LeaderElector } from "./controller/leader-election.ts";
-import { Manager } from "./manager.ts";
+import { buildController, type Built } from "./referable/build.ts";
+import { Manager } from "./runtime/manager.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
 import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
-import type { ResourceInfo } from "./kube/discovery.ts";
+import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { openSecureMetrics } from "./metrics-auth.ts";
-import { Resolver } from "./resolver/resolver.ts";
 import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
 import { StartupGate } from "./startup.ts";
 import { VERSION, versionText } from "./version.ts";
 
-/** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
-export function sourcePolicy(
-  config: Pick<Config, "allowSecrets" | "denyKinds">,
-): (resource: ResourceInfo) => string | undefined {
-  const denied = new Set(config.denyKinds.map((k) => k.toLowerCase()));
-  return (resource) => {
-    if (resource.group === "" && resource.resource === "secrets" && !config.allowSecrets) {
-      return "the controller does not read Secrets unless started with --allow-secrets (and RBAC allows it)";
-    }
-    const kindGroup = (resource.group ? `${resource.kind}.${resource.group}` : resource.kind).toLowerCase();
-    if (denied.has(kindGroup))
-      return `the controller's configuration denies ${kindGroup} sources (--deny-kinds)`;
-    return undefined;
-  };
-}
-
 /** Runs the controller until SIGTERM/SIGINT; resolves with the exit code. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let config: Config;
-  try {
-    const parsed = parseConfig(argv, env, { terminal: process.stdout.isTTY === true });
-    if (parsed === "help" || parsed === "version") {
-      process.stdout.write(`${parsed === "help" ? helpText() : versionText()}\n`);
-      return 0;
-    }
-    config = parsed;
-  } catch (err) {
-    process.stderr.write(`${err instanceof ConfigError ? err.message : asError(err).message}\n`);
-    return 2;
-  }
-
-  const logger = createProcessLogger({
-    level: config.logLevel,
-    format: config.logFormat,
-    base: { component: "referable-controller", identity: config.identity },
-  });
-  process.on("unhandledRejection", (reason) =>
-    logger.error({ err: asError(reason).message }, "unhandled rejection (a bug: please report it)"),
-  );
-
-  let access: ClusterAccess;
-  try {
-    access = await loadClusterAccess({ kubeconfig: config.kubeconfig, context: config.context, env });
-  } catch (err) {
-    logger.error({ err: asError(err).message }, "no cluster to talk to: pass --kubeconfig, or run in a pod");
-    return 2;
-  }
-  const server = access.server;
-  const host = new URL(server).host;
-  const metrics = new ControllerMetrics({ leaseName: config.leaderElectionId });
-  const client = new KubeClient({
-    access,
-    observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
-  });
+  const config = readConfig(argv, env);
+  if (typeof config === "number") return config;
+  const logger = processLogger(config);
+  const connected = await connect(config, env, logger);
+  if (!connected) return 2;
+  const { client, metrics } = connected;
   const discovery = new Discovery({ client });
-  const resolver = new Resolver({
-    client,
-    discovery,
-    logger: logger.child({ part: "resolver" }),
-    maxValueBytes: config.maxValueBytes,
-    transformPool: {
-      workers: config.transformWorkers,
-      timeoutMs: config.transformTimeoutMs,
-      maxHeapMiB: config.transformMaxHeapMiB,
-    },
-    informerLingerMs: config.informerLingerMs,
-    watchdogMs: config.watchdogMs,
-    sourcePolicy: sourcePolicy(config),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
-  });
-  const events = new EventRecorder({
-    client,
-    instance: config.identity,
-    logger,
-    onEmit: (type) => metrics.events.labels(type).inc(),
-  });
-  const controller = new ReferableController({
-    client,
-    resolver,
-    metrics,
-    events,
-    logger: logger.child({ part: "controller" }),
-    concurrency: config.concurrency,
-    writePolicy: {
-      rate: config.statusWriteRate,
-      burst: config.statusWriteBurst,
-      budget: config.statusWriteBudget,
-      budgetBurst: config.statusWriteBudgetBurst,
-    },
-    watchdogMs: config.watchdogMs,
-    labelSelector: config.referableSelector,
-    leaseName: config.leaderElectionId,
-    allowSecretExport: config.allowSecretExport,
-  });
+  const { controller, resolver } = buildController({ ...config, client, discovery, logger, metrics });
 
   let shuttingDown = false;
-  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
-  // namespace); until then /readyz says what is missing and how to fix it.
   const startup = new StartupGate({
     client,
     leaderElect: config.leaderElect,
@@ -131,6 +43,139 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     logger: logger.child({ part: "startup" }),
   });
   const stopChecks = new AbortController();
+  const served = await serveMetricsAndProbes(config, metrics, client, logger, {
+    controller,
+    resolver,
+    problem: () => startup.problem?.message,
+    shuttingDown: () => shuttingDown,
+  });
+  if (!served) return 1;
+  const { metricsServer, probeServer } = served;
+  // Every replica serves the webhook, leader or not: admission must not wait for an election.
+  const webhookServer = await serveWebhook(config, client, discovery, logger);
+  if (webhookServer === "failed") {
+    await Promise.all([closeServer(metricsServer), closeServer(probeServer)]);
+    await client.close();
+    return 1;
+  }
+  let exitWith: (code: number) => void = () => undefined;
+  const exited = new Promise<number>((resolve) => (exitWith = resolve));
+  let manager: Manager | undefined;
+
+  const shutdown = async (why: string, code: number) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    stopChecks.abort();
+    exitWith(
+      await stopInOrder(logger, config.shutdownTimeoutMs, why, code, async () => {
+        // Stop writing, let the writes in flight finish, then release the lease (so a standby
+        // takes over at once, and after our last write), then close the caches. Before the
+        // start-up checks passed nothing was started but the caches' owners.
+        if (manager) await manager.stop();
+        else {
+          await controller.stop();
+          await resolver.stop();
+        }
+        await Promise.all([closeServer(metricsServer), closeServer(probeServer), closeServer(webhookServer)]);
+        await client.close();
+      }),
+    );
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM", 0));
+  process.once("SIGINT", () => void shutdown("SIGINT", 0));
+
+  const begin = () => {
+    // Caches, then writers, then leadership; the manager campaigns for the Lease.
+    manager = managerFor(config, { controller, resolver, client, logger }, () => {
+      if (shuttingDown) return;
+      logger.error({}, "lost the leader lease: exiting");
+      void shutdown("lost leadership", 1);
+    });
+    void manager.start();
+    logger.info(
+      { version: VERSION, leaderElect: config.leaderElect, concurrency: config.concurrency },
+      "controller started",
+    );
+  };
+  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
+  // namespace); until then /readyz says what is missing and how to fix it.
+  void startup.waitUntilPassing(stopChecks.signal).then((passed) => {
+    if (passed && !shuttingDown) begin();
+  });
+  return exited;
+}
+
+/**
+ * Runs `stop` within `timeoutMs`; resolves with the exit code: `code`, or 1 when the stop
+ * failed or timed out (then the process exits without waiting for it).
+ */
+function stopInOrder(
+  logger: Logger,
+  timeoutMs: number,
+  why: string,
+  code: number,
+  stop: () => Promise<void>,
+): Promise<number> {
+  logger.info({ why }, "shutting down");
+  return new Promise<number>((resolve) => {
+    const timer = setTimeout(() => {
+      logger.error({ timeoutMs }, "graceful shutdown timed out");
+      resolve(1);
+    }, timeoutMs);
+    timer.unref();
+    stop()
+      .then(
+        () => {
+          logger.info({}, "stopped");
+          resolve(code);
+        },
+        (err: unknown) => {
+          logger.error({ err: asError(err).message }, "error during shutdown");
+          resolve(1);
+        },
+      )
+      .finally(() => clearTimeout(timer));
+  });
+}
+
+/** The cluster connection and the metrics that observe it; undefined when there is no cluster. */
+async function connect(
+  config: Config,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+): Promise<{ client: KubeClient; metrics: ControllerMetrics } | undefined> {
+  let access: ClusterAccess;
+  try {
+    access = await loadClusterAccess({ kubeconfig: config.kubeconfig, context: config.context, env });
+  } catch (err) {
+    logger.error({ err: asError(err).message }, "no cluster to talk to: pass --kubeconfig, or run in a pod");
+    return undefined;
+  }
+  const host = new URL(access.server).host;
+  const metrics = new ControllerMetrics({ leaseName: config.leaderElectionId });
+  const client = new KubeClient({
+    access,
+    observe: (o) => metrics.observeRequest(host, o.method, o.verb, o.code, o.durationSeconds),
+  });
+  return { client, metrics };
+}
+
+/**
+ * The metrics endpoint (gauges read when scraped; TLS and authorization with --metrics-secure)
+ * and the probes (ready once synced, until stopping); undefined when secure metrics cannot be
+ * served (the client is closed then).
+ */
+async function serveMetricsAndProbes(
+  config: Config,
+  metrics: ControllerMetrics,
+  client: KubeClient,
+  logger: Logger,
+  parts: Pick<Built, "controller" | "resolver"> & {
+    problem: () => string | undefined;
+    shuttingDown: () => boolean;
+  },
+): Promise<{ metricsServer: Server | undefined; probeServer: Server | undefined } | undefined> {
+  const { controller, resolver } = parts;
   let secureMetrics: Awaited<ReturnType<typeof openSecureMetrics>> | undefined;
   if (config.metricsSecure && parseBindAddress(config.metricsBindAddress)) {
     try {
@@ -146,7 +191,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
         "cannot serve secure metrics: --metrics-cert-dir needs tls.crt and tls.key",
       );
       await client.close();
-      return 1;
+      return undefined;
     }
   }
   const metricsServer = await startMetricsServer(
@@ -163,77 +208,87 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   metricsServer?.on("close", () => secureMetrics?.close());
   const probeServer = await startProbeServer(
     config.healthProbeBindAddress,
-    () => startup.problem?.message ?? (controller.synced && !shuttingDown),
+    () => parts.problem() ?? (controller.synced && !parts.shuttingDown()),
     () => true,
   );
-  // Every replica serves the webhook, leader or not: admission must not wait for an election.
-  let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
-  if (parseBindAddress(config.webhookBindAddress)) {
-    const webhookLogger = logger.child({ part: "webhook" });
-    try {
-      webhookServer = await startWebhookServer({
-        address: config.webhookBindAddress,
-        certFile: join(config.webhookCertDir, "tls.crt"),
-        keyFile: join(config.webhookCertDir, "tls.key"),
-        handler: createAdmissionHandler({
-          client,
-          discovery,
-          logger: webhookLogger,
-          maxValueBytes: config.maxValueBytes,
-        }),
-        logger: webhookLogger,
-      });
-    } catch (err) {
-      logger.error(
-        { err: asError(err).message, certDir: config.webhookCertDir },
-        "cannot serve the admission webhook",
-      );
-      await Promise.all([closeServer(metricsServer), closeServer(probeServer)]);
-      await client.close();
-      return 1;
-    }
+  return { metricsServer, probeServer };
+}
+
+/** The process's logger; it also reports an unhandled rejection (a bug) rather than crash. */
+function processLogger(config: Config): Logger {
+  const logger = createProcessLogger({
+    level: config.logLevel,
+    format: config.logFormat,
+    base: { component: "referable-controller", identity: config.identity },
+  });
+  process.on("unhandledRejection", (reason) =>
+    logger.error({ err: asError(reason).message }, "unhandled rejection (a bug: please report it)"),
+  );
+  return logger;
+}
+
+/** The configuration, or the exit code when there is none to run with (help, or an error). */
+function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config | number {
+  try {
+    const parsed = parseConfig(argv, env, { terminal: process.stdout.isTTY === true });
+    if (parsed !== "help" && parsed !== "version") return parsed;
+    process.stdout.write(`${parsed === "help" ? helpText() : versionText()}\n`);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`${err instanceof ConfigError ? err.message : asError(err).message}\n`);
+    return 2;
   }
-  let exitWith: (code: number) => void = () => undefined;
-  const exited = new Promise<number>((resolve) => (exitWith = resolve));
-  let elector: LeaderElector | undefined;
-  let manager: Manager | undefined;
+}
 
-  const shutdown = async (why: string, code: number) => {
-    if (shuttingDown) return;
-    shuttingDown = true;
-    stopChecks.abort();
-    logger.info({ why }, "shutting down");
-    const timer = setTimeout(() => {
-      logger.error({ timeoutMs: config.shutdownTimeoutMs }, "graceful shutdown timed out");
-      exitWith(1);
-    }, config.shutdownTimeoutMs);
-    timer.unref();
-    try {
-      // Stop writing, let the writes in flight finish, then release the lease (so a standby
-      // takes over at once, and after our last write), then close the caches. Before the
-      // start-up checks passed nothing was started but the caches' owners.
-      if (manager) await manager.stop();
-      else {
-        await controller.stop();
-        await resolver.stop();
-      }
-      await Promise.all([closeServer(metricsServer), closeServer(probeServer), closeServer(webhookServer)]);
-      await client.close();
-      logger.info({}, "stopped");
-      exitWith(code);
-    } catch (err) {
-      logger.error({ err: asError(err).message }, "error during shutdown");
-      exitWith(1);
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-  process.once("SIGTERM", () => void shutdown("SIGTERM", 0));
-  process.once("SIGINT", () => void shutdown("SIGINT", 0));
+/** The admission webhook's server, when configured; "failed" when it cannot serve. */
+async function serveWebhook(
+  config: Config,
+  client: KubeClient,
+  discovery: Discovery,
+  logger: Logger,
+): Promise<Awaited<ReturnType<typeof startWebhookServer>> | undefined | "failed"> {
+  if (!parseBindAddress(config.webhookBindAddress)) return undefined;
+  const webhookLogger = logger.child({ part: "webhook" });
+  try {
+    return await startWebhookServer({
+      address: config.webhookBindAddress,
+      certFile: join(config.webhookCertDir, "tls.crt"),
+      keyFile: join(config.webhookCertDir, "tls.key"),
+      handler: createAdmissionHandler({
+        client,
+        discovery,
+        logger: webhookLogger,
+        maxValueBytes: config.maxValueBytes,
+      }),
+      logger: webhookLogger,
+    });
+  } catch (err) {
+    logger.error(
+      { err: asError(err).message, certDir: config.webhookCertDir },
+      "cannot serve the admission webhook",
+    );
+    return "failed";
+  }
+}
 
-  const begin = () => {
-    if (config.leaderElect) {
-      elector = new LeaderElector({
+/**
+ * The manager of the controller's parts: caches, then writers, then leadership; it campaigns
+ * for the Lease when leader election is on. `onLost` runs when leadership ends other than by a
+ * stop: as controller-runtime does, a replica that lost its lease exits and is restarted as a
+ * fresh candidate, rather than risk acting on a state it no longer owns.
+ */
+function managerFor(
+  config: Config,
+  parts: Pick<Built, "controller" | "resolver"> & { client: KubeClient; logger: Logger },
+  onLost: () => void,
+): Manager {
+  const { controller, resolver, client, logger } = parts;
+  return new Manager({
+    controller,
+    resolver,
+    logger: logger.child({ part: "manager" }),
+    ...(config.leaderElect && {
+      leaderElection: {
         client,
         namespace: config.leaderElectionNamespace,
         name: config.leaderElectionId,
@@ -242,32 +297,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
         renewDeadlineMs: config.renewDeadlineMs,
         retryPeriodMs: config.retryPeriodMs,
         logger: logger.child({ part: "leader-election" }),
-        onStartedLeading: () => controller.setLeader(true),
-        onStoppedLeading: () => {
-          controller.setLeader(false);
-          // As controller-runtime does: a replica that lost its lease exits and is restarted as
-          // a fresh candidate, rather than risk acting on a state it no longer owns.
-          if (!shuttingDown) {
-            logger.error({}, "lost the leader lease: exiting");
-            void shutdown("lost leadership", 1);
-          }
-        },
-      });
-    }
-    // Caches, then writers, then leadership.
-    manager = new Manager({ controller, resolver, elector, logger: logger.child({ part: "manager" }) });
-    void manager.start();
-    logger.info(
-      { version: VERSION, leaderElect: config.leaderElect, concurrency: config.concurrency },
-      "controller started",
-    );
-  };
-  // The controller starts only once the cluster has what it needs (CRD, RBAC, the Lease's
-  // namespace); until then /readyz says what is missing and how to fix it.
-  void startup.waitUntilPassing(stopChecks.signal).then((passed) => {
-    if (passed && !shuttingDown) begin();
+        onLost,
+      },
+    }),
   });
-  return exited;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

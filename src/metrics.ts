@@ -22,7 +22,7 @@ type Counter<T extends string = string> = Prom.Counter<T>;
 type Gauge<T extends string = string> = Prom.Gauge<T>;
 type Histogram<T extends string = string> = Prom.Histogram<T>;
 import { Reasons } from "./errors.ts";
-import type { UnfinishedWork } from "./controller/workqueue.ts";
+import type { UnfinishedWork } from "./runtime/workqueue.ts";
 import { VERSION } from "./version.ts";
 
 const CONTROLLER = "referable";

@@ -8,7 +8,7 @@
 import { asError } from "./errors.ts";
 import { isApiError, type KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
-import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./controller/referable.ts";
+import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./api/referable.ts";
 
 /** What the checks need to know of the configuration. */
 export interface StartupCheckOptions {
@@ -32,7 +32,26 @@ const RBAC_FIX =
   "apply deploy/ (or the Helm chart), or bind the ClusterRole referable-controller of deploy/base/rbac-controller.yaml to the controller's identity";
 
 interface AccessReview {
-  status?: { allowed?: boolean };
+  status?: { allowed?: boolean; reason?: string };
+}
+
+/** What the API server's authorizer says of the caller's request: a SelfSubjectAccessReview's status. */
+export async function selfAccessReview(
+  client: Pick<KubeClient, "request">,
+  attributes: Record<string, string>,
+): Promise<AccessReview["status"]> {
+  const review = await client.request<AccessReview>(
+    "POST",
+    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+    {
+      body: {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SelfSubjectAccessReview",
+        spec: { resourceAttributes: attributes },
+      },
+    },
+  );
+  return review.status;
 }
 
 /** Whether the API server says the caller may `verb` the resource; undefined when it cannot tell. */
@@ -41,18 +60,7 @@ async function allowed(
   attributes: Record<string, string>,
 ): Promise<boolean | undefined> {
   try {
-    const review = await client.request<AccessReview>(
-      "POST",
-      "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-      {
-        body: {
-          apiVersion: "authorization.k8s.io/v1",
-          kind: "SelfSubjectAccessReview",
-          spec: { resourceAttributes: attributes },
-        },
-      },
-    );
-    return review.status?.allowed === true;
+    return (await selfAccessReview(client, attributes))?.allowed === true;
   } catch (err) {
     // Every authenticated user may create SelfSubjectAccessReviews (system:basic-user); a
     // cluster that forbids it gets the direct probe below instead.

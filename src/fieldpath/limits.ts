@@ -2,9 +2,11 @@
  * The bounds that keep parsing and evaluation of a fieldPath fast and finite, whatever a user
  * writes into a spec. They are part of the contract users see (the InvalidSpec messages name them).
  */
+import { Limits } from "../api/limits.ts";
+
 export const FieldPathLimits = {
   /** The longest accepted path, in UTF-16 code units. Real paths are a few dozen characters. */
-  maxLength: 1024,
+  maxLength: Limits.fieldPath,
   /** The most segments (names, indexes, filters, and the names inside a filter) in one path. */
   maxSegments: 128,
   /** The largest list index: beyond it a number no longer names one exact item. */

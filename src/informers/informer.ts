@@ -25,6 +25,7 @@ import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from ".
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { nameFieldSelector } from "../kube/field-selector.ts";
 import { silentLogger, type Logger } from "../log.ts";
+import { backoffDelay, jittered } from "../runtime/backoff.ts";
 
 /** What an informer knows of its resource. */
 export type InformerState =
@@ -369,8 +370,7 @@ export class Informer<T extends Cached = KubeObject> {
 
   /** Full jitter: a random wait in [base/2, base], base doubling per failure up to the cap. */
   private backoff(failures: number): number {
-    const base = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(failures - 1, 20));
-    return base / 2 + Math.random() * (base / 2);
+    return jittered(backoffDelay(failures - 1, { baseMs: this.minBackoffMs, maxMs: this.maxBackoffMs }));
   }
 
   private sleep(ms: number): Promise<void> {

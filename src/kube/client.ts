@@ -9,6 +9,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
+import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
@@ -209,7 +210,7 @@ export class KubeClient {
         if (retryAfterMs === undefined) throw toApiError(method, path, code, text);
         // The server did not act on the request (a 429 is sent before any work): sending it
         // again is safe whatever the verb. The wait ends early if the request is cancelled.
-        await abortableSleep(retryAfterMs, signal);
+        await sleep(retryAfterMs, signal);
         if (signal.aborted) throw toApiError(method, path, code, text);
       }
     } finally {
@@ -373,19 +374,6 @@ function headerReader(headers: Record<string, string | string[] | undefined>): {
       return value === undefined ? null : Array.isArray(value) ? (value[0] ?? null) : value;
     },
   };
-}
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 function toApiError(method: string, path: string, statusCode: number, body: string): ApiError {

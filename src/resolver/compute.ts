@@ -8,6 +8,7 @@
  * have been kept of an object decoded before the request came: then the result is
  * {@link NOT_KEPT}, never a guess, and the caller has the object read again.
  */
+import { Limits } from "../api/limits.ts";
 import { ResolutionError, isResolutionError, type FailureReason } from "../errors.ts";
 import type { Projection, Read } from "../informers/projection.ts";
 import type { SourceView } from "../informers/source-cache.ts";
@@ -46,7 +47,7 @@ export interface ComputeLimits {
 }
 
 /** The default of {@link ComputeLimits.maxValues}: the CRD's maxItems of status.values and status.sources. */
-export const MAX_VALUES = 4096;
+export const MAX_VALUES = Limits.values;
 
 const fail = (reason: FailureReason, message: string): ResolutionResult => ({
   ok: false,

@@ -14,6 +14,7 @@ import {
 import type { KindHandle, SourceCache } from "../informers/source-cache.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { compileFieldPath } from "../fieldpath/index.ts";
+import { backoffDelay, jittered } from "../runtime/backoff.ts";
 import type { Sub } from "./subscription.ts";
 
 const CRD_RESOURCE: ResourceInfo = {
@@ -64,8 +65,7 @@ export class KindWaiter {
   /** Retries `sub` later, on its backoff, or as soon as a CRD of its kind is established. */
   wait(sub: Sub): void {
     const [first, max] = this.options.retryMs ?? [1000, 60_000];
-    const base = Math.min(max, first * 2 ** Math.min(sub.retries++, 20));
-    const delay = base / 2 + Math.random() * (base / 2);
+    const delay = jittered(backoffDelay(sub.retries++, { baseMs: first, maxMs: max }));
     clearTimeout(sub.retryTimer);
     sub.retryTimer = setTimeout(() => {
       if (!sub.closed) this.options.retry(sub);

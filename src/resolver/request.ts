@@ -3,6 +3,7 @@
  * paths, a compiled label selector, and every default applied. All spec errors surface here
  * as `InvalidSpec`, with the field to fix in the message.
  */
+import { Limits } from "../api/limits.ts";
 import { ResolutionError } from "../errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
@@ -106,18 +107,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const name = optionalString(raw.name, f("name"), 253);
   const hasExternal = raw.external !== undefined;
   const hasSelectorFields = raw.matchLabels !== undefined || raw.matchExpressions !== undefined;
-  const policy = (raw.policy ?? {}) as Record<string, unknown>;
-  if (typeof policy !== "object" || Array.isArray(policy)) invalid(`${f("policy")} must be an object`);
-  checkKeys(policy, POLICY_KEYS, prefix ? f("policy") : "the policy");
-  const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
-  if (resolution !== "Required" && resolution !== "Optional") {
-    invalid(
-      `${f("policy.resolution")} must be "Required" or "Optional", not ${JSON.stringify(String(resolution).slice(0, 40))}`,
-    );
-  }
-  if (policy.resolve !== undefined && policy.resolve !== "Always" && policy.resolve !== "IfNotPresent") {
-    invalid(`${f("policy.resolve")} must be "Always" or "IfNotPresent"`);
-  }
+  const resolution = compileResolution(raw.policy, prefix, f);
   if (name !== undefined && hasExternal)
     invalid(`set exactly one of ${f("name")} and ${f("external")}, not both`);
   if ((name !== undefined || hasExternal) && hasSelectorFields) {
@@ -131,63 +121,16 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     : name !== undefined
       ? "name"
       : "selector";
-  // Unknown keys are refused, never ignored: an ignored `selector: {matchLabels}` or `matchLabel`
-  // would leave a selector that matches everything.
-  const where = prefix || (target === "selector" ? "the selector" : "the reference");
-  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
-  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  const where = checkRequestKeys(raw, target, prefix);
   const requireConditions = compileConditions(raw.requireConditions, f("requireConditions"));
   const fieldPathText =
-    target === "external" ? String(raw.fieldPath ?? "") : requireString(raw.fieldPath, f("fieldPath"), 1024);
+    target === "external"
+      ? String(raw.fieldPath ?? "")
+      : requireString(raw.fieldPath, f("fieldPath"), Limits.fieldPath);
   const fieldPath = target === "external" ? undefined : compileFieldPath(fieldPathText);
 
-  let selector: CompiledSelector | undefined;
-  let mode: SelectionMode = "Single";
-  let minMatch = 1;
-  let maxMatch: number | undefined;
-  let sortBy: CompiledPath | undefined;
-  if (target === "selector") {
-    if (
-      (raw.matchLabels === undefined || raw.matchLabels === null) &&
-      (raw.matchExpressions === undefined || raw.matchExpressions === null)
-    ) {
-      invalid(
-        `${where} has neither ${f("matchLabels")} nor ${f("matchExpressions")}: give a name, or labels to match; to match every ${kind} write ${f("matchLabels")}: {}`,
-      );
-    }
-    if (Array.isArray(raw.matchExpressions))
-      raw.matchExpressions.forEach((e: unknown, i) => {
-        if (typeof e === "object" && e !== null && !Array.isArray(e))
-          checkKeys(e, EXPRESSION_KEYS, `${f("matchExpressions")}[${i}]`);
-      });
-    selector = compileLabelSelector(
-      {
-        matchLabels: raw.matchLabels as Record<string, string>,
-        matchExpressions: raw.matchExpressions as never,
-      },
-      { path: prefix ? `${prefix}.selector` : "selector" },
-    );
-    const rawMode = raw.mode ?? "Single";
-    if (rawMode !== "Single" && rawMode !== "Multiple")
-      invalid(`${f("mode")} must be "Single" or "Multiple"`);
-    mode = rawMode;
-    const min = nonNegativeInt(raw.minMatch, f("minMatch"));
-    maxMatch = nonNegativeInt(raw.maxMatch, f("maxMatch"));
-    if (
-      mode === "Single" &&
-      (min !== undefined || maxMatch !== undefined || raw.sortByFieldPath !== undefined)
-    ) {
-      invalid(
-        `${f("minMatch")}, ${f("maxMatch")} and ${f("sortByFieldPath")} apply only with mode: Multiple`,
-      );
-    }
-    minMatch = min ?? 1;
-    if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
-    if (maxMatch !== undefined && minMatch > maxMatch)
-      invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
-    const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), 1024);
-    sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
-  }
+  const { selector, mode, minMatch, maxMatch, sortBy } =
+    target === "selector" ? compileSelection(raw, { prefix, where, kind }, f) : SINGLE;
 
   const extractors: Extractor[] = [];
   for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
@@ -195,7 +138,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const hasDefault = raw.default !== undefined;
   // Compiled here, with the rest of the spec, so a transform that does not parse or type-check is
   // InvalidSpec before anything is read.
-  const transformText = optionalString(raw.transform, f("transform"), 4096);
+  const transformText = optionalString(raw.transform, f("transform"), Limits.transform);
   const transform =
     transformText === undefined
       ? undefined
@@ -231,6 +174,103 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     sortKey: sortBy && pathExtractor(sortBy).key,
     conditionsKey: requireConditions.length > 0 ? extractors[extractors.length - 1]!.key : undefined,
   };
+}
+
+/** What a reference (not a selector) selects: one object. */
+const SINGLE: Selection = {
+  selector: undefined,
+  mode: "Single",
+  minMatch: 1,
+  maxMatch: undefined,
+  sortBy: undefined,
+};
+
+/** The selection part of a compiled request. */
+interface Selection {
+  selector: CompiledSelector | undefined;
+  mode: SelectionMode;
+  minMatch: number;
+  maxMatch: number | undefined;
+  sortBy: CompiledPath | undefined;
+}
+
+/**
+ * Refuses unknown keys, never ignores them: an ignored `selector: {matchLabels}` or `matchLabel`
+ * would leave a selector that matches everything. Returns how messages name the request.
+ */
+function checkRequestKeys(
+  raw: Record<string, unknown>,
+  target: CompiledRequest["target"],
+  prefix: string,
+): string {
+  const where = prefix || (target === "selector" ? "the selector" : "the reference");
+  if (target === "selector") checkKeys(raw, SELECTOR_KEYS, where, SELECTOR_HINTS);
+  else checkKeys(raw, REFERENCE_KEYS, where, REFERENCE_HINTS);
+  return where;
+}
+
+/** `policy.resolution` (checking `policy.resolve` too): the one place the policy is read. */
+function compileResolution(value: unknown, prefix: string, f: (name: string) => string): ResolutionPolicy {
+  const policy = (value ?? {}) as Record<string, unknown>;
+  if (typeof policy !== "object" || Array.isArray(policy)) invalid(`${f("policy")} must be an object`);
+  checkKeys(policy, POLICY_KEYS, prefix ? f("policy") : "the policy");
+  const resolution = (policy.resolution ?? "Required") as ResolutionPolicy;
+  if (resolution !== "Required" && resolution !== "Optional") {
+    invalid(
+      `${f("policy.resolution")} must be "Required" or "Optional", not ${JSON.stringify(String(resolution).slice(0, 40))}`,
+    );
+  }
+  if (policy.resolve !== undefined && policy.resolve !== "Always" && policy.resolve !== "IfNotPresent") {
+    invalid(`${f("policy.resolve")} must be "Always" or "IfNotPresent"`);
+  }
+  return resolution;
+}
+
+/** The selector, mode and match bounds of a selector request. */
+function compileSelection(
+  raw: Record<string, unknown>,
+  at: { prefix: string; where: string; kind: string },
+  f: (name: string) => string,
+): Selection {
+  const { prefix, where, kind } = at;
+  if (
+    (raw.matchLabels === undefined || raw.matchLabels === null) &&
+    (raw.matchExpressions === undefined || raw.matchExpressions === null)
+  ) {
+    invalid(
+      `${where} has neither ${f("matchLabels")} nor ${f("matchExpressions")}: give a name, or labels to match; to match every ${kind} write ${f("matchLabels")}: {}`,
+    );
+  }
+  if (Array.isArray(raw.matchExpressions))
+    raw.matchExpressions.forEach((e: unknown, i) => {
+      if (typeof e === "object" && e !== null && !Array.isArray(e))
+        checkKeys(e, EXPRESSION_KEYS, `${f("matchExpressions")}[${i}]`);
+    });
+  const selector = compileLabelSelector(
+    {
+      matchLabels: raw.matchLabels as Record<string, string>,
+      matchExpressions: raw.matchExpressions as never,
+    },
+    { path: prefix ? `${prefix}.selector` : "selector" },
+  );
+  const rawMode = raw.mode ?? "Single";
+  if (rawMode !== "Single" && rawMode !== "Multiple") invalid(`${f("mode")} must be "Single" or "Multiple"`);
+  const mode: SelectionMode = rawMode;
+  const min = nonNegativeInt(raw.minMatch, f("minMatch"));
+  const maxMatch = nonNegativeInt(raw.maxMatch, f("maxMatch"));
+  if (
+    mode === "Single" &&
+    (min !== undefined || maxMatch !== undefined || raw.sortByFieldPath !== undefined)
+  ) {
+    invalid(`${f("minMatch")}, ${f("maxMatch")} and ${f("sortByFieldPath")} apply only with mode: Multiple`);
+  }
+  const minMatch = min ?? 1;
+  if (maxMatch !== undefined && maxMatch < 1) invalid(`${f("maxMatch")} must be 1 or more`);
+  if (maxMatch !== undefined && minMatch > maxMatch)
+    invalid(`${f("minMatch")} (${minMatch}) is more than ${f("maxMatch")} (${maxMatch})`);
+  const sortText = optionalString(raw.sortByFieldPath, f("sortByFieldPath"), Limits.fieldPath);
+  const sortBy = sortText === undefined ? undefined : compileFieldPath(sortText);
+  return { selector, mode, minMatch, maxMatch, sortBy };
 }
 
 function compileConditions(value: unknown, field: string): RequiredCondition[] {

@@ -15,6 +15,7 @@
  *
  * The exported objects are deeply frozen: spread one to change a description or a limit.
  */
+import { Limits } from "../api/limits.ts";
 
 /** One rule of `x-kubernetes-validations`: a CEL expression that must be true for the node. */
 export interface ValidationRule {
@@ -212,8 +213,13 @@ const transformSchema: JSONSchemaProps = {
   type: "string",
   description: TRANSFORM_DESCRIPTION,
   minLength: 1,
-  maxLength: 4096,
+  maxLength: Limits.transform,
 };
+
+/** A fieldPath-like string field. */
+function pathSchema(description: string): JSONSchemaProps {
+  return { type: "string", description, minLength: 1, maxLength: Limits.fieldPath };
+}
 
 const policySchema: JSONSchemaProps = {
   type: "object",
@@ -259,12 +265,7 @@ export const genericReferenceSchema: JSONSchemaProps = deepFreeze({
         "as it is. Exactly one of name and external is set.",
       "x-kubernetes-preserve-unknown-fields": true,
     },
-    fieldPath: {
-      type: "string",
-      description: `${FIELD_PATH_DESCRIPTION} Required with name; not read with external.`,
-      minLength: 1,
-      maxLength: 1024,
-    },
+    fieldPath: pathSchema(`${FIELD_PATH_DESCRIPTION} Required with name; not read with external.`),
     requireConditions: requireConditionsSchema,
     default: defaultSchema,
     policy: policySchema,
@@ -368,12 +369,7 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
         ],
       },
     },
-    fieldPath: {
-      type: "string",
-      description: FIELD_PATH_DESCRIPTION,
-      minLength: 1,
-      maxLength: 1024,
-    },
+    fieldPath: pathSchema(FIELD_PATH_DESCRIPTION),
     mode: {
       type: "string",
       description:
@@ -396,14 +392,10 @@ export const genericSelectorSchema: JSONSchemaProps = deepFreeze({
       description: "Multiple only: keep the first maxMatch objects after sorting. Default: all.",
       minimum: 1,
     },
-    sortByFieldPath: {
-      type: "string",
-      description:
-        "Multiple only: the field path, in each source, whose value orders the matches. " +
+    sortByFieldPath: pathSchema(
+      "Multiple only: the field path, in each source, whose value orders the matches. " +
         "Default: metadata.name, then metadata.namespace.",
-      minLength: 1,
-      maxLength: 1024,
-    },
+    ),
     requireConditions: requireConditionsSchema,
     default: defaultSchema,
     policy: policySchema,

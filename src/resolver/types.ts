@@ -7,8 +7,11 @@
  * at run time, because most of them arrive as JSON from the API server.
  */
 
+import type { LabelSelectorRequirement } from "../api/label-selector.ts";
+import type { RequiredCondition, SourceRef } from "../api/references.ts";
 import type { Reason, ResolutionError } from "../errors.ts";
-import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
+
+export type { RequiredCondition, SourceRef } from "../api/references.ts";
 
 /** Whether a missing source or field is an error (`Required`) or resolves to no value (`Optional`). */
 export type ResolutionPolicy = "Required" | "Optional";
@@ -31,14 +34,6 @@ export interface Policy {
    * @default "Required"
    */
   resolution?: ResolutionPolicy;
-}
-
-/** A condition the source must report before its value is taken, such as `{ type: "Ready", status: "True" }`. */
-export interface RequiredCondition {
-  /** The condition type, matched exactly (`Ready`, `ACK.ResourceSynced`). */
-  type: string;
-  /** The status the condition must have (`"True"`, `"False"` or `"Unknown"`). */
-  status: string;
 }
 
 /** The fields every reference and selector shares. */
@@ -161,22 +156,6 @@ export interface GenericSelector extends ReferenceCommon {
    * @default "metadata.name", then `metadata.namespace`
    */
   sortByFieldPath?: string;
-}
-
-/** An object a value was read from, pinned at the version it was read at. */
-export interface SourceRef {
-  /** The source's API version. */
-  apiVersion: string;
-  /** The source's kind. */
-  kind: string;
-  /** The source's namespace; absent for a cluster-scoped kind. */
-  namespace?: string;
-  /** The source's name. */
-  name: string;
-  /** The source's UID, which tells a re-created object of the same name from the one read. */
-  uid: string;
-  /** The `metadata.resourceVersion` the value was read at. */
-  resourceVersion: string;
 }
 
 /** The reasons a resolution succeeds with: the three `Ready=True` reasons of the contract. */

@@ -10,6 +10,7 @@
  */
 import { Environment } from "@marcbachmann/cel-js";
 import { LRUCache } from "lru-cache";
+import { Limits } from "../api/limits.ts";
 import { ResolutionError, isResolutionError } from "../errors.ts";
 import { CostExceeded, DEFAULT_COST_BUDGET, Meter, installMeter } from "./cost.ts";
 import { estimateCost } from "./estimate.ts";
@@ -17,7 +18,7 @@ import { ExtensionError, registerExtensions } from "./extensions.ts";
 import { toCel, toJson } from "./json.ts";
 
 /** The longest transform, in characters (the CRD's maxLength of spec.transform). */
-export const MAX_TRANSFORM_LENGTH = 4096;
+export const MAX_TRANSFORM_LENGTH = Limits.transform;
 
 /** How many compiled expressions the cache keeps (per process), least recently used dropped first. */
 export const COMPILE_CACHE_SIZE = 1024;

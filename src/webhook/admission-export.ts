@@ -9,7 +9,8 @@
  * allowed to update Referables could write through it into any ConfigMap or Secret of an
  * opted-in namespace.
  */
-import { stableStringify } from "../controller/status.ts";
+import { EXPORT_KINDS, isExportKind, type ExportKind } from "../api/export-kinds.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import type { Permission } from "./access-review.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
@@ -50,11 +51,11 @@ export function exportPermissions(request: AdmissionRequest): Permission[] {
 }
 
 function resourceOf(t: Target): string {
-  return t.kind === "Secret" ? "secrets" : "configmaps";
+  return EXPORT_KINDS[t.kind].resource;
 }
 
 interface Target {
-  kind: "ConfigMap" | "Secret";
+  kind: ExportKind;
   namespace: string;
   name: string;
 }
@@ -67,7 +68,7 @@ function targetsOf(object: unknown): Target[] {
   for (const entry of raw) {
     if (typeof entry !== "object" || entry === null) continue;
     const e = entry as Record<string, unknown>;
-    if ((e.kind !== "ConfigMap" && e.kind !== "Secret") || typeof e.namespace !== "string") continue;
+    if (!isExportKind(e.kind) || typeof e.namespace !== "string") continue;
     if (typeof e.name !== "string") continue;
     targets.push({ kind: e.kind, namespace: e.namespace, name: e.name });
   }

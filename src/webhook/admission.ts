@@ -17,8 +17,8 @@
  * fails open is no check. SECURITY.md explains each decision.
  */
 import { isResolutionError } from "../errors.ts";
-import { stableStringify } from "../controller/status.ts";
-import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../controller/referable.ts";
+import { stableStringify } from "../api/stable-json.ts";
+import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../api/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";

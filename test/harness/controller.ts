@@ -1,14 +1,13 @@
 /**
- * Runs the Referable controller in the test process, wired as src/main.ts wires it, but scoped
+ * Runs the Referable controller in the test process, built by src/main.ts's constructor, but scoped
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { sourcePolicy } from "../../src/main.ts";
-import { ControllerMetrics } from "../../src/metrics.ts";
-import { Resolver } from "../../src/resolver/resolver.ts";
+import type { ControllerMetrics } from "../../src/metrics.ts";
+import { buildController, type BuildOptions } from "../../src/referable/build.ts";
+import type { ReferableController } from "../../src/referable/controller.ts";
+import type { Resolver } from "../../src/resolver/resolver.ts";
 import { adminClient, uniqueName, waitFor } from "./kube.ts";
 
 export const SHARD_LABEL = "test.referable.dev/shard";
@@ -34,28 +33,23 @@ export async function startTestController(
     watchTimeoutSeconds?: [number, number];
     /** The shard label value, to start a controller again over the same Referables. @default a new one */
     shard?: string;
+    /** Anything else for the constructor (a writer, a logger, a source policy). @default none */
+    build?: Partial<BuildOptions>;
   } = {},
 ): Promise<TestController> {
   const client = options.client ?? adminClient();
   const shard = options.shard ?? uniqueName("shard");
-  const metrics = new ControllerMetrics({ defaultMetrics: false });
-  const resolver = new Resolver({
+  const { controller, resolver, metrics } = buildController({
     client,
+    identity: shard,
     informerLingerMs: 0,
     kindRetryMs: [200, 2000],
     maxValueBytes: options.maxValueBytes ?? 32 * 1024,
-    sourcePolicy: sourcePolicy({ allowSecrets: options.allowSecrets ?? false, denyKinds: [] }),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
-    ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}),
-  });
-  const events = new EventRecorder({ client, instance: shard });
-  const controller = new ReferableController({
-    client,
-    resolver,
-    metrics,
-    events,
-    labelSelector: `${SHARD_LABEL}=${shard}`,
+    allowSecrets: options.allowSecrets ?? false,
     allowSecretExport: options.allowSecretExport ?? false,
+    referableSelector: `${SHARD_LABEL}=${shard}`,
+    ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}),
+    ...options.build,
   });
   controller.start();
   controller.setLeader(true);
@@ -122,4 +116,28 @@ export async function waitForReason(
       `${(err as Error).message}; last seen: ${last?.reason} ${JSON.stringify(last?.status).slice(0, 400)}`,
     );
   }
+}
+
+/** The Referables' collection path. */
+export const REFERABLES = "/apis/referable.dev/v1alpha1/referables";
+
+/**
+ * Creates a Referable with `spec`, owned by the test controller of `shard` (its label), as
+ * `client`; resolves with its name.
+ */
+export async function createReferable(
+  client: KubeClient,
+  spec: Record<string, unknown>,
+  options: { shard: string; name?: string; labels?: Record<string, string> },
+): Promise<string> {
+  const name = options.name ?? uniqueName("rf");
+  await client.request("POST", REFERABLES, {
+    body: {
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: { name, labels: { ...options.labels, [SHARD_LABEL]: options.shard } },
+      spec,
+    },
+  });
+  return name;
 }

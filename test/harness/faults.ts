@@ -11,8 +11,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { dirname, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
+import type { ReferableController } from "../../src/referable/controller.ts";
 import {
   ApiError,
   isApiError,
@@ -21,10 +20,9 @@ import {
   type RequestOptions,
 } from "../../src/kube/client.ts";
 import type { Logger } from "../../src/log.ts";
-import { sourcePolicy } from "../../src/main.ts";
-import { ControllerMetrics } from "../../src/metrics.ts";
-import { Resolver } from "../../src/resolver/resolver.ts";
-import { SHARD_LABEL } from "./controller.ts";
+import type { ControllerMetrics } from "../../src/metrics.ts";
+import type { Resolver } from "../../src/resolver/resolver.ts";
+import { SHARD_LABEL, startTestController } from "./controller.ts";
 
 // ---------------------------------------------------------------------------------------------
 // A TCP proxy that can go silent
@@ -648,34 +646,18 @@ export async function startInProcessController(options: {
   policy?: { allowSecrets: boolean; denyKinds: string[] };
 }): Promise<InProcessController> {
   const logger = memoryLogger();
-  const metrics = new ControllerMetrics({ defaultMetrics: false });
-  const resolver = new Resolver({
+  const policy = options.policy ?? { allowSecrets: false, denyKinds: [] };
+  const started = await startTestController({
     client: options.client,
-    logger,
-    informerLingerMs: 0,
-    sourcePolicy: sourcePolicy(options.policy ?? { allowSecrets: false, denyKinds: [] }),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
-  });
-  const events = new EventRecorder({ client: options.client, instance: options.shard, logger });
-  const controller = new ReferableController({
-    client: options.writer,
-    resolver,
-    metrics,
-    events,
-    logger,
-    labelSelector: `${SHARD_LABEL}=${options.shard}`,
-  });
-  controller.start();
-  controller.setLeader(true);
-  await controller.whenSynced();
-  return {
-    controller,
-    resolver,
-    metrics,
-    logger,
-    stop: async () => {
-      await controller.stop();
-      await resolver.stop();
+    shard: options.shard,
+    build: {
+      writer: options.writer,
+      logger,
+      allowSecrets: policy.allowSecrets,
+      denyKinds: policy.denyKinds,
+      // The resolver's own default: these tests time what a production controller does.
+      kindRetryMs: [1000, 60_000],
     },
-  };
+  });
+  return { ...started, logger };
 }

@@ -8,7 +8,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
-import { KubeClient } from "../../src/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { selfAccessReview } from "../../src/startup.ts";
 
 /** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
 export function deployBaseNodeOptions(): string {
@@ -241,4 +242,43 @@ export async function installTestCrd(
     return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
   });
   return `${group}/v1`;
+}
+
+/** Creates the ConfigMap `ns/name` with `data` (and `labels`), as `client`. */
+export async function createConfigMap(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  data: Record<string, string>,
+  labels?: Record<string, string>,
+): Promise<void> {
+  await client.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
+  });
+}
+
+/** A JSON merge patch of the object at `path`, as `client`; resolves with the object after it. */
+export function mergePatch<T = KubeObject>(client: KubeClient, path: string, body: unknown): Promise<T> {
+  return client.request<T>("PATCH", path, { body, contentType: "application/merge-patch+json" });
+}
+
+/** What most test files start from: the admin client and a namespace of their own. */
+export async function openScope(prefix: string): Promise<{ admin: KubeClient; ns: string }> {
+  const admin = adminClient();
+  return { admin, ns: await createNamespace(admin, prefix) };
+}
+
+/** The end of a test file: stops what it started (in order), then closes every test client. */
+export async function closeScope(...started: Array<{ stop(): Promise<void> } | undefined>): Promise<void> {
+  for (const part of started) await part?.stop();
+  await closeTestClients();
+}
+
+/** What the API server's authorizer says of the caller's request (a SelfSubjectAccessReview's status). */
+export async function selfAccess(
+  client: KubeClient,
+  attributes: Record<string, string>,
+): Promise<{ allowed: boolean; reason?: string }> {
+  const status = await selfAccessReview(client, attributes);
+  return { ...status, allowed: status?.allowed === true };
 }

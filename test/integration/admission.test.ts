@@ -7,7 +7,6 @@
 import { isApiError, type KubeClient } from "../../src/kube/client.ts";
 import { EXPORT_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 import {
-  adminClient,
   closeTestClients,
   createNamespace,
   impersonatingClient,
@@ -15,6 +14,8 @@ import {
   tokenClient,
   uniqueName,
   waitFor,
+  openScope,
+  selfAccess,
 } from "../harness/kube.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
 
@@ -35,8 +36,7 @@ interface User {
 }
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "admission");
+  ({ admin, ns } = await openScope("admission"));
   webhook = await startTestWebhook(admin);
   authorRole = uniqueName("referable-author");
   await admin.request("POST", `${RBAC}/clusterroles`, {
@@ -164,20 +164,7 @@ async function waitForAccess(
 ): Promise<void> {
   await waitFor(
     `access ${JSON.stringify(attributes)} to be ${allowed ? "granted" : "revoked"}`,
-    async () => {
-      const review = await client.request<{ status: { allowed: boolean } }>(
-        "POST",
-        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        {
-          body: {
-            apiVersion: "authorization.k8s.io/v1",
-            kind: "SelfSubjectAccessReview",
-            spec: { resourceAttributes: attributes },
-          },
-        },
-      );
-      return review.status.allowed === allowed;
-    },
+    async () => (await selfAccess(client, attributes)).allowed === allowed,
     { timeoutMs: 30_000 },
   );
 }

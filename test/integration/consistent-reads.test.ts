@@ -7,12 +7,12 @@
 import type { KubeClient } from "../../src/kube/client.ts";
 import { createResolver, isResolutionError, type GenericSelector, type Resolver } from "../../src/index.ts";
 import {
-  adminClient,
-  closeTestClients,
-  createNamespace,
   installTestCrd,
   testKubeConfig,
   uniqueName,
+  createConfigMap as createConfigMapIn,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 import { ResultRecorder } from "../harness/recorder.ts";
 
@@ -21,26 +21,19 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "consistent");
+  ({ admin, ns } = await openScope("consistent"));
   resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
   await resolver.start();
 });
-afterAll(async () => {
-  await resolver.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(resolver));
 
 /** Rounds of write-then-read: each one a chance for a stale cache to show. */
 const ROUNDS = 15;
 
 const cmPath = (name = "") => `/api/v1/namespaces/${ns}/configmaps${name ? `/${name}` : ""}`;
 
-async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
-  await admin.request("POST", cmPath(), {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
+  createConfigMapIn(admin, ns, name, data, labels);
 
 async function patch(name: string, body: Record<string, unknown>) {
   await admin.request("PATCH", cmPath(name), { body, contentType: "application/merge-patch+json" });

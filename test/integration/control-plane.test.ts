@@ -8,21 +8,19 @@ import { join } from "node:path";
 import { repoRoot } from "../harness/control-plane.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../../src/kube/client.ts";
 import {
-  adminClient,
   closeTestClients,
-  createNamespace,
   serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
+  openScope,
 } from "../harness/kube.ts";
 
 let admin: KubeClient;
 let ns: string;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "control-plane");
+  ({ admin, ns } = await openScope("control-plane"));
 });
 afterAll(closeTestClients);
 

@@ -3,21 +3,22 @@
  * from a real situation and recovering once the situation is fixed, spec edits, deletion,
  * Events, and statuses written only when they change.
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
 import {
   getReferable,
-  SHARD_LABEL,
   startTestController,
   waitForReason,
   type TestController,
+  createReferable as createReferableAs,
 } from "../harness/controller.ts";
 import {
-  adminClient,
-  closeTestClients,
-  createNamespace,
   installTestCrd,
   uniqueName,
   waitFor,
+  createConfigMap as createConfigMapIn,
+  mergePatch as mergePatchAs,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 
 let admin: KubeClient;
@@ -25,39 +26,21 @@ let ns: string;
 let tc: TestController;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "controller");
+  ({ admin, ns } = await openScope("controller"));
   tc = await startTestController({ maxValueBytes: 4096 });
 });
-afterAll(async () => {
-  await tc.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(tc));
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const cmPath = (name = "") => `/api/v1/namespaces/${ns}/configmaps${name ? `/${name}` : ""}`;
 
-async function createReferable(spec: Record<string, unknown>, name = uniqueName("rf")): Promise<string> {
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: tc.shard } },
-      spec,
-    },
-  });
-  return name;
-}
+const createReferable = (spec: Record<string, unknown>, name = uniqueName("rf")) =>
+  createReferableAs(admin, spec, { shard: tc.shard, name });
 
-async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
-  await admin.request("POST", cmPath(), {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
+  createConfigMapIn(admin, ns, name, data, labels);
 
-async function mergePatch(path: string, body: unknown): Promise<KubeObject> {
-  return admin.request("PATCH", path, { body, contentType: "application/merge-patch+json" });
-}
+const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
 
 const cmSource = (name: string, fieldPath = "data.v") => ({
   apiVersion: "v1",

@@ -20,17 +20,22 @@ import { parseConfig, type Config } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
-import { getReferable, SHARD_LABEL, waitForReason } from "../harness/controller.ts";
 import {
-  adminClient,
+  getReferable,
+  SHARD_LABEL,
+  waitForReason,
+  createReferable as createReferableAs,
+} from "../harness/controller.ts";
+import {
   closeTestClients,
-  createNamespace,
   installTestCrd,
   kubeConfigWithToken,
   serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
+  openScope,
+  selfAccess,
 } from "../harness/kube.ts";
 import { itIf } from "../harness/availability.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
@@ -363,8 +368,7 @@ let scrapeToken: string | undefined;
 const createdClusterRoleBindings: string[] = [];
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "deploy");
+  ({ admin, ns } = await openScope("deploy"));
   tmp = await mkdtemp(join(tmpdir(), "referable-deploy-"));
   base = await render("deploy");
   deployment = find<Deployment>(base, "Deployment", "referable-controller");
@@ -392,33 +396,9 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 }, STEP_TIMEOUT_MS);
 
-async function createReferable(source: Record<string, unknown>): Promise<string> {
-  const name = uniqueName("rf");
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: shard } },
-      spec: { source },
-    },
-  });
-  return name;
-}
+const createReferable = (source: Record<string, unknown>) => createReferableAs(admin, { source }, { shard });
 
-async function selfCan(attributes: Record<string, string>): Promise<{ allowed: boolean; reason?: string }> {
-  const review = await saClient.request<{ status: { allowed: boolean; reason?: string } }>(
-    "POST",
-    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-    {
-      body: {
-        apiVersion: "authorization.k8s.io/v1",
-        kind: "SelfSubjectAccessReview",
-        spec: { resourceAttributes: attributes },
-      },
-    },
-  );
-  return review.status;
-}
+const selfCan = (attributes: Record<string, string>) => selfAccess(saClient, attributes);
 
 async function leaseHolder(): Promise<{ holder: string; durationSeconds: number } | undefined> {
   const lease = await admin

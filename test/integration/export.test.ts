@@ -30,6 +30,7 @@ import {
   startTestController,
   type ReferableView,
   type TestController,
+  createReferable as createReferableAs,
 } from "../harness/controller.ts";
 import {
   adminClient,
@@ -172,18 +173,8 @@ async function createConfigMap(
   });
 }
 
-async function createReferable(spec: Record<string, unknown>, shard = ctl.shard): Promise<string> {
-  const name = uniqueName("rf");
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: shard } },
-      spec,
-    },
-  });
-  return name;
-}
+const createReferable = (spec: Record<string, unknown>, shard = ctl.shard) =>
+  createReferableAs(admin, spec, { shard });
 
 const sourceOf = (name: string, key = "v") => ({
   apiVersion: "v1",

@@ -11,10 +11,10 @@
  * Correctness is judged by the oracle (test/harness/oracle.ts), which computes every
  * Referable's status from the cluster state on its own.
  */
-import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
+import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
-import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
+import { SHARD_LABEL, waitForReason, createReferable as createReferableAs } from "../harness/controller.ts";
 import {
   clientFor,
   compactEtcd,
@@ -113,14 +113,7 @@ const setValue = (scope: Scope, name: string, v: string, timeoutMs?: number) =>
   patchConfigMap(scope, name, { data: { v } }, timeoutMs);
 
 async function createReferable(scope: Scope, name: string, source: Record<string, unknown>, extra = {}) {
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: scope.shard } },
-      spec: { source, ...extra },
-    },
-  });
+  await createReferableAs(admin, { source, ...extra }, { shard: scope.shard, name });
 }
 
 const cmSource = (scope: Scope, name: string) => ({

@@ -11,22 +11,26 @@
  * so every test below passing is the proof that none happened.
  */
 import { jest } from "@jest/globals";
-import { ReferableController } from "../../src/controller/controller.ts";
-import { EventRecorder } from "../../src/controller/events.ts";
 import { isResolutionError } from "../../src/errors.ts";
+import type { ReferableController } from "../../src/referable/controller.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
-import { sourcePolicy } from "../../src/main.ts";
 import type { Logger } from "../../src/log.ts";
-import { ControllerMetrics } from "../../src/metrics.ts";
-import { Resolver } from "../../src/resolver/resolver.ts";
-import { getReferable, SHARD_LABEL, waitForReason, type ReferableView } from "../harness/controller.ts";
+import type { ControllerMetrics } from "../../src/metrics.ts";
+import type { Resolver } from "../../src/resolver/resolver.ts";
 import {
-  adminClient,
-  closeTestClients,
+  getReferable,
+  SHARD_LABEL,
+  startTestController,
+  waitForReason,
+  type ReferableView,
+} from "../harness/controller.ts";
+import {
   createNamespace,
   testKubeConfig,
   uniqueName,
   waitFor,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 
 // Every wait below has its own deadline, with a message; the test's must be longer.
@@ -56,30 +60,12 @@ interface Stack {
 
 async function startStack(options: { maxValueBytes?: number; logger?: Logger } = {}): Promise<Stack> {
   const client = new CountingClient({ kubeConfig: testKubeConfig() });
-  const shard = uniqueName("shard");
-  const metrics = new ControllerMetrics({ defaultMetrics: false });
-  const logger = options.logger;
-  const resolver = new Resolver({
+  const started = await startTestController({
     client,
-    informerLingerMs: 0,
-    kindRetryMs: [200, 2000],
-    maxValueBytes: options.maxValueBytes ?? 32 * 1024,
-    sourcePolicy: sourcePolicy({ allowSecrets: false, denyKinds: [] }),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
-    ...(logger ? { logger } : {}),
+    ...(options.maxValueBytes !== undefined ? { maxValueBytes: options.maxValueBytes } : {}),
+    ...(options.logger ? { build: { logger: options.logger } } : {}),
   });
-  const events = new EventRecorder({ client, instance: shard, ...(logger ? { logger } : {}) });
-  const controller = new ReferableController({
-    client,
-    resolver,
-    metrics,
-    events,
-    labelSelector: `${SHARD_LABEL}=${shard}`,
-    ...(logger ? { logger } : {}),
-  });
-  controller.start();
-  controller.setLeader(true);
-  await controller.whenSynced();
+  const { resolver, controller, metrics, shard } = started;
   return {
     client,
     resolver,
@@ -87,8 +73,7 @@ async function startStack(options: { maxValueBytes?: number; logger?: Logger } =
     metrics,
     shard,
     stop: async () => {
-      await controller.stop();
-      await resolver.stop();
+      await started.stop();
       await client.close();
     },
   };
@@ -104,14 +89,10 @@ let ns: string;
 let stack: Stack;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "hostile");
+  ({ admin, ns } = await openScope("hostile"));
   stack = await startStack();
 });
-afterAll(async () => {
-  await stack?.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(stack));
 afterEach(() => {
   // Nothing a path says may run: no global written, no prototype polluted.
   expect((globalThis as Record<string, unknown>)[FLAG]).toBeUndefined();

@@ -9,10 +9,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import {
-  SHARD_LABEL,
   startTestController,
   waitForReason,
   type TestController,
+  createReferable as createReferableAs,
 } from "../harness/controller.ts";
 import {
   adminClient,
@@ -44,14 +44,7 @@ afterAll(async () => {
 });
 
 async function createReferable(name: string, shard: string, source: Record<string, unknown>): Promise<void> {
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: shard } },
-      spec: { source },
-    },
-  });
+  await createReferableAs(admin, { source }, { shard, name });
   cleanup.push(`${RF}/${name}`);
 }
 

@@ -6,17 +6,16 @@ import {
   JITTER_FACTOR,
   LeaderElector,
   type LeaderElectionOptions,
-} from "../../src/controller/leader-election.ts";
+} from "../../src/runtime/leader-election.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import type { Logger } from "../../src/log.ts";
 import {
-  adminClient,
   closeTestClients,
-  createNamespace,
   serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
+  openScope,
 } from "../harness/kube.ts";
 
 const LEASE_MS = 2000;
@@ -32,8 +31,7 @@ let ns: string;
 const electors: LeaderElector[] = [];
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "leader");
+  ({ admin, ns } = await openScope("leader"));
 });
 afterEach(async () => {
   await Promise.all(electors.splice(0).map((e) => e.stop()));

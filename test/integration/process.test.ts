@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
-import { JITTER_FACTOR } from "../../src/controller/leader-election.ts";
+import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { itIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";

@@ -12,18 +12,30 @@
  * second, which must not load the plane other test files share.
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import { LeaderElector } from "../../src/controller/leader-election.ts";
+import { LeaderElector } from "../../src/runtime/leader-election.ts";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import { Manager } from "../../src/manager.ts";
+import { Manager } from "../../src/runtime/manager.ts";
 import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
-import { getReferable, SHARD_LABEL, waitForReason, type ReferableView } from "../harness/controller.ts";
+import {
+  getReferable,
+  SHARD_LABEL,
+  waitForReason,
+  type ReferableView,
+  createReferable as createReferableAs,
+} from "../harness/controller.ts";
 import {
   clientFor,
   GatedStatusClient,
   startInProcessController,
   type InProcessController,
 } from "../harness/faults.ts";
-import { createNamespace, serviceAccountToken, uniqueName, waitFor } from "../harness/kube.ts";
+import {
+  createNamespace,
+  serviceAccountToken,
+  uniqueName,
+  waitFor,
+  createConfigMap as createConfigMapIn,
+} from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
@@ -91,21 +103,11 @@ async function createReferable(
   source: Record<string, unknown>,
   labels: Record<string, string> = {},
 ): Promise<void> {
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { ...labels, [SHARD_LABEL]: scope.shard } },
-      spec: { source },
-    },
-  });
+  await createReferableAs(admin, { source }, { shard: scope.shard, name, labels });
 }
 
-async function createConfigMap(scope: Scope, name: string, data: Record<string, string>): Promise<void> {
-  await admin.request("POST", `/api/v1/namespaces/${scope.ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name }, data },
-  });
-}
+const createConfigMap = (scope: Scope, name: string, data: Record<string, string>) =>
+  createConfigMapIn(admin, scope.ns, name, data);
 
 const setValue = (scope: Scope, name: string, v: string) =>
   admin.request("PATCH", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`, {

@@ -5,11 +5,11 @@
 import type { KubeClient } from "../../src/kube/client.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
 import {
-  adminClient,
-  closeTestClients,
-  createNamespace,
   testKubeConfig,
   uniqueName,
+  createConfigMap as createConfigMapIn,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
 
@@ -18,21 +18,14 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "resolver-basics");
+  ({ admin, ns } = await openScope("resolver-basics"));
   resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
   await resolver.start();
 });
-afterAll(async () => {
-  await resolver.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(resolver));
 
-async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
-  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
+  createConfigMapIn(admin, ns, name, data, labels);
 
 async function patchConfigMap(name: string, patch: Record<string, unknown>) {
   await admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${name}`, {

@@ -7,13 +7,15 @@ import type { KubeClient } from "../../src/kube/client.ts";
 import { createResolver, Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
-  closeTestClients,
-  createNamespace,
   installTestCrd,
   kubeConfigWithToken,
   serviceAccountToken,
   testKubeConfig,
   uniqueName,
+  createConfigMap as createConfigMapIn,
+  mergePatch as mergePatchAs,
+  openScope,
+  closeScope,
 } from "../harness/kube.ts";
 import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
 
@@ -22,24 +24,15 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "resolver-sources");
+  ({ admin, ns } = await openScope("resolver-sources"));
   resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0, kindRetryMs: [200, 2000] });
 });
-afterAll(async () => {
-  await resolver.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(resolver));
 
-async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
-  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
+  createConfigMapIn(admin, ns, name, data, labels);
 
-async function mergePatch(path: string, body: unknown) {
-  await admin.request("PATCH", path, { body, contentType: "application/merge-patch+json" });
-}
+const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
 
 describe("custom resources", () => {
   it("waits for requireConditions on a CRD object (SourceNotReady), then takes the value", async () => {

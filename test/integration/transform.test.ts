@@ -12,50 +12,31 @@ import { jest } from "@jest/globals";
 import type { KubeClient } from "../../src/kube/client.ts";
 import {
   getReferable,
-  SHARD_LABEL,
   startTestController,
   waitForReason,
   type ReferableView,
   type TestController,
+  createReferable as createReferableAs,
 } from "../harness/controller.ts";
-import { adminClient, closeTestClients, createNamespace, uniqueName } from "../harness/kube.ts";
+import { uniqueName, createConfigMap as createConfigMapIn, openScope, closeScope } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
-
-const RF = "/apis/referable.dev/v1alpha1/referables";
 
 let admin: KubeClient;
 let ns: string;
 let ctl: TestController;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "transform");
+  ({ admin, ns } = await openScope("transform"));
   ctl = await startTestController();
 }, 60_000);
-afterAll(async () => {
-  await ctl?.stop();
-  await closeTestClients();
-});
+afterAll(() => closeScope(ctl));
 
-async function createConfigMap(name: string, data: Record<string, string>, labels?: Record<string, string>) {
-  await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
+  createConfigMapIn(admin, ns, name, data, labels);
 
-async function createReferable(spec: Record<string, unknown>): Promise<string> {
-  const name = uniqueName("rf");
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: ctl.shard } },
-      spec,
-    },
-  });
-  return name;
-}
+const createReferable = (spec: Record<string, unknown>) =>
+  createReferableAs(admin, spec, { shard: ctl.shard });
 
 const byName = (name: string, fieldPath: string) => ({
   apiVersion: "v1",

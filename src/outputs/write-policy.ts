@@ -1,5 +1,6 @@
 /**
- * When the controller may write a Referable's status: two token buckets.
+ * When the controller may write, for every output (a Referable's status, the objects its keys
+ * sit in): two token buckets.
  *
  * - One per Referable: `rate` writes a second, sustained, and `burst` at once after a quiet
  *   spell. A source changing at up to `rate` times a second always finds a token, so none of
@@ -13,8 +14,17 @@
  *   takes the next token and waits for it, so writers are served in order and the budget is
  *   never exceeded, whatever the number of workers.
  *
+ * A writer waits as a requeue, never in a sleep: {@link WritePolicy.pass} says how long, and a
+ * {@link WriteGate} (one per writer: a Referable's status, one target object of its keys) holds
+ * the place reserved meanwhile. Key writes have a bucket of their own per object (one write per
+ * 100 ms, burst 1, the interval docs/api.md promises) and share the controller's budget.
+ *
  * Pure logic on a clock given as milliseconds (performance.now() by default), for fake time.
  */
+
+import { TokenBucket } from "../runtime/token-bucket.ts";
+
+export { TokenBucket } from "../runtime/token-bucket.ts";
 
 /** The policy's settings; see the module comment. */
 export interface WritePolicyOptions {
@@ -30,66 +40,6 @@ export interface WritePolicyOptions {
 
 /** The defaults, measured in BENCHMARKS.md (hot source and fan-out). */
 export const WRITE_POLICY_DEFAULTS = { rate: 25, burst: 5, budget: 500, budgetBurst: 1000 } as const;
-
-const EPSILON = 1e-9;
-
-/**
- * A token bucket that starts full. Its tokens may go below zero: {@link reserve} takes a token
- * that is not there yet and says how long to wait for it.
- */
-export class TokenBucket {
-  private readonly rate: number;
-  private readonly burst: number;
-  private tokens: number;
-  private at: number;
-
-  /** `rate` tokens a second, at most `burst` kept. */
-  constructor(rate: number, burst: number, now: number) {
-    if (!(rate > 0)) throw new RangeError("a token bucket's rate must be greater than 0");
-    if (!(burst >= 1)) throw new RangeError("a token bucket's burst must be at least 1");
-    this.rate = rate;
-    this.burst = burst;
-    this.tokens = burst;
-    this.at = now;
-  }
-
-  /**
-   * Milliseconds until a token is there (0: one is there now), in whole milliseconds so that a
-   * wait always moves the clock on. Takes nothing.
-   */
-  delay(now: number): number {
-    this.refill(now);
-    // Refills add up fractions: a hair below one token is one (else the wait rounds to 0 ms).
-    return this.tokens >= 1 - EPSILON ? 0 : Math.ceil(((1 - this.tokens) * 1000) / this.rate);
-  }
-
-  /** Takes a token if one is there now: 0. Else takes nothing: the milliseconds until one is. */
-  tryTake(now: number): number {
-    const wait = this.delay(now);
-    if (wait === 0) this.tokens -= 1;
-    return wait;
-  }
-
-  /** Takes the next token, there or not: the milliseconds until it is (0: now). */
-  reserve(now: number): number {
-    const wait = this.delay(now);
-    this.tokens -= 1;
-    return wait;
-  }
-
-  /** Whether the bucket is full again, so one made anew would behave the same. */
-  full(now: number): boolean {
-    this.refill(now);
-    return this.tokens >= this.burst;
-  }
-
-  private refill(now: number): void {
-    if (now > this.at) {
-      this.tokens = Math.min(this.burst, this.tokens + ((now - this.at) * this.rate) / 1000);
-      this.at = now;
-    }
-  }
-}
 
 /** What {@link WritePolicy.admit} decides for one write. */
 export type Admission =
@@ -130,6 +80,23 @@ export class WritePolicy {
     return new TokenBucket(this.rate, this.burst, this.now());
   }
 
+  /** The policy's clock, in milliseconds. */
+  clock(): number {
+    return this.now();
+  }
+
+  /** A gate for a new writer: the Referable's rate, or `rate`/`burst` of its own (0: none). */
+  gate(rate?: number, burst = 1): WriteGate {
+    if (rate === undefined) return new WriteGate(this.bucket());
+    return new WriteGate(rate > 0 ? new TokenBucket(rate, burst, this.now()) : undefined);
+  }
+
+  /** A place in the controller's budget only, for a writer without a rate of its own. */
+  admitBudget(): Admission {
+    const waitMs = this.budget?.reserve(this.now()) ?? 0;
+    return waitMs > 0 ? { write: "after", waitMs } : { write: true };
+  }
+
   /**
    * Whether one Referable, with `bucket`, may write now. A write that may go takes the
    * Referable's token and reserves a place in the controller's budget; a write that has to wait
@@ -143,4 +110,38 @@ export class WritePolicy {
     const waitMs = this.budget?.reserve(now) ?? 0;
     return waitMs > 0 ? { write: "after", waitMs } : { write: true };
   }
+}
+
+/** What {@link WritePolicy.pass} decides: write now, or look again after `retryAfterMs`. */
+export type Pass =
+  | { write: true }
+  /** `rate`: over the writer's own rate; `budget`: a place in the budget is now reserved; `reserved`: still waiting for it. */
+  | { write: false; retryAfterMs: number; reason: "rate" | "budget" | "reserved" };
+
+/** One writer's share of a {@link WritePolicy}: its bucket, and the budget place it holds. */
+export class WriteGate {
+  /** Undefined for a writer without a rate of its own (only the budget applies). */
+  readonly bucket: TokenBucket | undefined;
+  /** When the place this writer holds in the controller's budget is due (policy clock). */
+  reservedUntil: number | undefined = undefined;
+
+  constructor(bucket: TokenBucket | undefined) {
+    this.bucket = bucket;
+  }
+}
+
+/** {@link WritePolicy.admit}, for a writer that may not sleep: a wait is returned, the place kept in `gate`. */
+export function pass(policy: WritePolicy, gate: WriteGate): Pass {
+  const now = policy.clock();
+  if (gate.reservedUntil !== undefined) {
+    const wait = gate.reservedUntil - now;
+    if (wait > 0) return { write: false, retryAfterMs: Math.ceil(wait), reason: "reserved" };
+    gate.reservedUntil = undefined;
+    return { write: true };
+  }
+  const admission = gate.bucket ? policy.admit(gate.bucket) : policy.admitBudget();
+  if (admission.write === true) return admission;
+  if (admission.write === false) return { ...admission, reason: "rate" };
+  gate.reservedUntil = now + admission.waitMs;
+  return { write: false, retryAfterMs: admission.waitMs, reason: "budget" };
 }

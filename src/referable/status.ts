@@ -5,15 +5,16 @@
  * the resourceVersion the value was read at while the value stays the same, and the caller
  * writes only when {@link statusEquals} says the result differs from what is stored.
  */
+import { EXPORTED, READY } from "../api/referable.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
-import type { Condition, ExportRecord, Referable, ReferableStatus } from "./referable.ts";
-import { exportText } from "../export/target.ts";
+
+export { stableStringify } from "../api/stable-json.ts";
+import type { Condition, ExportRecord, Referable, ReferableStatus } from "../api/referable.ts";
+import { exportText } from "../outputs/keys/target.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
-/** The condition type the controller owns. */
-export const READY = "Ready";
-/** The condition type of spec.export, present only on a Referable that exports (or did). */
-export const EXPORTED = "Exported";
+export { EXPORTED, READY } from "../api/referable.ts";
 
 /** What the export step found: the keys that hold the value, and the Exported condition. */
 export interface ExportState {
@@ -29,21 +30,6 @@ export interface ExportState {
  * when its source is gone; a consumer must never keep reading what the controller may not.
  */
 const UNOBSERVED = new Set(["Pending"]);
-
-/** JSON text with object keys sorted, so equal values give equal text. */
-export function stableStringify(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => {
-    if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
-    // fromEntries defines own properties: an assignment `sorted[k] = ...` would run the
-    // `__proto__` setter for a "__proto__" key (a valid ConfigMap key) and drop it, making two
-    // statuses that differ only there compare equal.
-    return Object.fromEntries(
-      Object.keys(v as object)
-        .sort()
-        .map((k) => [k, (v as Record<string, unknown>)[k]]),
-    );
-  });
-}
 
 /** Whether two statuses are the same, field order aside. */
 export function statusEquals(a: ReferableStatus | undefined, b: ReferableStatus | undefined): boolean {

@@ -18,6 +18,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { sleep } from "./sleep.ts";
 
 /** client-go's `JitterFactor`: a candidate waits between `retryPeriod` and 2.2 times it. */
 export const JITTER_FACTOR = 1.2;
@@ -92,23 +93,6 @@ function recordOf(lease: Lease): LeaseRecord {
     renewTime: str(spec.renewTime),
     leaseTransitions: num(spec.leaseTransitions),
   };
-}
-
-/**
- * Resolves after `ms`, or at once when `signal` aborts; never rejects. A negative `ms` (a deadline
- * that passed while the API server was frozen) waits no time, without Node's TimeoutNegativeWarning.
- */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const finish = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", finish);
-      resolve();
-    };
-    const timer = setTimeout(finish, Math.max(0, ms));
-    signal.addEventListener("abort", finish, { once: true });
-  });
 }
 
 /** Campaigns for a Lease and tells the caller when it leads; see the module comment. */

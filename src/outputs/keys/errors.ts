@@ -4,14 +4,9 @@
  * alone, for the same reason as `isResolutionError` (two copies of the module under Jest).
  */
 
-/** The reasons an export fails with: the `Exported=False` reasons of the contract. */
-export type ExportFailureReason =
-  /** RBAC (or the controller's own policy, for Secrets) does not let the writer write there. */
-  | "ExportForbidden"
-  /** Another field manager owns the key: server-side apply refused, without forcing. */
-  | "ExportConflict"
-  /** The API server refused the write for another reason (an immutable object, a key in binaryData...). */
-  | "ExportFailed";
+import type { ExportFailureReason } from "../../api/reasons.ts";
+
+export type { ExportFailureReason } from "../../api/reasons.ts";
 
 const BRAND = Symbol.for("referable.dev/ExportError");
 

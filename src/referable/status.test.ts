@@ -1,6 +1,6 @@
 import { ResolutionError } from "../errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
-import type { Referable, ReferableStatus } from "./referable.ts";
+import type { Referable, ReferableStatus } from "../api/referable.ts";
 import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");

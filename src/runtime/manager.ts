@@ -6,9 +6,13 @@
  * the writers drain (a status write in flight completes or fails), and only then release the
  * Lease, so a standby never takes over while this replica still has a write on the wire; then
  * close the caches and the source informers.
+ *
+ * Leadership is the manager's too: given `leaderElection`, it campaigns for the Lease and tells
+ * the controller when it leads and when it stops, the one place a change of leader enters.
  */
-import { asError } from "./errors.ts";
-import { silentLogger, type Logger } from "./log.ts";
+import { asError } from "../errors.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
 
 /** What the manager needs of the controller. */
 export interface ManagedController {
@@ -41,6 +45,13 @@ export interface ManagerOptions {
   resolver: { stop(): Promise<void> };
   /** Leader election; without one, the replica leads as soon as its workers run. @default none */
   elector?: ManagedElector;
+  /**
+   * Leader election on a Lease, when no `elector` is given: the manager makes the elector and
+   * calls `onLost` when leadership ends other than by {@link Manager.stop}. @default none
+   */
+  leaderElection?: Omit<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading"> & {
+    onLost?: () => void;
+  };
   /** @default silentLogger */
   logger?: Logger;
 }
@@ -49,12 +60,27 @@ export interface ManagerOptions {
 export class Manager {
   private readonly options: ManagerOptions;
   private readonly logger: Logger;
+  private readonly elector: ManagedElector | undefined;
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
 
   constructor(options: ManagerOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
+    this.elector = options.elector ?? (options.leaderElection && this.makeElector(options.leaderElection));
+  }
+
+  private makeElector(options: NonNullable<ManagerOptions["leaderElection"]>): LeaderElector {
+    const { onLost, ...election } = options;
+    const controller = this.options.controller;
+    return new LeaderElector({
+      ...election,
+      onStartedLeading: () => controller.setLeader(true),
+      onStoppedLeading: () => {
+        controller.setLeader(false);
+        if (!this.stopping) onLost?.();
+      },
+    });
   }
 
   /**
@@ -76,7 +102,8 @@ export class Manager {
   }
 
   private async startInOrder(): Promise<void> {
-    const { controller, elector } = this.options;
+    const { controller } = this.options;
+    const elector = this.elector;
     controller.startCache();
     await controller.whenSynced();
     if (this.stopping) return;
@@ -86,7 +113,8 @@ export class Manager {
   }
 
   private async stopInOrder(): Promise<void> {
-    const { controller, elector, resolver } = this.options;
+    const { controller, resolver } = this.options;
+    const elector = this.elector;
     await controller.drain();
     this.logger.info({}, "writers drained");
     await elector?.stop();

@@ -1,101 +1,14 @@
 /**
- * The Referable resource (`referable.dev/v1alpha1`, cluster-scoped) as the controller reads
- * it, and the translation of its spec into a resolver request.
+ * A Referable's spec as the reconciler reads it: what the cache keeps of the object, the
+ * resolver request its spec makes, and what it reads among Referables (the reference graph's
+ * edges, and the one rule that a Referable cannot read itself).
  */
+import { isReferableKind, type Referable, type ReferableSpec } from "../api/referable.ts";
 import { ResolutionError } from "../errors.ts";
-import type { LabelSelectorRequirement } from "../informers/label-selector.ts";
+import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { KubeObject } from "../kube/client.ts";
-import type { ResourceInfo } from "../kube/discovery.ts";
 import type { AnyReference } from "../resolver/request.ts";
-import type { RequiredCondition, SourceRef } from "../resolver/types.ts";
-
-export const REFERABLE_GROUP = "referable.dev";
-export const REFERABLE_VERSION = "v1alpha1";
-export const REFERABLE_API_VERSION = `${REFERABLE_GROUP}/${REFERABLE_VERSION}`;
-
-/** How the Referable kind is served: fixed by our own CRD, so no discovery is needed. */
-export const REFERABLE_RESOURCE: ResourceInfo = {
-  group: REFERABLE_GROUP,
-  version: REFERABLE_VERSION,
-  resource: "referables",
-  kind: "Referable",
-  namespaced: false,
-  verbs: ["get", "list", "watch", "patch", "update"],
-};
-
-/** `spec` of a Referable (see crds/). */
-export interface ReferableSpec {
-  source?: {
-    apiVersion?: string;
-    kind?: string;
-    namespace?: string;
-    name?: string;
-    selector?: { matchLabels?: Record<string, string>; matchExpressions?: LabelSelectorRequirement[] };
-    fieldPath?: string;
-    requireConditions?: RequiredCondition[];
-  };
-  selection?: {
-    mode?: "Single" | "Multiple";
-    sortByFieldPath?: string;
-    minMatch?: number;
-    maxMatch?: number;
-  };
-  policy?: { resolution?: "Required" | "Optional" };
-  default?: unknown;
-  /** A CEL expression that shapes the value (see "Transforms" in docs/api.md). */
-  transform?: string;
-  /** Keys of ConfigMaps and Secrets that receive the value (see "Export" in docs/api.md). */
-  export?: Array<{ kind?: string; namespace?: string; name?: string; key?: string }>;
-}
-
-/** A metav1.Condition. */
-export interface Condition {
-  type: string;
-  status: "True" | "False" | "Unknown";
-  reason: string;
-  message: string;
-  observedGeneration?: number;
-  lastTransitionTime: string;
-}
-
-/** One key that holds the value, at the version of its object that the value was written at. */
-export interface ExportRecord {
-  kind: string;
-  namespace: string;
-  name: string;
-  key: string;
-  resourceVersion?: string;
-}
-
-/** `status` of a Referable. */
-export interface ReferableStatus {
-  value?: unknown;
-  values?: unknown[];
-  /** `value` (or `values`) as text: a string as it is, any other JSON value as its JSON text. */
-  text?: string;
-  sources?: SourceRef[];
-  /** The keys that hold the value now (spec.export). */
-  exports?: ExportRecord[];
-  observedGeneration?: number;
-  conditions?: Condition[];
-}
-
-/** A Referable as read from the API server. */
-export interface Referable {
-  apiVersion?: string;
-  kind?: string;
-  metadata: {
-    name: string;
-    uid?: string;
-    generation?: number;
-    resourceVersion?: string;
-    deletionTimestamp?: string;
-    finalizers?: string[];
-    [key: string]: unknown;
-  };
-  spec?: ReferableSpec;
-  status?: ReferableStatus;
-}
+import type { ReadsReferables } from "./reference-graph.ts";
 
 /**
  * What the controller keeps of a Referable: identity, spec, status and finalizers (the export
@@ -168,4 +81,29 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
     maxMatch: selection.maxMatch,
     sortByFieldPath: selection.sortByFieldPath,
   };
+}
+
+/** What a Referable reads among Referables, from its spec: the reference graph's edges. */
+export function readsOf(obj: Referable): ReadsReferables | undefined {
+  const source = obj.spec?.source;
+  if (!source || !isReferableKind(source.apiVersion, source.kind)) return undefined;
+  if (source.name) return { name: source.name };
+  if (!source.selector) return undefined;
+  try {
+    return { selector: compileLabelSelector(source.selector) };
+  } catch {
+    return undefined; // an invalid selector reads nothing: the resolver reports it (InvalidSpec)
+  }
+}
+
+/**
+ * InvalidSpec when the spec names the Referable itself as its source. A selector that matches
+ * it, or a cycle through others, is the reference graph's to find (same rule, same edges: {@link readsOf}).
+ */
+export function refuseSelfRead(obj: Referable): void {
+  if (readsOf(obj)?.name === obj.metadata.name)
+    throw new ResolutionError(
+      "InvalidSpec",
+      "a Referable cannot read itself: point spec.source at another object",
+    );
 }

@@ -5,14 +5,9 @@
  * @module
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { KubeClient } from "../kube/client.ts";
+import { KubeClient } from "../../kube/client.ts";
 import type { ExportTarget } from "./target.ts";
-import {
-  exportValue as exportWith,
-  removeExport as removeWith,
-  type ExportOptions,
-  type ExportResult,
-} from "./writer.ts";
+import { removeKey, writeKey, type ExportOptions, type ExportResult } from "./writer.ts";
 
 export type { ExportResult, ExportOptions } from "./writer.ts";
 
@@ -46,7 +41,7 @@ export function exportValue(
   value: unknown,
   options: ExportOptions,
 ): Promise<ExportResult> {
-  return withClient(kubeConfig, (client) => exportWith(client, target, value, options));
+  return withClient(kubeConfig, (client) => writeKey(client, target, value, options));
 }
 
 /**
@@ -60,7 +55,7 @@ export function removeExport(
   target: ExportTarget,
   options: ExportOptions,
 ): Promise<boolean> {
-  return withClient(kubeConfig, (client) => removeWith(client, target, options));
+  return withClient(kubeConfig, (client) => removeKey(client, target, options));
 }
 export { ExportError, isExportError } from "./errors.ts";
 export type { ExportFailureReason } from "./errors.ts";

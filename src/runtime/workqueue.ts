@@ -12,6 +12,9 @@
  *   `get` resolves to undefined once the queue is empty.
  */
 import { asError } from "../errors.ts";
+import { KeyedBackoff } from "./backoff.ts";
+import { classifyError } from "./reconciler.ts";
+import { TokenBucket } from "./token-bucket.ts";
 
 /** Decides how long a key waits before it is retried; client-go's `TypedRateLimiter`. */
 export interface RateLimiter {
@@ -31,30 +34,27 @@ export interface ExponentialBackoffOptions {
   maxDelayMs?: number;
 }
 
-/** Per-key exponential backoff: `baseDelayMs * 2^failures`, capped at `maxDelayMs`. */
+/** Per-key exponential backoff: `baseDelayMs * 2^failures`, capped at `maxDelayMs` (see backoff.ts). */
 export class ItemExponentialFailureRateLimiter implements RateLimiter {
-  private readonly baseDelayMs: number;
-  private readonly maxDelayMs: number;
-  private readonly failures = new Map<string, number>();
+  private readonly backoff: KeyedBackoff;
 
   constructor(options: ExponentialBackoffOptions = {}) {
-    this.baseDelayMs = options.baseDelayMs ?? 5;
-    this.maxDelayMs = options.maxDelayMs ?? 1_000_000;
+    this.backoff = new KeyedBackoff({
+      baseMs: options.baseDelayMs ?? 5,
+      maxMs: options.maxDelayMs ?? 1_000_000,
+    });
   }
 
   when(key: string): number {
-    const exponent = this.failures.get(key) ?? 0;
-    this.failures.set(key, exponent + 1);
-    // 2^exponent overflows to Infinity long before it matters; the cap applies either way.
-    return Math.min(this.baseDelayMs * 2 ** exponent, this.maxDelayMs);
+    return this.backoff.next(key);
   }
 
   forget(key: string): void {
-    this.failures.delete(key);
+    this.backoff.forget(key);
   }
 
   numRequeues(key: string): number {
-    return this.failures.get(key) ?? 0;
+    return this.backoff.failures(key);
   }
 }
 
@@ -72,26 +72,17 @@ export interface TokenBucketOptions {
  * refilled, and waits until it would be.
  */
 export class BucketRateLimiter implements RateLimiter {
-  private readonly qps: number;
-  private readonly burst: number;
-  private tokens: number;
-  private last: number;
+  private readonly bucket: TokenBucket;
 
   constructor(options: TokenBucketOptions = {}) {
-    this.qps = options.qps ?? 10;
-    this.burst = options.burst ?? 100;
-    if (!(this.qps > 0) || !(this.burst >= 1))
-      throw new RangeError("the token bucket needs qps > 0 and burst >= 1");
-    this.tokens = this.burst;
-    this.last = performance.now();
+    const qps = options.qps ?? 10;
+    const burst = options.burst ?? 100;
+    if (!(qps > 0) || !(burst >= 1)) throw new RangeError("the token bucket needs qps > 0 and burst >= 1");
+    this.bucket = new TokenBucket(qps, burst, performance.now());
   }
 
   when(): number {
-    const now = performance.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
-    this.last = now;
-    this.tokens -= 1;
-    return this.tokens >= 0 ? 0 : (-this.tokens / this.qps) * 1000;
+    return this.bucket.reserve(performance.now());
   }
 
   forget(): void {}
@@ -361,37 +352,9 @@ export class WorkQueue {
   }
 }
 
-const TERMINAL = Symbol.for("referable.dev/TerminalError");
-
-/**
- * controller-runtime's `reconcile.TerminalError`: a failure retrying cannot mend (only a new
- * event can). {@link runWorkers} does not requeue the key, and the controller counts it in
- * `controller_runtime_terminal_reconcile_errors_total` as well as in the errors.
- */
-export class TerminalError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "TerminalError";
-    // A brand, not instanceof alone: two copies of this module (Jest's registry) must agree.
-    Object.defineProperty(this, TERMINAL, { value: true });
-  }
-}
-
-// The errors JavaScript throws for a programming error: controller-runtime's recovered panic.
-// Not SyntaxError: JSON.parse of a malformed response throws it, which is not our bug.
-const PANICS = new Set(["TypeError", "ReferenceError", "RangeError", "EvalError", "URIError"]);
-
-/**
- * What a reconcile threw: "terminal" (a {@link TerminalError}: not retried), "panic" (a bug: a
- * TypeError, ReferenceError, RangeError, EvalError or URIError, or a thrown non-Error; retried
- * with backoff as controller-runtime retries a recovered panic), or "error" (retried with backoff).
- */
-export function classifyError(err: unknown): "terminal" | "panic" | "error" {
-  if (typeof err !== "object" || err === null) return "panic";
-  if ((err as Record<symbol, unknown>)[TERMINAL] === true) return "terminal";
-  if (!(err instanceof Error) && !("message" in err)) return "panic";
-  return PANICS.has((err as Error).name) ? "panic" : "error";
-}
+// TerminalError and classifyError are the Reconciler seam's promises (reconciler.ts); the
+// workers below follow them.
+export { classifyError, TerminalError } from "./reconciler.ts";
 
 /** What a handler of {@link runWorkers} asks for a key it processed. */
 export type WorkResult = "done" | "requeue" | { requeueAfterMs: number };

@@ -8,7 +8,8 @@
 import { asError } from "../errors.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { REFERABLE_API_VERSION, type Referable } from "./referable.ts";
+import { TokenBucket } from "../runtime/token-bucket.ts";
+import { REFERABLE_API_VERSION, type Referable } from "../api/referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
 /** Options for {@link EventRecorder}. */
@@ -34,13 +35,14 @@ export class EventRecorder {
   private readonly options: EventRecorderOptions;
   private readonly logger: Logger;
   private readonly perObject = new Map<string, number[]>();
-  private tokens: number;
-  private lastRefill = Date.now();
+  /** The overall budget of Events. */
+  private readonly bucket: TokenBucket;
 
   constructor(options: EventRecorderOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
-    this.tokens = (options.qps ?? 10) * 5;
+    const qps = options.qps ?? 10;
+    this.bucket = new TokenBucket(qps, qps * 5, performance.now());
   }
 
   /** Records a Ready transition of `obj` to `reason`; never throws. */
@@ -88,16 +90,12 @@ export class EventRecorder {
 
   private allow(key: string): boolean {
     const now = Date.now();
-    const qps = this.options.qps ?? 10;
-    this.tokens = Math.min(qps * 5, this.tokens + ((now - this.lastRefill) / 1000) * qps);
-    this.lastRefill = now;
     const windowMs = this.options.perObjectWindowMs ?? 60_000;
     const recent = (this.perObject.get(key) ?? []).filter((t) => now - t < windowMs);
-    if (recent.length >= (this.options.perObjectBurst ?? 5) || this.tokens < 1) {
+    if (recent.length >= (this.options.perObjectBurst ?? 5) || this.bucket.tryTake(performance.now()) > 0) {
       this.perObject.set(key, recent);
       return false;
     }
-    this.tokens -= 1;
     recent.push(now);
     this.perObject.set(key, recent);
     if (this.perObject.size > 10_000) this.prune(now, windowMs);

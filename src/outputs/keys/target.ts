@@ -4,9 +4,10 @@
  * Referable's `spec.export`) and the library (`exportValue`).
  */
 import { createHash } from "node:crypto";
+import { EXPORT_KINDS, isExportKind, type ExportKind } from "../../api/export-kinds.ts";
+import { Limits } from "../../api/limits.ts";
 
-/** The kinds a value can be exported into. */
-export type ExportKind = "ConfigMap" | "Secret";
+export type { ExportKind } from "../../api/export-kinds.ts";
 
 /** One key of one ConfigMap or Secret that receives a value. */
 export interface ExportTarget {
@@ -26,15 +27,12 @@ export type TargetObject = Omit<ExportTarget, "key">;
 /** Bounds of `spec.export`, the same in the CRD. */
 export const ExportLimits = {
   /** Targets of one Referable. */
-  targets: 16,
+  targets: Limits.exportTargets,
   /** Characters of a key, as the API server allows in a ConfigMap or Secret. */
-  key: 253,
+  key: Limits.exportKey,
 } as const;
 
-/** Label put on every object a value is exported into: written by referable. */
-export const EXPORTED_LABEL = "referable.dev/exported";
-/** Annotation naming the writer that created the object, which may delete it once it holds nothing else. */
-export const CREATED_BY_ANNOTATION = "referable.dev/created-by";
+export { CREATED_BY_ANNOTATION, EXPORTED_LABEL } from "../../api/referable.ts";
 
 /** A ConfigMap or Secret key, as the API server validates it. */
 export const KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;
@@ -42,7 +40,7 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** The API server's limit on a field manager's name. */
-const MAX_FIELD_MANAGER = 128;
+const MAX_FIELD_MANAGER = Limits.fieldManager;
 const MANAGER_PREFIX = "referable.dev/";
 
 /**
@@ -64,12 +62,12 @@ export function exportText(value: unknown): string {
 
 /** `text` as the object stores it: as it is in a ConfigMap, base64 in a Secret's `data`. */
 export function storedText(kind: ExportKind, text: string): string {
-  return kind === "Secret" ? Buffer.from(text, "utf8").toString("base64") : text;
+  return EXPORT_KINDS[kind].base64 ? Buffer.from(text, "utf8").toString("base64") : text;
 }
 
 /** The plural resource of a kind. */
 export function resourceOf(kind: ExportKind): "configmaps" | "secrets" {
-  return kind === "Secret" ? "secrets" : "configmaps";
+  return EXPORT_KINDS[kind].resource;
 }
 
 /** The API path of the object a target sits in. */
@@ -94,7 +92,7 @@ export function objectKey(object: TargetObject): string {
 export function parseTarget(raw: unknown, field: string): ExportTarget | string {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${field} must be an object`;
   const t = raw as Record<string, unknown>;
-  if (t.kind !== "ConfigMap" && t.kind !== "Secret") return `${field}.kind must be ConfigMap or Secret`;
+  if (!isExportKind(t.kind)) return `${field}.kind must be ConfigMap or Secret`;
   if (typeof t.namespace !== "string" || t.namespace.length > 63 || !DNS1123_LABEL.test(t.namespace))
     return `${field}.namespace must be a namespace name (a DNS label of at most 63 characters)`;
   if (typeof t.name !== "string" || t.name.length > 253 || !DNS1123_SUBDOMAIN.test(t.name))

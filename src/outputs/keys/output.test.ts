@@ -1,8 +1,8 @@
-import { ResolutionError } from "../errors.ts";
-import { ApiError } from "../kube/client.ts";
-import type { ResolutionResult } from "../resolver/types.ts";
-import { EXPORT_FINALIZER, Exporter } from "./export.ts";
-import type { Referable } from "./referable.ts";
+import { ResolutionError } from "../../errors.ts";
+import { ApiError } from "../../kube/client.ts";
+import type { ResolutionResult } from "../../resolver/types.ts";
+import { EXPORT_FINALIZER, KeysOutput, newKeysMemory, type KeysOutputOptions } from "./output.ts";
+import type { Referable } from "../../api/referable.ts";
 
 const value = (v: unknown): ResolutionResult => ({ ok: true, reason: "Available", value: v });
 
@@ -27,22 +27,48 @@ function fakeClient(answer: (method: string, path: string, body: unknown) => unk
   };
 }
 
-describe("Exporter", () => {
-  it("adds the finalizer before writing any key, and asks for another reconcile", async () => {
-    const client = fakeClient(() => ({}));
-    const step = await new Exporter({ client }).sync(referable(), value("v"));
-    expect(step).toBe("restart");
+/** The output as the old Exporter was used: one Referable, its memory kept between calls. */
+function exporter(options: KeysOutputOptions) {
+  const output = new KeysOutput(options);
+  const memory = newKeysMemory();
+  return { sync: (obj: Referable, result: ResolutionResult) => output.write(obj, result, memory) };
+}
+
+describe("KeysOutput", () => {
+  it("adds the finalizer before writing any key, and goes on from the Referable it returns", async () => {
+    const client = fakeClient((method, path) =>
+      path.includes("/referables/")
+        ? { metadata: { resourceVersion: "2", finalizers: [EXPORT_FINALIZER] } }
+        : method === "GET"
+          ? new ApiError("GET", "/x", 404, "NotFound", "not found")
+          : { metadata: { uid: "cm", resourceVersion: "7" } },
+    );
+    const step = await exporter({ client }).sync(referable(), value("v"));
+    expect(step).toMatchObject({
+      state: { reason: "Exported" },
+      metadata: { resourceVersion: "2", finalizers: [EXPORT_FINALIZER] },
+    });
+    expect(client.calls).toEqual([
+      "PATCH /apis/referable.dev/v1alpha1/referables/rf",
+      "GET /api/v1/namespaces/team-b/configmaps/app",
+      "PATCH /api/v1/namespaces/team-b/configmaps/app",
+    ]);
+  });
+
+  it("asks to look again, writing nothing, when the Referable changed since it was read", async () => {
+    const client = fakeClient(() => new ApiError("PATCH", "/x", 422, "Invalid", "test failed"));
+    const step = await exporter({ client }).sync(referable(), value("v"));
+    expect(step).toMatchObject({ state: undefined, requeue: true });
     expect(client.calls).toEqual(["PATCH /apis/referable.dev/v1alpha1/referables/rf"]);
   });
 
   it("says what RBAC is missing when the finalizer cannot be added, and backs off", async () => {
     const forbidden = new ApiError("PATCH", "/x", 403, "Forbidden", "cannot patch referables");
     const client = fakeClient(() => forbidden);
-    const exporter = new Exporter({ client, minRetryMs: 100, maxRetryMs: 250 });
+    const output = exporter({ client, minRetryMs: 100, maxRetryMs: 250 });
     const waits: Array<number | undefined> = [];
     for (let i = 0; i < 3; i++) {
-      const step = await exporter.sync(referable(), value("v"));
-      if (step === "restart") throw new Error("restart");
+      const step = await output.sync(referable(), value("v"));
       expect(step.state).toMatchObject({ status: "False", reason: "ExportFailed" });
       expect(step.state?.message).toContain("needs patch on referables.referable.dev");
       waits.push(step.retryAfterMs);
@@ -54,8 +80,7 @@ describe("Exporter", () => {
     const client = fakeClient(() => new Error("no request expected"));
     const obj = referable([EXPORT_FINALIZER]);
     obj.spec!.export = [{ kind: "Secret", namespace: "team-b", name: "creds", key: "K" }];
-    const step = await new Exporter({ client }).sync(obj, value("v"));
-    if (step === "restart") throw new Error("restart");
+    const step = await exporter({ client }).sync(obj, value("v"));
     expect(step.state).toMatchObject({ status: "False", reason: "ExportForbidden" });
     expect(step.state?.message).toContain("--allow-secret-export");
     expect(client.calls).toEqual([]);
@@ -68,19 +93,19 @@ describe("Exporter", () => {
         ? new ApiError("GET", "/x", 404, "NotFound", "not found")
         : { metadata: { uid: "cm", resourceVersion: String(rv++) } },
     );
-    const exporter = new Exporter({ client, minWriteIntervalMs: 0 });
+    const output = exporter({ client, minWriteIntervalMs: 0 });
     const obj = referable([EXPORT_FINALIZER]);
-    const first = await exporter.sync(obj, value({ host: "db" }));
+    const first = await output.sync(obj, value({ host: "db" }));
     expect(first).toMatchObject({ state: { status: "True", reason: "Exported" } });
     expect(client.calls).toEqual([
       "GET /api/v1/namespaces/team-b/configmaps/app",
       "PATCH /api/v1/namespaces/team-b/configmaps/app",
     ]);
-    const again = await exporter.sync(obj, value({ host: "db" }));
+    const again = await output.sync(obj, value({ host: "db" }));
     expect(again).toEqual(first);
     expect(client.calls).toHaveLength(2);
     // A new value: one apply straight to the object it wrote before, no read.
-    await exporter.sync(obj, value({ host: "db2" }));
+    await output.sync(obj, value({ host: "db2" }));
     expect(client.calls.slice(2)).toEqual(["PATCH /api/v1/namespaces/team-b/configmaps/app"]);
   });
 
@@ -91,19 +116,19 @@ describe("Exporter", () => {
         ? new ApiError("GET", "/x", 404, "NotFound", "not found")
         : { metadata: { uid: "cm", resourceVersion: "1" } },
     );
-    const exporter = new Exporter({ client, minWriteIntervalMs: 100, clock: () => now });
+    const output = exporter({ client, minWriteIntervalMs: 100, clock: () => now });
     const obj = referable([EXPORT_FINALIZER]);
-    await exporter.sync(obj, value("v1"));
+    await output.sync(obj, value("v1"));
     const writes = () => client.calls.filter((c) => c.startsWith("PATCH")).length;
     expect(writes()).toBe(1);
     now += 30;
     // Held back: the status keeps what it says (undefined carries it over), and a retry is due.
-    expect(await exporter.sync(obj, value("v2"))).toEqual({ state: undefined, retryAfterMs: 70 });
+    expect(await output.sync(obj, value("v2"))).toEqual({ state: undefined, retryAfterMs: 70 });
     now += 30;
-    expect(await exporter.sync(obj, value("v3"))).toEqual({ state: undefined, retryAfterMs: 40 });
+    expect(await output.sync(obj, value("v3"))).toEqual({ state: undefined, retryAfterMs: 40 });
     expect(writes()).toBe(1);
     now += 40;
-    expect(await exporter.sync(obj, value("v3"))).toMatchObject({ state: { reason: "Exported" } });
+    expect(await output.sync(obj, value("v3"))).toMatchObject({ state: { reason: "Exported" } });
     expect(writes()).toBe(2);
   });
 
@@ -111,7 +136,7 @@ describe("Exporter", () => {
     const client = fakeClient((method) =>
       method === "GET" ? new ApiError("GET", "/x", 404, "NotFound", "not found") : {},
     );
-    const step = await new Exporter({ client }).sync(referable([EXPORT_FINALIZER]), {
+    const step = await exporter({ client }).sync(referable([EXPORT_FINALIZER]), {
       ok: false,
       error: new ResolutionError("SourceNotFound", "ConfigMap team-a/db does not exist"),
     });

@@ -1,6 +1,6 @@
-import { ApiError } from "../kube/client.ts";
+import { ApiError } from "../../kube/client.ts";
 import { isExportError } from "./errors.ts";
-import { exportValue, readTarget, releaseObject } from "./writer.ts";
+import { readTarget, releaseObject, writeKey } from "./writer.ts";
 
 const target = { kind: "ConfigMap", namespace: "b", name: "app", key: "K" } as const;
 const options = { fieldManager: "referable.dev/rf" };
@@ -114,14 +114,14 @@ describe("releaseObject", () => {
 describe("exportValue", () => {
   it("refuses an undefined value without a request, as not retryable", async () => {
     const client = fakeClient(undefined);
-    const err = await exportValue(client, target, undefined, options).catch((e: unknown) => e);
+    const err = await writeKey(client, target, undefined, options).catch((e: unknown) => e);
     expect(isExportError(err) && err.retryable).toBe(false);
     expect(client.calls).toEqual([]);
   });
 
   it("applies the manager's other keys again with the new one, and creates with the annotation", async () => {
     const client = fakeClient(undefined);
-    await exportValue(client, target, { a: 1 }, options);
+    await writeKey(client, target, { a: 1 }, options);
     expect(client.calls[1]!.body).toEqual({
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -134,7 +134,7 @@ describe("exportValue", () => {
       data: { K: '{"a":1}' },
     });
     const existing = fakeClient(configMap({ "referable.dev/rf": ["J"] }, { J: "j", OTHER: "o" }));
-    await exportValue(existing, target, "v", options);
+    await writeKey(existing, target, "v", options);
     expect(existing.calls[1]!.body).toMatchObject({ metadata: { uid: "u1" }, data: { J: "j", K: "v" } });
   });
 });

@@ -9,7 +9,7 @@
  * object. What is read is reduced at once to a {@link TargetState} (the asked keys, who owns
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
-import { isApiError, type KubeClient } from "../kube/client.ts";
+import { isApiError, type KubeClient } from "../../kube/client.ts";
 import { ExportError, isExportError } from "./errors.ts";
 import {
   CREATED_BY_ANNOTATION,
@@ -290,19 +290,10 @@ export interface ExportResult {
 }
 
 /**
- * Writes `value` into `target`'s key with server-side apply under `options.fieldManager`: a
- * string as it is, any other JSON value as its JSON text (base64-encoded in a Secret, as the API
- * requires). Creates the object when missing (labelled `referable.dev/exported`); keeps every
- * other key, the manager's own included; writes nothing when the key already holds the value.
- * Throws an {@link ExportError}: `ExportConflict` when another field manager owns the key (never
- * forced), `ExportForbidden` when RBAC refuses, `ExportFailed` otherwise (and, not retryable,
- * for an `undefined` value: remove the key with {@link removeExport} instead).
- *
- * @example
- * await exportValue(client, { kind: "ConfigMap", namespace: "team-b", name: "app", key: "DB_HOST" },
- *   "db.internal", { fieldManager: "my-operator/db-host" });
+ * `exportValue` (src/outputs/keys/index.ts, the library's face) over a client the caller
+ * holds: the one implementation of writing one key.
  */
-export async function exportValue(
+export async function writeKey(
   client: Client,
   target: ExportTarget,
   value: unknown,
@@ -332,13 +323,8 @@ export async function exportValue(
   return { written: true, resourceVersion };
 }
 
-/**
- * Removes `target`'s key as written by `options.fieldManager` (with {@link exportValue}): the
- * manager lets go of it, so it disappears unless another manager owns it too. The manager's other
- * keys stay; an object it created and that holds nothing else is deleted. Resolves `false` when
- * the manager did not own the key.
- */
-export async function removeExport(
+/** `removeExport` over a client the caller holds: the one implementation of removing one key. */
+export async function removeKey(
   client: Client,
   target: ExportTarget,
   options: ExportOptions,

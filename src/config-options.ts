@@ -1,0 +1,378 @@
+/**
+ * The controller's options, as data: every option's flag, environment variable, kind, default
+ * and help text, read by config.ts (parsing) and by `--help`.
+ */
+import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
+
+/** The parsed configuration. */
+export interface Config {
+  readonly kubeconfig: string | undefined;
+  readonly context: string | undefined;
+  readonly metricsBindAddress: string;
+  readonly healthProbeBindAddress: string;
+  readonly leaderElect: boolean;
+  readonly leaderElectionNamespace: string;
+  readonly leaderElectionId: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly identity: string;
+  readonly concurrency: number;
+  readonly statusWriteRate: number;
+  readonly statusWriteBurst: number;
+  readonly statusWriteBudget: number;
+  readonly statusWriteBudgetBurst: number;
+  readonly maxValueBytes: number;
+  readonly transformWorkers: number;
+  readonly transformTimeoutMs: number;
+  readonly transformMaxHeapMiB: number;
+  readonly allowSecrets: boolean;
+  readonly allowSecretExport: boolean;
+  readonly denyKinds: readonly string[];
+  readonly watchdogMs: number;
+  readonly informerLingerMs: number;
+  readonly logLevel: "debug" | "info" | "warn" | "error";
+  readonly shutdownTimeoutMs: number;
+  readonly referableSelector: string | undefined;
+  readonly webhookBindAddress: string;
+  readonly webhookCertDir: string;
+  /** text: one readable line per record; json: one JSON object per line (pino's). */
+  readonly logFormat: "json" | "text";
+  /** Serve /metrics over HTTPS, to callers a TokenReview and a SubjectAccessReview allow. */
+  readonly metricsSecure: boolean;
+  /** Folder with tls.crt and tls.key for secure metrics; a self-signed pair is made at start when unset. */
+  readonly metricsCertDir: string | undefined;
+}
+
+export type Kind = "string" | "address" | "bool" | "int" | "duration" | "list" | "level" | "format";
+
+/** The groups of `--help`, in order. */
+export const GROUPS = [
+  "Cluster connection",
+  "Sources",
+  "Transforms",
+  "Reconciling and status writes",
+  "Export",
+  "Leader election",
+  "Admission webhook",
+  "Metrics and probes",
+  "Logging",
+  "Process",
+  "General",
+] as const;
+
+/** One option: its key in Config, its flag, group, environment variable, kind, default and help. */
+export interface OptionSpec {
+  key: keyof Config;
+  flag: string;
+  group: (typeof GROUPS)[number];
+  env: string;
+  kind: Kind;
+  default: string;
+  help: string;
+}
+
+/** Every option of the controller, in the order of `--help`. */
+export const OPTIONS: OptionSpec[] = [
+  {
+    key: "kubeconfig",
+    flag: "kubeconfig",
+    group: "Cluster connection",
+    env: "KUBECONFIG",
+    kind: "string",
+    default: "",
+    help: "kubeconfig files, a list separated by ':' (';' on Windows) merged as kubectl merges KUBECONFIG; in-cluster config when empty and running in a pod, else ~/.kube/config",
+  },
+  {
+    key: "context",
+    flag: "context",
+    group: "Cluster connection",
+    env: "REFERABLE_CONTEXT",
+    kind: "string",
+    default: "",
+    help: "the kubeconfig context to use instead of its current-context, as kubectl's --context",
+  },
+  {
+    key: "metricsBindAddress",
+    flag: "metrics-bind-address",
+    group: "Metrics and probes",
+    env: "REFERABLE_METRICS_BIND_ADDRESS",
+    kind: "address",
+    default: ":8080",
+    help: "address of the Prometheus /metrics endpoint; 0 turns it off",
+  },
+  {
+    key: "metricsSecure",
+    flag: "metrics-secure",
+    group: "Metrics and probes",
+    env: "REFERABLE_METRICS_SECURE",
+    kind: "bool",
+    // Off in the binary, as `npm start` on a laptop has no ServiceAccount to scrape with; deploy/
+    // and the Helm chart turn it on (kubebuilder's scaffold does the same with its kustomize patch).
+    default: "false",
+    help: "serve /metrics over HTTPS, only to callers whose bearer token a TokenReview authenticates and a SubjectAccessReview allows (get on the non-resource URL /metrics: the metrics-reader ClusterRole); the controller needs create on tokenreviews and subjectaccessreviews",
+  },
+  {
+    key: "metricsCertDir",
+    flag: "metrics-cert-dir",
+    group: "Metrics and probes",
+    env: "REFERABLE_METRICS_CERT_DIR",
+    kind: "string",
+    default: "",
+    help: "folder with tls.crt and tls.key for --metrics-secure, reloaded when they change; a self-signed certificate is made at start when empty",
+  },
+  {
+    key: "healthProbeBindAddress",
+    flag: "health-probe-bind-address",
+    group: "Metrics and probes",
+    env: "REFERABLE_HEALTH_PROBE_BIND_ADDRESS",
+    kind: "address",
+    default: ":8081",
+    help: "address of /healthz and /readyz; 0 turns it off",
+  },
+  {
+    key: "leaderElect",
+    flag: "leader-elect",
+    group: "Leader election",
+    env: "REFERABLE_LEADER_ELECT",
+    kind: "bool",
+    // Off by default, as in kubebuilder's controllers: `npm start` against any cluster works
+    // without a namespace for the Lease. The Deployment (deploy/, the Helm chart) turns it on.
+    default: "false",
+    help: "elect a leader on a Lease so only one replica writes (the Deployment turns it on)",
+  },
+  {
+    key: "leaderElectionNamespace",
+    flag: "leader-election-namespace",
+    group: "Leader election",
+    env: "POD_NAMESPACE",
+    kind: "string",
+    default: "referable-system",
+    help: "namespace of the leader-election Lease",
+  },
+  {
+    key: "leaderElectionId",
+    flag: "leader-election-id",
+    group: "Leader election",
+    env: "REFERABLE_LEADER_ELECTION_ID",
+    kind: "string",
+    default: "referable-controller",
+    help: "name of the leader-election Lease",
+  },
+  {
+    key: "leaseDurationMs",
+    flag: "leader-election-lease-duration",
+    group: "Leader election",
+    env: "REFERABLE_LEASE_DURATION",
+    kind: "duration",
+    default: "15s",
+    help: "how long a standby waits before taking over a lease that is not renewed",
+  },
+  {
+    key: "renewDeadlineMs",
+    flag: "leader-election-renew-deadline",
+    group: "Leader election",
+    env: "REFERABLE_RENEW_DEADLINE",
+    kind: "duration",
+    default: "10s",
+    help: "how long the leader keeps trying to renew before it steps down",
+  },
+  {
+    key: "retryPeriodMs",
+    flag: "leader-election-retry-period",
+    group: "Leader election",
+    env: "REFERABLE_RETRY_PERIOD",
+    kind: "duration",
+    default: "2s",
+    help: "how often leader election acts",
+  },
+  {
+    key: "identity",
+    flag: "identity",
+    group: "Leader election",
+    env: "POD_NAME",
+    kind: "string",
+    default: "",
+    help: "this replica's identity in the Lease; hostname plus a random suffix when empty",
+  },
+  {
+    key: "concurrency",
+    flag: "concurrency",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_CONCURRENCY",
+    kind: "int",
+    default: "16",
+    help: "Referables reconciled at once",
+  },
+  {
+    key: "statusWriteRate",
+    flag: "status-write-rate",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_STATUS_WRITE_RATE",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.rate),
+    help: "status writes a second one Referable may make, sustained; a source changing faster is coalesced, and its last value always written",
+  },
+  {
+    key: "statusWriteBurst",
+    flag: "status-write-burst",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_STATUS_WRITE_BURST",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.burst),
+    help: "status writes one Referable may make at once after a quiet spell",
+  },
+  {
+    key: "statusWriteBudget",
+    flag: "status-write-budget",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_STATUS_WRITE_BUDGET",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.budget),
+    help: "status writes a second for the whole controller, sustained (the API server is shared); 0 for no budget",
+  },
+  {
+    key: "statusWriteBudgetBurst",
+    flag: "status-write-budget-burst",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_STATUS_WRITE_BUDGET_BURST",
+    kind: "int",
+    default: String(WRITE_POLICY_DEFAULTS.budgetBurst),
+    help: "status writes the whole controller may make at once after a quiet spell",
+  },
+  {
+    key: "maxValueBytes",
+    flag: "max-value-bytes",
+    group: "Sources",
+    env: "REFERABLE_MAX_VALUE_BYTES",
+    kind: "int",
+    default: "32768",
+    help: "largest value (bytes of JSON) projected; larger gives ValueTooLarge",
+  },
+  {
+    key: "transformWorkers",
+    group: "Transforms",
+    flag: "transform-workers",
+    env: "REFERABLE_TRANSFORM_WORKERS",
+    kind: "int",
+    default: "1",
+    help: "worker threads that evaluate transforms, off the event loop that serves probes, the webhook and every other Referable",
+  },
+  {
+    key: "transformTimeoutMs",
+    group: "Transforms",
+    flag: "transform-timeout",
+    env: "REFERABLE_TRANSFORM_TIMEOUT",
+    kind: "duration",
+    default: "50ms",
+    help: "deadline of one transform evaluation (CPU time of its worker; at most 10 times this in wall-clock time): past it the worker is replaced and the Referable is TransformFailed",
+  },
+  {
+    key: "transformMaxHeapMiB",
+    group: "Transforms",
+    flag: "transform-max-heap",
+    env: "REFERABLE_TRANSFORM_MAX_HEAP",
+    kind: "int",
+    default: "64",
+    help: "heap ceiling of each transform worker, in MiB: an evaluation that reaches it is TransformFailed and its worker replaced",
+  },
+  {
+    key: "allowSecrets",
+    flag: "allow-secrets",
+    group: "Sources",
+    env: "REFERABLE_ALLOW_SECRETS",
+    kind: "bool",
+    default: "false",
+    help: "allow Secret sources (RBAC must allow them too)",
+  },
+  {
+    key: "allowSecretExport",
+    flag: "allow-secret-export",
+    group: "Export",
+    env: "REFERABLE_ALLOW_SECRET_EXPORT",
+    kind: "bool",
+    default: "false",
+    help: "allow spec.export into Secrets (a RoleBinding must allow it in each namespace too)",
+  },
+  {
+    key: "denyKinds",
+    flag: "deny-kinds",
+    group: "Sources",
+    env: "REFERABLE_DENY_KINDS",
+    kind: "list",
+    default: "",
+    help: "comma-separated kinds never read, as Kind.group (e.g. Secret, Token.auth.example.com)",
+  },
+  {
+    key: "watchdogMs",
+    flag: "watch-watchdog",
+    group: "Sources",
+    env: "REFERABLE_WATCH_WATCHDOG",
+    kind: "duration",
+    default: "90s",
+    help: "a watch silent this long is reopened",
+  },
+  {
+    key: "informerLingerMs",
+    flag: "informer-linger",
+    group: "Sources",
+    env: "REFERABLE_INFORMER_LINGER",
+    kind: "duration",
+    default: "10s",
+    help: "how long a source informer nobody uses is kept",
+  },
+  {
+    key: "logLevel",
+    flag: "log-level",
+    group: "Logging",
+    env: "REFERABLE_LOG_LEVEL",
+    kind: "level",
+    default: "info",
+    help: "debug, info, warn or error",
+  },
+  {
+    key: "logFormat",
+    flag: "log-format",
+    group: "Logging",
+    env: "REFERABLE_LOG_FORMAT",
+    kind: "format",
+    default: "",
+    help: "text (one readable line per record: time, level, message, key=value fields) or json (one JSON object per line); empty: text when standard output is a terminal, else json",
+  },
+  {
+    key: "webhookBindAddress",
+    flag: "webhook-bind-address",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_BIND_ADDRESS",
+    kind: "address",
+    default: "0",
+    help: "address of the admission webhook (HTTPS: /validate-referable, /healthz), served by every replica; 0 (off) unless a ValidatingWebhookConfiguration points at it, e.g. :9443 (deploy/webhook)",
+  },
+  {
+    key: "webhookCertDir",
+    flag: "webhook-cert-dir",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_CERT_DIR",
+    kind: "string",
+    default: "/tmp/k8s-webhook-server/serving-certs",
+    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation)",
+  },
+  {
+    key: "referableSelector",
+    flag: "referable-selector",
+    group: "Reconciling and status writes",
+    env: "REFERABLE_SELECTOR",
+    kind: "string",
+    default: "",
+    help: "only reconcile Referables matching this label selector (e.g. shard=a); every Referable when empty",
+  },
+  {
+    key: "shutdownTimeoutMs",
+    flag: "shutdown-timeout",
+    group: "Process",
+    env: "REFERABLE_SHUTDOWN_TIMEOUT",
+    kind: "duration",
+    default: "20s",
+    help: "longest graceful shutdown after SIGTERM",
+  },
+];

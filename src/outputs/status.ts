@@ -1,0 +1,107 @@
+/**
+ * The status output: a Referable's status written through the status subresource, as a JSON
+ * patch that replaces it whole, with the uid and the resourceVersion it was computed from as
+ * preconditions (see statusPatch in src/referable/status.ts). Admitted by the write policy like
+ * every output: a wait comes back as `deferred`, never as a sleep.
+ */
+import { referablePath, type Referable, type ReferableStatus } from "../api/referable.ts";
+import { isApiError, type KubeClient } from "../kube/client.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { statusPatch } from "../referable/status.ts";
+import { TerminalError } from "../runtime/reconciler.ts";
+import type { Output } from "./output.ts";
+import { pass, type WriteGate, type WritePolicy } from "./write-policy.ts";
+
+/** The status a Referable should have, and the version of it that status was computed from. */
+export interface DesiredStatus {
+  status: ReferableStatus;
+  /** The resourceVersion precondition: the version the status was computed from. */
+  baseVersion: string | undefined;
+}
+
+/** What writing a status did. */
+export type StatusOutcome =
+  | { result: "written"; resourceVersion: string | undefined }
+  /** The write policy holds it back: look again after this many ms. */
+  | { result: "deferred"; retryAfterMs: number }
+  /** Gone (404): nothing to write. (A 422, refused in a way retrying cannot mend, throws a TerminalError.) */
+  | { result: "dropped" }
+  /** The Referable changed since the version the status was computed from (409): compute again. */
+  | { result: "conflict" };
+
+/** The status output's memory per Referable: its share of the write policy. */
+export interface StatusMemory {
+  gate: WriteGate;
+}
+
+/** Options for {@link StatusOutput}. */
+export interface StatusOutputOptions {
+  client: Pick<KubeClient, "request">;
+  policy: WritePolicy;
+  logger?: Logger;
+  /** Told of every write and its result, for metrics. Must not throw. */
+  onWrite?: (result: "success" | "error" | "conflict") => void;
+  /** Told of every write the policy held back, by why. Must not throw. */
+  onDeferred?: (reason: "rate" | "budget") => void;
+}
+
+/** Writes statuses; see the module comment. */
+export class StatusOutput implements Output<DesiredStatus, StatusOutcome, StatusMemory> {
+  private readonly options: StatusOutputOptions;
+  private readonly logger: Logger;
+
+  constructor(options: StatusOutputOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  /** A new Referable's memory. */
+  memory(): StatusMemory {
+    return { gate: this.options.policy.gate() };
+  }
+
+  async write(owner: Referable, desired: DesiredStatus, memory: StatusMemory): Promise<StatusOutcome> {
+    const admission = pass(this.options.policy, memory.gate);
+    if (!admission.write) {
+      // Over the Referable's rate: coalesced, the look after the wait computes from the latest
+      // result. Over the budget: a place is reserved; the look after the wait writes in it.
+      if (admission.reason !== "reserved") this.options.onDeferred?.(admission.reason);
+      return { result: "deferred", retryAfterMs: admission.retryAfterMs };
+    }
+    const name = owner.metadata.name;
+    try {
+      const updated = await this.options.client.request<Referable>("PATCH", referablePath(name, "status"), {
+        body: statusPatch(owner.metadata.uid, desired.status, desired.baseVersion),
+        contentType: "application/json-patch+json",
+      });
+      this.options.onWrite?.("success");
+      return { result: "written", resourceVersion: updated.metadata?.resourceVersion };
+    } catch (err) {
+      if (isApiError(err, 404)) return { result: "dropped" }; // deleted meanwhile: nothing to write
+      if (isApiError(err, 422)) {
+        // The uid precondition failed (the object was re-created: its own events follow), or the
+        // API server's schema refused the status. Retrying the same write cannot help; a new
+        // result will bring a new write.
+        this.options.onWrite?.("error");
+        throw new TerminalError(
+          `the API server refused the status: ${(err as Error).message.slice(0, 300)}`,
+          {
+            cause: err,
+          },
+        );
+      }
+      if (isApiError(err, 409)) {
+        // Changed since (another leader's write, a spec edit): recompute from the newer version.
+        this.options.onWrite?.("conflict");
+        return { result: "conflict" };
+      }
+      this.options.onWrite?.("error");
+      throw err;
+    }
+  }
+
+  /** A status goes with its Referable: nothing to let go of. */
+  async release(): Promise<number | undefined> {
+    return undefined;
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The one constructor of the controller's parts: main.ts, the test harness and (through
+ * main.ts) the bench build the resolver, the Event recorder and the Referable controller here,
+ * wired the same way. Options carry the names of the configuration (src/config.ts).
+ */
+import type { KubeClient } from "../kube/client.ts";
+import type { Discovery, ResourceInfo } from "../kube/discovery.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { ControllerMetrics } from "../metrics.ts";
+import { Resolver, type ResolverOptions, type ResolverWiring } from "../resolver/resolver.ts";
+import { ReferableController } from "./controller.ts";
+import { EventRecorder } from "./events.ts";
+
+/** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
+export function sourcePolicy(config: {
+  allowSecrets: boolean;
+  denyKinds: readonly string[];
+}): (resource: ResourceInfo) => string | undefined {
+  const denied = new Set(config.denyKinds.map((k) => k.toLowerCase()));
+  return (resource) => {
+    if (resource.group === "" && resource.resource === "secrets" && !config.allowSecrets) {
+      return "the controller does not read Secrets unless started with --allow-secrets (and RBAC allows it)";
+    }
+    const kindGroup = (resource.group ? `${resource.kind}.${resource.group}` : resource.kind).toLowerCase();
+    if (denied.has(kindGroup))
+      return `the controller's configuration denies ${kindGroup} sources (--deny-kinds)`;
+    return undefined;
+  };
+}
+
+/** Options of {@link buildController}: the parts to share, and the configuration's settings. */
+export interface BuildOptions {
+  /** The controller's credentials: it reads sources and Referables, and writes, with them. */
+  client: KubeClient;
+  /** Writes (and watches Referables) through this instead, e.g. a client that injects faults. @default client */
+  writer?: Pick<KubeClient, "request" | "watch">;
+  /** Discovery shared with the webhook. @default one of the resolver's own */
+  discovery?: Discovery;
+  /** @default silentLogger */
+  logger?: Logger;
+  /** @default a registry of its own, without default metrics */
+  metrics?: ControllerMetrics;
+  /** This replica's identity, the reporting instance of its Events. */
+  identity: string;
+  /** Whether Secrets may be read (--allow-secrets). @default false */
+  allowSecrets?: boolean;
+  /** Kinds never read (--deny-kinds). @default none */
+  denyKinds?: readonly string[];
+  /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
+  allowSecretExport?: boolean;
+  /** See {@link ResolverOptions.maxValueBytes}. */
+  maxValueBytes?: number;
+  /** Worker threads that evaluate transforms (--transform-workers). */
+  transformWorkers?: number;
+  /** Deadline of one transform evaluation (--transform-timeout). */
+  transformTimeoutMs?: number;
+  /** Heap ceiling of each transform worker, in MiB (--transform-max-heap). */
+  transformMaxHeapMiB?: number;
+  /** See {@link ResolverOptions.informerLingerMs}. */
+  informerLingerMs?: number;
+  /** A silent watch (sources and Referables) is reopened after this long. */
+  watchdogMs?: number;
+  /** See {@link ResolverOptions.kindRetryMs}. */
+  kindRetryMs?: ResolverOptions["kindRetryMs"];
+  /** See {@link ResolverOptions.watchTimeoutSeconds}. */
+  watchTimeoutSeconds?: ResolverOptions["watchTimeoutSeconds"];
+  /** Reconciles at once. */
+  concurrency?: number;
+  statusWriteRate?: number;
+  statusWriteBurst?: number;
+  statusWriteBudget?: number;
+  statusWriteBudgetBurst?: number;
+  /** Only Referables with these labels (--selector). */
+  referableSelector?: string;
+  /** Name of the Lease (--leader-election-id), the label of the leader gauge. */
+  leaderElectionId?: string;
+}
+
+/** The parts {@link buildController} makes. */
+export interface Built {
+  controller: ReferableController;
+  resolver: Resolver;
+  events: EventRecorder;
+  metrics: ControllerMetrics;
+}
+
+/** Builds the resolver, the Event recorder and the Referable controller; starts nothing. */
+export function buildController(options: BuildOptions): Built {
+  const { client } = options;
+  const logger = options.logger ?? silentLogger;
+  const metrics = options.metrics ?? new ControllerMetrics({ defaultMetrics: false });
+  const resolverOptions: ResolverWiring = {
+    client,
+    logger: logger.child?.({ part: "resolver" }) ?? logger,
+    sourcePolicy: sourcePolicy({
+      allowSecrets: options.allowSecrets ?? false,
+      denyKinds: options.denyKinds ?? [],
+    }),
+    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
+  };
+  copyDefined(resolverOptions, options, [
+    "discovery",
+    "maxValueBytes",
+    "informerLingerMs",
+    "watchdogMs",
+    "kindRetryMs",
+    "watchTimeoutSeconds",
+  ] as const);
+  const pool = definedOnly({
+    workers: options.transformWorkers,
+    timeoutMs: options.transformTimeoutMs,
+    maxHeapMiB: options.transformMaxHeapMiB,
+  });
+  if (Object.keys(pool).length > 0) resolverOptions.transformPool = pool;
+  const resolver = new Resolver(resolverOptions);
+  const events = new EventRecorder({
+    client,
+    instance: options.identity,
+    logger,
+    onEmit: (type) => metrics.events.labels(type).inc(),
+  });
+  const controller = new ReferableController({
+    client: options.writer ?? client,
+    resolver,
+    metrics,
+    events,
+    logger: logger.child?.({ part: "controller" }) ?? logger,
+    writePolicy: definedOnly({
+      rate: options.statusWriteRate,
+      burst: options.statusWriteBurst,
+      budget: options.statusWriteBudget,
+      budgetBurst: options.statusWriteBudgetBurst,
+    }),
+    allowSecretExport: options.allowSecretExport ?? false,
+    ...definedOnly({
+      concurrency: options.concurrency,
+      watchdogMs: options.watchdogMs,
+      labelSelector: options.referableSelector,
+      leaseName: options.leaderElectionId,
+    }),
+  });
+  return { controller, resolver, events, metrics };
+}
+
+/** `values` without its undefined entries (exactOptionalPropertyTypes). */
+function definedOnly<T extends Record<string, unknown>>(
+  values: T,
+): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>;
+  };
+}
+
+function copyDefined<K extends keyof ResolverWiring & keyof BuildOptions>(
+  target: ResolverWiring,
+  source: BuildOptions,
+  keys: readonly K[],
+): void {
+  for (const key of keys)
+    if (source[key] !== undefined) (target as Record<string, unknown>)[key] = source[key];
+}

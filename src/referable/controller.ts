@@ -1,0 +1,287 @@
+/**
+ * The Referable controller: Referable informer → runtime Controller (queue, workers) →
+ * ReferableReconciler → outputs (keys, then status). This file only wires them and turns
+ * informer events into keys; the Manager (src/runtime/manager.ts) runs it.
+ *
+ * Every replica keeps its caches and subscriptions warm; only the leader writes.
+ */
+import { REFERABLE_RESOURCE, type Referable } from "../api/referable.ts";
+import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import type { ControllerMetrics } from "../metrics.ts";
+import { KeysOutput } from "../outputs/keys/output.ts";
+import { StatusOutput } from "../outputs/status.ts";
+import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
+import type { Resolver } from "../resolver/resolver.ts";
+import { Controller, type ControllerObserver } from "../runtime/controller.ts";
+import type { UnfinishedWork } from "../runtime/workqueue.ts";
+import type { EventRecorder } from "./events.ts";
+import { ReferableReconciler, type Cycles } from "./reconciler.ts";
+import { ReferenceGraph } from "./reference-graph.ts";
+import { readsOf, slimReferable } from "./spec.ts";
+import { ReferableStates } from "./state.ts";
+import { readyCondition } from "./status.ts";
+import { Subscriptions } from "./subscriptions.ts";
+
+/** Options for {@link ReferableController}. */
+export interface ReferableControllerOptions {
+  client: Pick<KubeClient, "request" | "watch">;
+  resolver: Pick<Resolver, "watch">;
+  metrics?: ControllerMetrics;
+  events?: EventRecorder;
+  logger?: Logger;
+  /** Reconciles at once. @default 16 (fan-out measured in BENCHMARKS.md) */
+  concurrency?: number;
+  /** A Referable watch silent this long is reopened. @default 90000 */
+  watchdogMs?: number;
+  /**
+   * Only Referables with these labels (label selector string form): runs several controllers,
+   * or shards, side by side. @default every Referable
+   */
+  labelSelector?: string;
+  /** Name of the leader-election Lease, the label of leader_election_master_status. @default "referable-controller" */
+  leaseName?: string;
+  /** Clock for condition timestamps. @default () => new Date() */
+  now?: () => Date;
+  /**
+   * When outputs may write: a rate and burst per Referable, and a budget for the whole
+   * controller, shared by status and key writes. See {@link WritePolicy}.
+   */
+  writePolicy?: WritePolicyOptions;
+  /** See {@link ReferableReconcilerOptions.maxRepairIntervalMs}. @default 30000 */
+  maxRepairIntervalMs?: number;
+  /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
+  allowSecretExport?: boolean;
+}
+
+const NAME = "referable";
+
+/** The Referable controller; see the module comment. */
+export class ReferableController {
+  private readonly options: ReferableControllerOptions;
+  private readonly logger: Logger;
+  private readonly informer: Informer;
+  private readonly runtime: Controller;
+  private readonly states = new ReferableStates();
+  private readonly subscriptions: Subscriptions;
+  private readonly graph = new ReferenceGraph();
+  private graphFlushScheduled = false;
+  /** What the reconciler reads of leadership, once per reconcile. */
+  private readonly leadership = { leading: false };
+  private primed = false;
+  private cacheStarted = false;
+
+  constructor(options: ReferableControllerOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+    this.subscriptions = new Subscriptions(this.states, options.resolver, (name) =>
+      this.runtime.enqueue(name),
+    );
+    const reconciler = this.reconciler();
+    const runtime: ConstructorParameters<typeof Controller>[0] = {
+      name: NAME,
+      reconciler,
+      logger: this.logger,
+    };
+    if (options.concurrency !== undefined) runtime.concurrency = options.concurrency;
+    if (options.metrics) runtime.observer = controllerObserver(options.metrics);
+    this.runtime = new Controller(runtime);
+    this.informer = this.referableInformer();
+  }
+
+  /** Starts watching Referables and reconciling them: {@link startCache}, then {@link startWorkers}. */
+  start(): void {
+    this.startCache();
+    this.startWorkers();
+  }
+
+  /** Starts the Referable cache; nothing is reconciled until {@link startWorkers}. */
+  startCache(): void {
+    if (this.cacheStarted) return;
+    this.cacheStarted = true;
+    this.informer.start();
+  }
+
+  /** Starts the workers that reconcile (and, once leading, write). */
+  startWorkers(): void {
+    this.options.metrics?.maxConcurrentReconciles.labels(NAME).set(this.runtime.concurrency);
+    this.runtime.start();
+  }
+
+  /** Whether the Referable cache has completed its first list. */
+  get synced(): boolean {
+    return this.informer.state.phase === "Synced";
+  }
+
+  /** Resolves once the Referable cache has completed its first list (or failed). */
+  whenSynced(): Promise<void> {
+    return this.informer.whenSettled();
+  }
+
+  /** Makes this replica write (true) or only keep its caches warm (false). */
+  setLeader(leader: boolean): void {
+    if (this.leadership.leading === leader) return;
+    this.leadership.leading = leader;
+    this.options.metrics?.leaderStatus
+      .labels(this.options.leaseName ?? "referable-controller")
+      .set(leader ? 1 : 0);
+    this.states.changeLeadership();
+    // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
+    if (leader) for (const obj of this.informer.list()) this.runtime.enqueue(obj.metadata?.name ?? "");
+  }
+
+  /** The work queue's work in progress (the stuck-worker gauges), measured now. */
+  unfinishedWork(): UnfinishedWork {
+    return this.runtime.unfinishedWork();
+  }
+
+  /** Referables by their Ready reason, for the gauge. */
+  countByReason(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const obj of this.informer.list()) {
+      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
+      counts.set(reason, (counts.get(reason) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /**
+   * Stops writing and taking work, and resolves once every running reconcile (and the write it
+   * may be making) has finished: after this, nothing of this replica writes.
+   */
+  async drain(): Promise<void> {
+    this.setLeader(false);
+    await this.runtime.drain();
+  }
+
+  /** {@link drain}s, then closes the cache and every subscription. */
+  async stop(): Promise<void> {
+    await this.drain();
+    await this.informer.stop();
+    this.states.clear();
+  }
+
+  private reconciler(): ReferableReconciler {
+    const { options } = this;
+    const metrics = options.metrics;
+    const policy = new WritePolicy(options.writePolicy);
+    const cycles: Cycles = {
+      cycleOf: (name) => this.graph.cycleOf(name),
+      flush: (reconciling) => this.flushGraph(reconciling),
+    };
+    return new ReferableReconciler({
+      reader: { get: (name) => this.informer.get(undefined, name) as unknown as Referable | undefined },
+      states: this.states,
+      track: (obj) => this.subscriptions.track(obj),
+      cycles,
+      leadership: this.leadership,
+      status: new StatusOutput({
+        client: options.client,
+        policy,
+        logger: this.logger,
+        onWrite: (result) => metrics?.statusWrites.labels(result).inc(),
+        onDeferred: (reason) => metrics?.statusWritesDeferred.labels(reason).inc(),
+      }),
+      keys: new KeysOutput({
+        client: options.client,
+        policy,
+        logger: this.logger,
+        allowSecrets: options.allowSecretExport ?? false,
+        onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+      }),
+      ...(options.events && { events: options.events }),
+      logger: this.logger,
+      ...(options.now && { now: options.now }),
+      ...(options.maxRepairIntervalMs !== undefined && { maxRepairIntervalMs: options.maxRepairIntervalMs }),
+      onPropagation: (seconds) => metrics?.propagation.observe(seconds),
+      onRepair: () => metrics?.statusRepairs.inc(),
+    });
+  }
+
+  private referableInformer(): Informer {
+    const options: InformerOptions = {
+      client: this.options.client,
+      resource: REFERABLE_RESOURCE,
+      logger: this.logger,
+      decode: slimReferable,
+    };
+    if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
+    if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
+    const informer = new Informer(options);
+    informer.addListener({
+      onEvent: (event) => this.onEvent(event),
+      onState: (state) => {
+        if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
+        // Subscribe every Referable in one go, before any source list returns: the source cache
+        // keeps only what is read, so an object listed before its reader subscribed would need
+        // a second read. Reconciles then find their subscriptions made.
+        if (state.phase === "Synced" && !this.primed) {
+          this.primed = true;
+          for (const obj of informer.list()) this.subscriptions.track(obj as unknown as Referable);
+        }
+      },
+    });
+    return informer;
+  }
+
+  /** Events only enqueue names, and keep the reference graph in step. */
+  private onEvent(event: InformerEvent): void {
+    this.follow(event);
+    const referable = event.object as unknown as Referable;
+    const name = referable.metadata?.name ?? "";
+    // The echo of this replica's own status write brings nothing to do: it holds what was
+    // written, which reconcile already compares against. Skipping it halves the reconciles of a
+    // fan-out (one source read by a thousand Referables), where the controller shares the
+    // machine with the API server it waits for. A step that needs another pass asks for it in
+    // its result, so no echo is ever needed for progress.
+    const overlay = this.states.get(name)?.overlay;
+    if (
+      event.type === "MODIFIED" &&
+      overlay?.resourceVersion !== undefined &&
+      overlay.resourceVersion === referable.metadata?.resourceVersion
+    )
+      return;
+    this.runtime.enqueue(name);
+  }
+
+  /** Keeps the reference graph in step with a Referable event, and schedules a look for new cycles. */
+  private follow(event: InformerEvent): void {
+    const obj = event.object as unknown as Referable;
+    const name = obj.metadata?.name;
+    if (!name) return;
+    if (event.type === "DELETED") this.graph.delete(name);
+    else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    // Once per burst of events (a relist delivers thousands at once), not once per event.
+    if (this.graphFlushScheduled) return;
+    this.graphFlushScheduled = true;
+    queueMicrotask(() => {
+      this.graphFlushScheduled = false;
+      this.flushGraph(undefined);
+    });
+  }
+
+  /** Recomputes the cycles if the graph changed, and queues every Referable whose cycle changed. */
+  private flushGraph(reconciling: string | undefined): void {
+    for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
+  }
+}
+
+/** The runtime's measurements into controller-runtime's metrics. */
+function controllerObserver(metrics: ControllerMetrics): ControllerObserver {
+  const labels = { name: NAME, controller: NAME };
+  return {
+    onAdd: () => metrics.workqueueAdds.labels(labels).inc(),
+    onDepth: (depth) => metrics.workqueueDepth.labels(labels).set(depth),
+    onGet: (s) => metrics.workqueueQueueDuration.labels(labels).observe(s),
+    onDone: (s) => metrics.workqueueWorkDuration.labels(labels).observe(s),
+    onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
+    onActive: (delta) =>
+      delta > 0 ? metrics.activeWorkers.labels(NAME).inc() : metrics.activeWorkers.labels(NAME).dec(),
+    onReconcile: (outcome, seconds, error) => {
+      if (outcome === "error") metrics.observeReconcileError(error ?? "error");
+      else metrics.reconcileTotal.labels(NAME, outcome).inc();
+      metrics.reconcileTime.labels(NAME).observe(seconds);
+    },
+  };
+}

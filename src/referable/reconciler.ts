@@ -1,0 +1,252 @@
+/**
+ * The Reconciler for Referables: reads a Referable and the current result of its resolver
+ * subscription, runs the outputs (the keys of spec.export first, then the status, which records
+ * them), and says when to look again. Level-based: it never acts on an event's payload.
+ *
+ * Every replica computes; only the leader writes. Progress is a result: a step that needs
+ * another pass (the finalizer let go of once the status no longer lists a key, a write waiting
+ * for the write policy, a failed export on its backoff) returns `requeueAfterMs`, and never
+ * waits for the event its own write will cause.
+ */
+import type { Referable, ReferableStatus } from "../api/referable.ts";
+import { ResolutionError } from "../errors.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import { newKeysMemory, type KeysOutput, type KeysStep } from "../outputs/keys/output.ts";
+import type { StatusOutput } from "../outputs/status.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
+import { backoffDelay } from "../runtime/backoff.ts";
+import type { EventRecorder } from "./events.ts";
+import { describeCycle } from "./reference-graph.ts";
+import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
+import { desiredStatus, readyCondition, statusEquals } from "./status.ts";
+
+/** Reads Referables from the cache. */
+export interface ReferableReader {
+  get(name: string): Referable | undefined;
+}
+
+/** The cycles among Referables this controller sees (see ReferenceGraph). */
+export interface Cycles {
+  /** The cycle `name` is in, as a path that starts and ends with it, if any. */
+  cycleOf(name: string): readonly string[] | undefined;
+  /** Brings the cycles up to date, queueing every Referable but `reconciling` whose cycle changed. */
+  flush(reconciling: string): void;
+}
+
+/** Whether this replica leads, read once per reconcile. */
+export interface Leadership {
+  readonly leading: boolean;
+}
+
+/** Options for {@link ReferableReconciler}. */
+export interface ReferableReconcilerOptions {
+  reader: ReferableReader;
+  states: ReferableStates;
+  /** Makes a Referable's state (and subscription) for its spec. */
+  track(obj: Referable): ReferableState;
+  cycles: Cycles;
+  leadership: Leadership;
+  status: Pick<StatusOutput, "write" | "memory">;
+  keys: Pick<KeysOutput, "write" | "release" | "finalizing">;
+  events?: Pick<EventRecorder, "transition" | "forget">;
+  logger?: Logger;
+  /** Clock for condition timestamps. @default () => new Date() */
+  now?: () => Date;
+  /**
+   * Longest time between two writes that put back a status someone else changed. Each repair
+   * of one Referable within a minute of the last waits twice as long as the one before (from
+   * 100 ms), up to this: a writer that forges a status in a loop cannot drive the controller
+   * into one.
+   * @default 30000
+   */
+  maxRepairIntervalMs?: number;
+  /** Told how long a pushed result took to reach the status, in seconds. */
+  onPropagation?: (seconds: number) => void;
+  /** Told of every repair. */
+  onRepair?: () => void;
+}
+
+const PENDING: ResolutionResult = {
+  ok: false,
+  error: new ResolutionError("Pending", "resolving the source"),
+};
+
+/** A repair this long after the last one starts a new streak, at the shortest interval. */
+const REPAIR_STREAK_MS = 60_000;
+/** The shortest interval between a write and a repair after it: the first step of the backoff. */
+const REPAIR_BASE_MS = 100;
+
+/** What one reconcile works from. */
+interface Pass {
+  name: string;
+  /** The Referable in the cache. */
+  cached: Referable;
+  /** The Referable as it is after this replica's writes the cache has not shown yet. */
+  view: Referable;
+  state: ReferableState;
+  leading: boolean;
+}
+
+/** The Reconciler for Referables; see the module comment. */
+export class ReferableReconciler implements Reconciler {
+  private readonly options: ReferableReconcilerOptions;
+  private readonly logger: Logger;
+
+  constructor(options: ReferableReconcilerOptions) {
+    this.options = options;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  async reconcile(name: string): Promise<Result> {
+    const cached = this.options.reader.get(name);
+    if (!cached) {
+      this.forget(name);
+      return DONE;
+    }
+    const leading = this.options.leadership.leading;
+    if (this.options.keys.finalizing(cached)) return leading ? this.release(cached) : DONE;
+    const state = this.options.track(cached);
+    this.options.cycles.flush(name);
+    const current = state.subscription?.current;
+    const result = state.fixed ?? this.unlessCycle(name, current ?? PENDING);
+    // Nothing to say yet: the subscription pushes its first result (after a discovery lookup, or
+    // a targeted read of a source cached before anyone read it), which queues this Referable
+    // again. A "Pending" written now would only be overwritten a few milliseconds later.
+    if (state.subscription && current === undefined && result === PENDING) return DONE;
+    const pass: Pass = { name, cached, view: viewOf(cached, state), state, leading };
+    const keys = await this.writeKeys(pass, result);
+    if (keys?.requeue) return { requeue: true };
+    const after: Result = keys?.retryAfterMs === undefined ? DONE : { requeueAfterMs: keys.retryAfterMs };
+    return sooner(after, await this.writeStatus(pass, result, keys));
+  }
+
+  /** The Referable is being deleted and holds the export finalizer: its keys go first. */
+  private async release(obj: Referable): Promise<Result> {
+    const name = obj.metadata.name;
+    const wait = await this.options.keys.release(obj, this.options.states.releasing(name));
+    if (wait !== undefined) return { requeueAfterMs: wait };
+    this.options.states.released(name);
+    return DONE;
+  }
+
+  /**
+   * spec.export: the leader writes the value into the targets before the status says so.
+   * Nothing happens before the value is observed (Pending), nor on a Referable being deleted
+   * without the finalizer (none may be added then).
+   */
+  private async writeKeys(pass: Pass, result: ResolutionResult): Promise<KeysStep | undefined> {
+    if (!pass.leading || (!result.ok && result.error.reason === "Pending")) return undefined;
+    if (pass.view.metadata.deletionTimestamp !== undefined) return undefined;
+    const { state, view } = pass;
+    // The keys it wrote are those of the status it wrote, when it knows it: a forged
+    // status.exports must not send it to release (or read) targets it never wrote.
+    const owner = state.own ? { ...view, status: state.own } : view;
+    const step = await this.options.keys.write(owner, result, (state.keys ??= newKeysMemory()));
+    if (step.metadata) {
+      recordWrite(state, view, pass.cached, {
+        resourceVersion: step.metadata.resourceVersion,
+        finalizers: step.metadata.finalizers,
+      });
+      pass.view = viewOf(pass.cached, state);
+    }
+    return step;
+  }
+
+  /** Writes the status `result` and the keys step call for, if it differs and this replica leads. */
+  private async writeStatus(
+    pass: Pass,
+    result: ResolutionResult,
+    keys: KeysStep | undefined,
+  ): Promise<Result> {
+    const { state, view, leading } = pass;
+    const own = leading ? state.own : undefined;
+    const desired = desiredStatus(view, result, this.options.now?.() ?? new Date(), own, keys?.state);
+    if (!desired || statusEquals(view.status, desired)) {
+      state.pushedAt = undefined;
+      return DONE;
+    }
+    if (!leading) return DONE;
+    // The stored status is not what this replica wrote: someone else wrote it.
+    const repair = own !== undefined && !statusEquals(view.status, own);
+    const streak =
+      repair && state.lastRepairAt !== undefined && performance.now() - state.lastRepairAt < REPAIR_STREAK_MS
+        ? state.repairs
+        : 0;
+    const wait = repair ? this.repairWait(state, streak) : 0;
+    if (wait > 0) return { requeueAfterMs: wait };
+    const outcome = await this.options.status.write(
+      view,
+      { status: desired, baseVersion: view.metadata.resourceVersion },
+      (state.statusMemory ??= this.options.status.memory()),
+    );
+    if (outcome.result === "deferred") return { requeueAfterMs: outcome.retryAfterMs };
+    if (outcome.result === "conflict") return { requeue: true };
+    if (outcome.result === "dropped") return DONE;
+    recordWrite(state, view, pass.cached, { resourceVersion: outcome.resourceVersion, status: desired });
+    this.written(pass, desired, repair, streak);
+    // The status records the keys step now: its next step (letting go of the finalizer once no
+    // key is listed) runs on the next look, asked for here rather than left to the echo.
+    return keys?.thenRequeue ? { requeueAfterMs: 0 } : DONE;
+  }
+
+  /** How long a repair must still wait after the last write (0: none). */
+  private repairWait(state: ReferableState, streak: number): number {
+    if (state.lastWriteAt === undefined) return 0;
+    const interval = backoffDelay(streak, {
+      baseMs: REPAIR_BASE_MS,
+      maxMs: Math.max(REPAIR_BASE_MS, this.options.maxRepairIntervalMs ?? 30_000),
+    });
+    return state.lastWriteAt + interval - performance.now();
+  }
+
+  /** After a status write: the state, the metrics, the log line and the Event. */
+  private written(pass: Pass, desired: ReferableStatus, repair: boolean, streak: number): void {
+    const { state, name, view, cached } = pass;
+    state.own = desired;
+    // Only a write that succeeded starts the repair interval: a failed one is retried on the
+    // work queue's growing backoff, which a requeueAfter here would reset.
+    state.lastWriteAt = performance.now();
+    if (state.pushedAt !== undefined)
+      this.options.onPropagation?.((performance.now() - state.pushedAt) / 1000);
+    state.pushedAt = undefined;
+    const before = readyCondition(view.status);
+    const after = readyCondition(desired)!;
+    this.logger.info(
+      { referable: name, ready: after.status, reason: after.reason, generation: desired.observedGeneration },
+      "status written",
+    );
+    // Pending is where every new Referable starts: not worth an Event.
+    if (before?.reason !== after.reason && after.reason !== "Pending")
+      this.options.events?.transition(cached, after.reason, after.message);
+    if (!repair) return;
+    state.repairs = streak + 1;
+    state.lastRepairAt = performance.now();
+    this.options.onRepair?.();
+    this.logger.warn(
+      { referable: name, repairs: state.repairs },
+      "put back a status someone else changed: only the controller writes a Referable's status",
+    );
+  }
+
+  /**
+   * `result`, unless the Referable reads itself, directly (a selector that matches it) or
+   * through other Referables (a cycle of any length): then InvalidSpec. Such a loop never
+   * settles when the field read changes with every write (metadata.resourceVersion, the status
+   * itself), so the controller refuses it rather than write forever.
+   */
+  private unlessCycle(name: string, result: ResolutionResult): ResolutionResult {
+    const path = this.options.cycles.cycleOf(name);
+    if (!path) return result;
+    const message =
+      path.length === 2
+        ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
+        : `spec.source reads Referables in a cycle of ${path.length - 1} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
+    return { ok: false, error: new ResolutionError("InvalidSpec", message) };
+  }
+
+  private forget(name: string): void {
+    const state = this.options.states.delete(name);
+    if (state?.uid) this.options.events?.forget(state.uid);
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The resolver's options: what a library user passes to createResolver, what the controller's
+ * wiring adds (a shared client, discovery, cache), and the options of one call.
+ */
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { SourceCache } from "../informers/source-cache.ts";
+import type { KubeClient } from "../kube/client.ts";
+import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
+import type { Logger } from "../log.ts";
+import type { TransformPoolOptions } from "../transform/pool.ts";
+import type { TransformRunner } from "./transform.ts";
+import { ResolutionError } from "../errors.ts";
+import { checkKeys, everyKey } from "./strict.ts";
+
+/** Options for {@link createResolver}; every one has a default but the connection. */
+export interface ResolverOptions {
+  /**
+   * The context of `kubeConfig` to connect with, instead of its current context (kubectl's
+   * `--context`); the KubeConfig itself is not changed. @default the kubeConfig's current context
+   */
+  context?: string;
+  /**
+   * Where to connect, with whose credentials: a `KubeConfig` of `@kubernetes/client-node` (2.x),
+   * for example one that `loadFromDefault()` filled. The resolver makes its own connection from
+   * it and closes it on {@link Resolver.stop}.
+   */
+  kubeConfig: KubeConfig;
+  /** Structured logger (pino-compatible). @default a silent logger */
+  logger?: Logger;
+  /** Largest value, in bytes of JSON; larger gives `ValueTooLarge`. @default 32768 */
+  maxValueBytes?: number;
+  /** Most values of a `Multiple` selector; more gives `ValueTooLarge`. @default 4096 */
+  maxValues?: number;
+  /**
+   * `Cluster`: one informer per source kind across all namespaces (needs cluster-wide list and
+   * watch). `Namespace`: one per kind and namespace (works with namespaced RBAC).
+   * @default "Cluster"
+   */
+  informerScope?: "Cluster" | "Namespace";
+  /** How long an informer no subscription uses is kept before it is closed. @default 10000 */
+  informerLingerMs?: number;
+  /** A watch silent this long is reopened. @default 90000 */
+  watchdogMs?: number;
+  /**
+   * The lifetime the API server gives each source watch, in seconds, as [least, most]. Reopening
+   * is re-authorised, so this bounds how long a watch outlives the access it was opened with
+   * (RBAC revoked mid-watch keeps delivering until the watch ends). @default [30, 50]
+   */
+  watchTimeoutSeconds?: [number, number];
+  /** How long {@link Resolver.resolve} waits for a kind's first list. @default 30000 */
+  resolveTimeoutMs?: number;
+  /**
+   * Refuses some sources: returns a message for a resource the resolver must not read, which
+   * then resolves to `Forbidden` with that message. @default every resource is allowed
+   */
+  sourcePolicy?: (
+    resource: ResourceInfo,
+    source: { namespace?: string; name?: string },
+  ) => string | undefined;
+  /**
+   * Watch CustomResourceDefinitions while some reference waits for a kind that is not served,
+   * so it resolves as soon as its CRD is established (a backoff retry covers the rest).
+   * @default true
+   */
+  watchCustomResourceDefinitions?: boolean;
+  /** First and longest retry of a reference whose kind is not found. @default [1000, 60000] */
+  kindRetryMs?: [number, number];
+  /** Counts informer signals, for metrics. */
+  onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
+  /**
+   * The worker threads transforms run in, off the event loop, and their limits: each evaluation
+   * has a deadline (`timeoutMs`, CPU time of its worker) and each worker a heap ceiling
+   * (`maxHeapMiB`); an evaluation past either is `TransformFailed`. The pool starts with the
+   * first transform, never keeps the process alive, and closes on {@link Resolver.stop}.
+   * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64 \}
+   */
+  transformPool?: TransformPoolOptions;
+}
+
+/**
+ * How the controller and the tests wire a resolver to parts they share (a client with its
+ * request metrics, discovery, a source cache, or fakes of the last two): not part of the package's
+ * API, which takes a `kubeConfig` only.
+ * @internal
+ */
+export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
+  /** Where to connect; give this or `client` (or both `cache` and `discovery`). */
+  kubeConfig?: KubeConfig;
+  /** A client to share (it is not closed by {@link Resolver.stop}); give this or `kubeConfig`. */
+  client?: KubeClient;
+  /** Discovery to share; one over the client is made when absent. */
+  discovery?: KindResolver;
+  /**
+   * The source cache to read from (shared with other resolvers; not stopped by
+   * {@link Resolver.stop}); one over the client is made when absent.
+   */
+  cache?: SourceCache;
+  /** What evaluates transforms (not closed by {@link Resolver.stop}); a pool of its own when absent. */
+  transformRunner?: TransformRunner;
+}
+
+/** Options of one {@link Resolver.watch}. */
+export interface WatchOptions {
+  /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
+  fieldPrefix?: string;
+}
+
+/** Options of one {@link Resolver.resolve} or {@link Resolver.resolveSelector}. */
+export interface ResolveOptions {
+  /**
+   * Answer from the API server rather than from the cache: the source is read with one `list`
+   * request (no resourceVersion, so a quorum read), and the answer is at least as new as the
+   * moment of the call: a write that completed before the call is seen, an object deleted or
+   * unlabelled before it is not. Costs one request per call (and a discovery lookup the first
+   * time a kind is met); the cache is neither used nor changed, and no informer is started.
+   * Without it, the answer comes from the shared cache, which trails the API server by the
+   * watch's delay (see docs/library.md, "How fresh an answer is").
+   * @default false
+   */
+  consistent?: boolean;
+}
+
+/** The options of the client a resolver makes for itself. */
+export function clientOptions(options: ResolverWiring): ConstructorParameters<typeof KubeClient>[0] {
+  const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
+  if (options.context !== undefined) out.context = options.context;
+  return out;
+}
+
+/** Every key of {@link ResolverOptions}: any other is refused (see strict.ts). */
+export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
+  "context",
+  "kubeConfig",
+  "logger",
+  "maxValueBytes",
+  "maxValues",
+  "informerScope",
+  "informerLingerMs",
+  "watchdogMs",
+  "watchTimeoutSeconds",
+  "resolveTimeoutMs",
+  "sourcePolicy",
+  "watchCustomResourceDefinitions",
+  "kindRetryMs",
+  "onInformerSignal",
+  "transformPool",
+]);
+const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
+  "workers",
+  "timeoutMs",
+  "maxHeapMiB",
+  "cooldownMs",
+  "keepAlive",
+]);
+/** Every key of {@link ResolveOptions}. */
+export const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
+/** Every key of {@link WatchOptions}. */
+export const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
+
+/** Refuses what createResolver cannot take: no options object, or a key it does not know. */
+export function checkResolverOptions(options: unknown): void {
+  if (typeof options !== "object" || options === null)
+    throw new ResolutionError("InvalidSpec", "createResolver takes an options object with a kubeConfig");
+  checkKeys(options, RESOLVER_OPTION_KEYS, "the options of createResolver");
+  const pool = (options as ResolverOptions).transformPool;
+  if (typeof pool === "object" && pool !== null)
+    checkKeys(pool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
+}

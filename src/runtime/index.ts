@@ -1,0 +1,20 @@
+/**
+ * The controller runtime: a work queue, a Controller that runs a one-method Reconciler, a
+ * Manager that owns start and stop order and leadership (leader election on a Lease), and the
+ * one backoff, token bucket and abortable sleep every timing in the process is made of. It
+ * knows nothing of Referables.
+ * @module
+ */
+export { backoffDelay, jittered, KeyedBackoff, type BackoffOptions } from "./backoff.ts";
+export {
+  Controller,
+  type ControllerObserver,
+  type ControllerOptions,
+  type ReconcileOutcome,
+} from "./controller.ts";
+export { JITTER_FACTOR, LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
+export { Manager, type ManagedController, type ManagedElector, type ManagerOptions } from "./manager.ts";
+export { classifyError, DONE, sooner, TerminalError, type Reconciler, type Result } from "./reconciler.ts";
+export { sleep } from "./sleep.ts";
+export { TokenBucket } from "./token-bucket.ts";
+export { WorkQueue, type RateLimiter, type WorkQueueObserver } from "./workqueue.ts";
