@@ -58,13 +58,17 @@ const PANICS = new Set(["TypeError", "ReferenceError", "RangeError", "EvalError"
 
 /**
  * What a reconcile threw: "terminal" (a {@link TerminalError}: not retried), "panic" (a bug: a
- * TypeError, ReferenceError, RangeError, EvalError or URIError, or a thrown non-Error; retried
+ * TypeError, ReferenceError, RangeError, EvalError or URIError without a cause, or a thrown
+ * non-Error; retried
  * with backoff as controller-runtime retries a recovered panic), or "error" (retried with backoff).
  */
 export function classifyError(err: unknown): "terminal" | "panic" | "error" {
   if (typeof err !== "object" || err === null) return "panic";
   if ((err as Record<symbol, unknown>)[TERMINAL] === true) return "terminal";
   if (!(err instanceof Error) && !("message" in err)) return "panic";
+  // fetch (undici) reports a failed connection as TypeError("fetch failed", { cause }): the
+  // network's failure, retried as any error, not a bug of ours.
+  if ((err as Error).cause !== undefined) return "error";
   return PANICS.has((err as Error).name) ? "panic" : "error";
 }
 

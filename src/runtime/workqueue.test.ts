@@ -566,6 +566,11 @@ describe("classifyError", () => {
       err: new RangeError("Maximum call stack size exceeded"),
       want: "panic",
     },
+    {
+      reason: "fetch's failed connection (a TypeError with a cause) is the network's, not a bug",
+      err: new TypeError("fetch failed", { cause: new Error("read ECONNRESET") }),
+      want: "error",
+    },
     { reason: "a thrown string is a panic", err: "a string", want: "panic" },
     { reason: "a thrown undefined is a panic", err: undefined, want: "panic" },
     {

@@ -418,7 +418,8 @@ describe("updates", () => {
           }),
         ),
       ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
-    expect(webhook.reviews).toBe(reviewsBefore + 2);
+    // (No count of reviews here: the API server judges a patch again when it retries it after a
+    // conflict, e.g. with a controller of another test file writing the status meanwhile.)
   });
 });
 
