@@ -92,161 +92,199 @@ const refuse = (code: number, reason: string, message: string): Decision => ({
   status: { code, reason, message },
 });
 
+/** What the checks below need of the handler's options, with the defaults applied. */
+interface Judge {
+  client: AdmissionHandlerOptions["client"];
+  discovery: KindResolver;
+  logger: Logger;
+  timeoutMs: number;
+  limits: { maxValueBytes: number; costBudget?: number };
+}
+
 /** Makes the handler; see {@link AdmissionHandler}. */
 export function createAdmissionHandler(options: AdmissionHandlerOptions): AdmissionHandler {
-  const logger = options.logger ?? silentLogger;
-  const timeoutMs = options.timeoutMs ?? 8000;
-
-  async function decide(request: AdmissionRequest): Promise<Decision> {
-    // The webhook configuration sends only these; anything else is not ours to judge, and a
-    // validating webhook that allows adds no access. Status writes go to the status
-    // subresource, which cannot change spec.
-    const { resource } = request;
-    if (resource.group !== REFERABLE_GROUP || resource.resource !== REFERABLE_RESOURCE.resource)
-      return allow();
-    if (request.subResource) return allow();
-    if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
-
-    // An update that leaves spec alone (the controller's finalizer, a label, an annotation)
-    // changes nothing that is read or written: allowed before any check, so removing a finalizer
-    // never depends on a transform that compiled when it was written, or on an access review.
-    if (request.operation === "UPDATE" && sameJson(specOf(request.object), specOf(request.oldObject)))
-      return allow();
-
-    // A transform that cannot compile, or whose estimated worst-case cost is over the budget,
-    // never runs: refused before any access check.
-    const transformError = transformProblem(request.object, {
+  const judge: Judge = {
+    client: options.client,
+    discovery: options.discovery,
+    logger: options.logger ?? silentLogger,
+    timeoutMs: options.timeoutMs ?? 8000,
+    limits: {
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
       ...(options.costBudget !== undefined ? { costBudget: options.costBudget } : {}),
-    });
-    if (transformError !== undefined) return refuse(422, "Invalid", transformError);
-
-    const exportNeeds = exportPermissions(request);
-    if (exportNeeds.length > 0) {
-      const user = request.userInfo;
-      const who = JSON.stringify(user.username ?? "");
-      const signal = AbortSignal.timeout(timeoutMs);
-      let missing: Permission[];
-      try {
-        const answers = await Promise.all(
-          exportNeeds.map((p) => reviewAccess(options.client, user, p, signal)),
-        );
-        missing = exportNeeds.filter((_, i) => !answers[i]!.allowed);
-      } catch (err) {
-        logger.warn(
-          { referable: referableName(request), err: (err as Error).message },
-          "a SubjectAccessReview failed",
-        );
-        return refuse(
-          500,
-          "InternalError",
-          `could not ask the API server whether user ${who} may write the targets of spec.export: ${(err as Error).message}; retry`,
-        );
-      }
-      if (missing.length > 0) {
-        logger.info(
-          {
-            referable: referableName(request),
-            user: user.username,
-            missing: missing.map(describePermission),
-          },
-          "refused a Referable: its author may not write its export targets",
-        );
-        return refuse(
-          403,
-          "Forbidden",
-          `user ${who} may not ${missing.map(describePermission).join(" and may not ")}: ${EXPORT_REFUSAL_SUFFIX}`,
-        );
-      }
-    }
-
-    // Checked on every change of spec, not only of spec.source: a new transform, default or
-    // selection decides what is published from the same source, and its author must be allowed
-    // to read what they decide about.
-    const reads = sourceReads(sourceOf(request.object));
-    if (typeof reads === "string") return allow(reads);
-    const user = request.userInfo;
-    const who = JSON.stringify(user.username ?? "");
-    const signal = AbortSignal.timeout(timeoutMs);
-    const referable = referableName(request);
-
-    let resourceInfo: ResourceInfo | undefined;
-    let notServed: string | undefined;
-    try {
-      resourceInfo = await untilAborted(options.discovery.lookup(reads.apiVersion, reads.kind), signal);
-    } catch (err) {
-      if (isResolutionError(err) && err.reason === "InvalidSpec") {
-        // The controller cannot map such a source to anything, so it reads nothing and reports
-        // InvalidSpec; any change of spec.source comes back here.
-        return allow(`${err.message}: the controller reads nothing until spec.source is fixed`);
-      }
-      if (!(isResolutionError(err) && err.reason === "KindNotFound")) {
-        logger.warn({ referable, err: (err as Error).message }, "could not map the source kind");
-        return refuse(
-          500,
-          "InternalError",
-          `could not check whether user ${who} may read spec.source: ${(err as Error).message}; retry`,
-        );
-      }
-      notServed = err.message;
-    }
-
-    // A kind that is not served yet has no resource name to ask about, and guessing its plural
-    // would ask about the wrong thing. Once its CRD comes, the controller reads it without
-    // another admission, so the only safe question now is one whose answer covers whatever the
-    // resource turns out to be: may the user read every resource of that API group there?
-    const { group, version } = resourceInfo ?? parseApiVersion(reads.apiVersion);
-    const resourceName = resourceInfo?.resource ?? "*";
-    const namespace = resourceInfo && !resourceInfo.namespaced ? "" : (reads.namespace ?? "");
-    const needed: Permission[] = [];
-    if (reads.name !== undefined) {
-      const get: Permission = { verb: "get", group, version, resource: resourceName, namespace };
-      if (resourceInfo) get.name = reads.name;
-      needed.push(get);
-    }
-    if (reads.selector) needed.push({ verb: "list", group, version, resource: resourceName, namespace });
-
-    let missing: Permission[];
-    try {
-      const answers = await Promise.all(needed.map((p) => reviewAccess(options.client, user, p, signal)));
-      missing = needed.filter((_, i) => !answers[i]!.allowed);
-    } catch (err) {
-      logger.warn({ referable, err: (err as Error).message }, "a SubjectAccessReview failed");
-      return refuse(
-        500,
-        "InternalError",
-        `could not ask the API server whether user ${who} may ${needed.map(describePermission).join(" and ")}: ${(err as Error).message}; retry`,
-      );
-    }
-
-    const wanted = missing.map(describePermission).join(" and may not ");
-    if (missing.length > 0) {
-      logger.info(
-        { referable, user: user.username, missing: missing.map(describePermission) },
-        "refused a Referable: its author may not read its source",
-      );
-      if (notServed !== undefined) {
-        return refuse(
-          403,
-          "Forbidden",
-          `${notServed}; until the kind is served, which permission reading it needs cannot be checked, and user ${who} may not ${wanted}: create the Referable once the kind is served (${REFUSAL_SUFFIX})`,
-        );
-      }
-      return refuse(403, "Forbidden", `user ${who} may not ${wanted}: ${REFUSAL_SUFFIX}`);
-    }
-    logger.debug({ referable, user: user.username }, "allowed a Referable");
-    if (notServed !== undefined)
-      return allow(
-        `${reads.kind} is not served by ${reads.apiVersion} yet: Ready stays KindNotFound until it is`,
-      );
-    return allow();
-  }
-
+    },
+  };
   return async (body) => {
     const request = parseAdmissionReview(body);
-    const decision = await decide(request);
+    const decision = await decide(judge, request);
     return reviewResponse({ uid: request.uid, ...decision });
   };
+}
+
+async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision> {
+  // The webhook configuration sends only these; anything else is not ours to judge, and a
+  // validating webhook that allows adds no access. Status writes go to the status
+  // subresource, which cannot change spec.
+  const { resource } = request;
+  if (resource.group !== REFERABLE_GROUP || resource.resource !== REFERABLE_RESOURCE.resource) return allow();
+  if (request.subResource) return allow();
+  if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
+
+  // An update that leaves spec alone (the controller's finalizer, a label, an annotation)
+  // changes nothing that is read or written: allowed before any check, so removing a finalizer
+  // never depends on a transform that compiled when it was written, or on an access review.
+  if (request.operation === "UPDATE" && sameJson(specOf(request.object), specOf(request.oldObject)))
+    return allow();
+
+  // A transform that cannot compile, or whose estimated worst-case cost is over the budget,
+  // never runs: refused before any access check.
+  const transformError = transformProblem(request.object, judge.limits);
+  if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+
+  const exportRefusal = await checkExports(judge, request);
+  if (exportRefusal !== undefined) return exportRefusal;
+
+  // Checked on every change of spec, not only of spec.source: a new transform, default or
+  // selection decides what is published from the same source, and its author must be allowed
+  // to read what they decide about.
+  return checkSource(judge, request);
+}
+
+/** A refusal when the author may not create and patch every target of spec.export; see admission-export.ts. */
+async function checkExports(judge: Judge, request: AdmissionRequest): Promise<Decision | undefined> {
+  const needs = exportPermissions(request);
+  if (needs.length === 0) return undefined;
+  const user = request.userInfo;
+  const who = JSON.stringify(user.username ?? "");
+  const signal = AbortSignal.timeout(judge.timeoutMs);
+  let missing: Permission[];
+  try {
+    const answers = await Promise.all(needs.map((p) => reviewAccess(judge.client, user, p, signal)));
+    missing = needs.filter((_, i) => !answers[i]!.allowed);
+  } catch (err) {
+    judge.logger.warn(
+      { referable: referableName(request), err: (err as Error).message },
+      "a SubjectAccessReview failed",
+    );
+    return refuse(
+      500,
+      "InternalError",
+      `could not ask the API server whether user ${who} may write the targets of spec.export: ${(err as Error).message}; retry`,
+    );
+  }
+  if (missing.length === 0) return undefined;
+  judge.logger.info(
+    { referable: referableName(request), user: user.username, missing: missing.map(describePermission) },
+    "refused a Referable: its author may not write its export targets",
+  );
+  return refuse(
+    403,
+    "Forbidden",
+    `user ${who} may not ${missing.map(describePermission).join(" and may not ")}: ${EXPORT_REFUSAL_SUFFIX}`,
+  );
+}
+
+/** The source's resource, or why the webhook allows or refuses without asking about it. */
+type SourceKind = { info?: ResourceInfo; notServed?: string } | { decision: Decision };
+
+/** Maps the source's kind through discovery; see {@link checkSource}. */
+async function sourceKind(
+  judge: Judge,
+  request: AdmissionRequest,
+  reads: SourceReads,
+  signal: AbortSignal,
+): Promise<SourceKind> {
+  try {
+    return { info: await untilAborted(judge.discovery.lookup(reads.apiVersion, reads.kind), signal) };
+  } catch (err) {
+    if (isResolutionError(err) && err.reason === "InvalidSpec") {
+      // The controller cannot map such a source to anything, so it reads nothing and reports
+      // InvalidSpec; any change of spec.source comes back here.
+      return {
+        decision: allow(`${err.message}: the controller reads nothing until spec.source is fixed`),
+      };
+    }
+    if (isResolutionError(err) && err.reason === "KindNotFound") return { notServed: err.message };
+    judge.logger.warn(
+      { referable: referableName(request), err: (err as Error).message },
+      "could not map the source kind",
+    );
+    const who = JSON.stringify(request.userInfo.username ?? "");
+    return {
+      decision: refuse(
+        500,
+        "InternalError",
+        `could not check whether user ${who} may read spec.source: ${(err as Error).message}; retry`,
+      ),
+    };
+  }
+}
+
+/** The permissions reading the source needs; see SECURITY.md's table. */
+function readPermissions(reads: SourceReads, resourceInfo: ResourceInfo | undefined): Permission[] {
+  // A kind that is not served yet has no resource name to ask about, and guessing its plural
+  // would ask about the wrong thing. Once its CRD comes, the controller reads it without
+  // another admission, so the only safe question now is one whose answer covers whatever the
+  // resource turns out to be: may the user read every resource of that API group there?
+  const { group, version } = resourceInfo ?? parseApiVersion(reads.apiVersion);
+  const resourceName = resourceInfo?.resource ?? "*";
+  const namespace = resourceInfo && !resourceInfo.namespaced ? "" : (reads.namespace ?? "");
+  const needed: Permission[] = [];
+  if (reads.name !== undefined) {
+    const get: Permission = { verb: "get", group, version, resource: resourceName, namespace };
+    if (resourceInfo) get.name = reads.name;
+    needed.push(get);
+  }
+  if (reads.selector) needed.push({ verb: "list", group, version, resource: resourceName, namespace });
+  return needed;
+}
+
+/** Allows the request when its author may read the source, refuses naming what is missing. */
+async function checkSource(judge: Judge, request: AdmissionRequest): Promise<Decision> {
+  const reads = sourceReads(sourceOf(request.object));
+  if (typeof reads === "string") return allow(reads);
+  const user = request.userInfo;
+  const who = JSON.stringify(user.username ?? "");
+  const signal = AbortSignal.timeout(judge.timeoutMs);
+  const referable = referableName(request);
+
+  const kind = await sourceKind(judge, request, reads, signal);
+  if ("decision" in kind) return kind.decision;
+  const needed = readPermissions(reads, kind.info);
+
+  let missing: Permission[];
+  try {
+    const answers = await Promise.all(needed.map((p) => reviewAccess(judge.client, user, p, signal)));
+    missing = needed.filter((_, i) => !answers[i]!.allowed);
+  } catch (err) {
+    judge.logger.warn({ referable, err: (err as Error).message }, "a SubjectAccessReview failed");
+    return refuse(
+      500,
+      "InternalError",
+      `could not ask the API server whether user ${who} may ${needed.map(describePermission).join(" and ")}: ${(err as Error).message}; retry`,
+    );
+  }
+
+  if (missing.length > 0) {
+    const wanted = missing.map(describePermission).join(" and may not ");
+    judge.logger.info(
+      { referable, user: user.username, missing: missing.map(describePermission) },
+      "refused a Referable: its author may not read its source",
+    );
+    if (kind.notServed !== undefined) {
+      return refuse(
+        403,
+        "Forbidden",
+        `${kind.notServed}; until the kind is served, which permission reading it needs cannot be checked, and user ${who} may not ${wanted}: create the Referable once the kind is served (${REFUSAL_SUFFIX})`,
+      );
+    }
+    return refuse(403, "Forbidden", `user ${who} may not ${wanted}: ${REFUSAL_SUFFIX}`);
+  }
+  judge.logger.debug({ referable, user: user.username }, "allowed a Referable");
+  if (kind.notServed !== undefined)
+    return allow(
+      `${reads.kind} is not served by ${reads.apiVersion} yet: Ready stays KindNotFound until it is`,
+    );
+  return allow();
 }
 
 function specOf(object: unknown): unknown {
