@@ -11,6 +11,8 @@ import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
+import { KeyOwnership } from "../outputs/keys/ownership.ts";
+import { parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
@@ -66,6 +68,8 @@ export class ReferableController {
   private readonly states = new ReferableStates();
   private readonly subscriptions: Subscriptions;
   private readonly graph = new ReferenceGraph();
+  /** Who owns each exported key, from the cached specs. */
+  private readonly ownership = new KeyOwnership();
   private graphFlushScheduled = false;
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
@@ -188,6 +192,7 @@ export class ReferableController {
         policy,
         logger: this.logger,
         allowSecrets: options.allowSecretExport ?? false,
+        ownership: this.ownership,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
       }),
       ...(options.events && { events: options.events }),
@@ -252,6 +257,12 @@ export class ReferableController {
     if (!name) return;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    // A key whose owner changed: its claimants look again (the new owner writes it).
+    const handover =
+      event.type === "DELETED"
+        ? this.ownership.delete(name)
+        : this.ownership.set(name, String(obj.metadata.creationTimestamp ?? ""), exportTargets(obj));
+    for (const other of handover) this.runtime.enqueue(other);
     // Once per burst of events (a relist delivers thousands at once), not once per event.
     if (this.graphFlushScheduled) return;
     this.graphFlushScheduled = true;
@@ -265,6 +276,19 @@ export class ReferableController {
   private flushGraph(reconciling: string | undefined): void {
     for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
   }
+}
+
+/** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */
+function exportTargets(obj: Referable): ExportTarget[] {
+  const raw = obj.spec?.export;
+  if (!Array.isArray(raw)) return [];
+  const targets: ExportTarget[] = [];
+  for (const t of raw) {
+    const parsed = parseTarget(t, "export");
+    if (typeof parsed === "string") return [];
+    targets.push(parsed);
+  }
+  return targets;
 }
 
 /** The runtime's measurements into controller-runtime's metrics. */

@@ -12,7 +12,7 @@ import type { ReadsReferables } from "./reference-graph.ts";
 
 /**
  * What the controller keeps of a Referable: identity, spec, status and finalizers (the export
- * finalizer is the controller's own). Annotations (kubectl's last-applied-configuration is a
+ * finalizer is the controller's own), and the creationTimestamp of one that exports. Annotations (kubectl's last-applied-configuration is a
  * second copy of the object), managedFields and owner references are never read, so never cached.
  */
 export function slimReferable(obj: KubeObject): KubeObject {
@@ -27,6 +27,11 @@ export function slimReferable(obj: KubeObject): KubeObject {
     "finalizers",
   ] as const)
     if (m[key] !== undefined) metadata[key] = m[key];
+  // Who owns an exported key is decided by age (src/outputs/keys/ownership.ts): kept only where
+  // it decides something.
+  const exports = (obj.spec as ReferableSpec | undefined)?.export;
+  if (Array.isArray(exports) && exports.length > 0 && m.creationTimestamp !== undefined)
+    metadata.creationTimestamp = m.creationTimestamp;
   const slim: KubeObject = { apiVersion: obj.apiVersion, kind: obj.kind, metadata };
   if (obj.spec !== undefined) slim.spec = obj.spec;
   if (obj.status !== undefined) slim.status = obj.status;

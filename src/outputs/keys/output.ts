@@ -51,6 +51,7 @@ import {
   valueText,
   type KeysMemory,
 } from "./memory.ts";
+import type { KeyOwnership } from "./ownership.ts";
 import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
@@ -78,6 +79,11 @@ export interface KeysOutputOptions {
   policy?: WritePolicy;
   /** Monotonic clock in milliseconds, for a policy of its own. @default performance.now */
   clock?: () => number;
+  /**
+   * Who owns each key (one key, one owner: see ownership.ts). A key another Referable owns is
+   * never applied: ExportConflict naming the owner. @default every key is its namer's
+   */
+  ownership?: Pick<KeyOwnership, "ownerOf">;
   /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
@@ -147,8 +153,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       if (!patch.ok) return this.finalizerFailed(patch, memory);
       metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
     }
-    const plan = planObjects(targets, previous, memory);
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
+    const plan = planObjects(this.owned(obj.metadata.name, targets, gathered), previous, memory);
     const text = valueText(result);
     const read = readObjects(result);
     await Promise.all(
@@ -180,6 +186,21 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) return this.backoff(memory);
     return undefined;
+  }
+
+  /** The targets whose key the Referable owns; each other one is an ExportConflict naming its owner. */
+  private owned(name: string, targets: ExportTarget[], gathered: Gathered): ExportTarget[] {
+    const ownership = this.options.ownership;
+    if (!ownership) return targets;
+    return targets.filter((t) => {
+      const owner = ownership.ownerOf(t) ?? name;
+      if (owner === name) return true;
+      gathered.problems.push({
+        reason: "ExportConflict",
+        message: `the key ${t.key} of ${describeObject(t)} is exported by the Referable ${owner}, created before this one: one key has one owner, and this Referable never writes it; export to another key, or remove the target from one of them`,
+      });
+      return false;
+    });
   }
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */

@@ -40,7 +40,11 @@ describe("fieldManagerFor", () => {
       name: "x".repeat(115),
       want: /^referable\.dev\/h-[0-9a-f]{64}$/,
     },
-    { reason: "the longest name is hashed whole", name: "x".repeat(253), want: /^referable\.dev\/h-[0-9a-f]{64}$/ },
+    {
+      reason: "the longest name is hashed whole",
+      name: "x".repeat(253),
+      want: /^referable\.dev\/h-[0-9a-f]{64}$/,
+    },
   ];
   it.each(cases)("$reason", ({ name, want }) => {
     const got = fieldManagerFor(name);
