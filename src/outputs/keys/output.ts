@@ -35,6 +35,7 @@ import {
 import {
   describeObject,
   fieldManagerFor,
+  legacyFieldManagerFor,
   objectKey,
   parseTarget,
   storedText,
@@ -52,7 +53,7 @@ import {
   type KeysMemory,
 } from "./memory.ts";
 import type { KeyOwnership } from "./ownership.ts";
-import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
+import { releaseLegacy, releaseObject, syncObject, takeOver, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
 
@@ -173,15 +174,20 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
    */
   async release(obj: Referable, memory: KeysMemory): Promise<number | undefined> {
     const objects = new Map<string, TargetObject>();
+    const keysOf = new Map<string, string[]>();
     for (const t of [...(obj.spec?.export ?? []), ...(obj.status?.exports ?? [])]) {
       const parsed = parseTarget(t, "export");
-      if (typeof parsed !== "string") objects.set(objectKey(parsed), parsed);
+      if (typeof parsed === "string") continue;
+      const k = objectKey(parsed);
+      objects.set(k, parsed);
+      keysOf.set(k, [...(keysOf.get(k) ?? []), parsed.key]);
     }
     // Objects the status says hold a key of this Referable; the others are only named in the spec.
     const recorded = new Set((obj.status?.exports ?? []).map((r) => objectKey(r as TargetObject)));
     let failed = false;
-    for (const object of objects.values())
-      if (!(await this.releaseObject(obj.metadata.name, object, recorded))) failed = true;
+    for (const [k, object] of objects)
+      if (!(await this.releaseObject(obj.metadata.name, object, keysOf.get(k) ?? [], recorded)))
+        failed = true;
     if (failed) return this.backoff(memory);
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) return this.backoff(memory);
@@ -317,16 +323,19 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     previous: ExportRecord[],
   ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined }> {
     const name = obj.metadata.name;
+    const options = { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn };
+    // A name too long for referable.dev/<name> had another manager in earlier releases: what it
+    // wrote under that one is taken over once (the first write after a start) and let go of.
+    const legacy = legacyFieldManagerFor(name);
+    if (legacy !== undefined && known === undefined && Object.keys(stored).length > 0)
+      if (await takeOver(this.options.client, object, stored, name, legacy, options))
+        this.logger.info(
+          { referable: name, target: describeObject(object) },
+          "took the exported keys over from the field manager of earlier releases",
+        );
     // Not for a target dropped from the spec: its removal reads first, so a key of an object
     // someone else re-created is never touched blindly.
-    const done = await syncObject(
-      this.options.client,
-      object,
-      stored,
-      name,
-      { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn },
-      known,
-    );
+    const done = await syncObject(this.options.client, object, stored, name, options, known);
     const records = Object.keys(stored).map((k) => {
       // A key that already held the value keeps the resourceVersion recorded when it was written.
       const before = done.written
@@ -402,14 +411,20 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
   }
 
   /** Lets go of one object's keys; false when that failed and must be tried again. */
-  private async releaseObject(name: string, object: TargetObject, recorded: Set<string>): Promise<boolean> {
+  private async releaseObject(
+    name: string,
+    object: TargetObject,
+    keys: readonly string[],
+    recorded: Set<string>,
+  ): Promise<boolean> {
     const kind = EXPORT_KINDS[object.kind];
     if (kind.needsSecretExport && !this.options.allowSecrets) return true; // never written
     try {
-      const outcome = await releaseObject(this.options.client, object, name, {
-        fieldManager: fieldManagerFor(name),
-        forbiddenHint: kind.optIn,
-      });
+      const options = { fieldManager: fieldManagerFor(name), forbiddenHint: kind.optIn };
+      // Keys left under the manager of earlier releases (never taken over): those go too.
+      const legacy = legacyFieldManagerFor(name);
+      if (legacy !== undefined) await releaseLegacy(this.options.client, object, keys, legacy, options);
+      const outcome = await releaseObject(this.options.client, object, name, options);
       if (outcome !== "absent")
         this.logger.info(
           { referable: name, target: describeObject(object), outcome },

@@ -34,6 +34,8 @@ export interface TargetState {
   values: Map<string, string>;
   /** Keys of `data` the manager owns (through server-side apply). */
   owned: Set<string>;
+  /** Of each asked key, every manager that owns it (this one included). */
+  managersOf: Map<string, Set<string>>;
   /** Whether the manager owns any field of the object. */
   managed: boolean;
   /** Whether the object holds anything but the manager's fields: another manager's, or a key nobody applied. */
@@ -76,6 +78,7 @@ export async function readTarget(
         resourceVersion: undefined,
         values: new Map(),
         owned: new Set(),
+        managersOf: new Map(),
         managed: false,
         holdsOther: false,
         createdBy: undefined,
@@ -85,9 +88,20 @@ export async function readTarget(
   const meta = obj.metadata ?? {};
   const data = isRecord(obj.data) ? obj.data : {};
   const owned = new Set<string>();
+  const asked = new Set(keys);
+  const managersOf = new Map<string, Set<string>>();
   let managed = false;
   let others = false;
   for (const entry of (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[]) {
+    const entryData = entry.fieldsV1?.["f:data"];
+    if (isRecord(entryData) && typeof entry.manager === "string")
+      for (const f of Object.keys(entryData)) {
+        const k = f.slice(2);
+        if (!f.startsWith("f:") || !asked.has(k)) continue;
+        let managers = managersOf.get(k);
+        if (!managers) managersOf.set(k, (managers = new Set()));
+        managers.add(entry.manager);
+      }
     if (entry.manager !== options.fieldManager || entry.operation !== "Apply") {
       others = true;
       continue;
@@ -98,7 +112,7 @@ export async function readTarget(
       for (const f of Object.keys(ownedData)) if (f.startsWith("f:")) owned.add(f.slice(2));
   }
   const values = new Map<string, string>();
-  for (const key of [...keys, ...owned]) {
+  for (const key of [...asked, ...owned]) {
     const v = data[key];
     if (typeof v === "string") values.set(key, v);
   }
@@ -111,6 +125,7 @@ export async function readTarget(
     resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
     values,
     owned,
+    managersOf,
     managed,
     holdsOther: others || binary > 0 || Object.keys(data).some((k) => !owned.has(k)),
     createdBy: typeof createdBy === "string" ? createdBy : undefined,
@@ -142,6 +157,7 @@ export async function applyTarget(
   config: ApplyConfig,
   uid: string | undefined,
   options: ExportOptions,
+  force = false,
 ): Promise<Applied> {
   const metadata: Record<string, unknown> = { name: object.name, namespace: object.namespace };
   if (uid) metadata.uid = uid;
@@ -160,7 +176,7 @@ export async function applyTarget(
         // JSON is YAML: the apply patch's content type takes it as it is.
         body,
         contentType: "application/apply-patch+yaml",
-        query: { fieldManager: options.fieldManager, force: false },
+        query: { fieldManager: options.fieldManager, force },
       },
     );
     return { uid: applied?.metadata?.uid, resourceVersion: applied?.metadata?.resourceVersion };
@@ -242,6 +258,76 @@ export async function syncObject(
   if (created) config.createdBy = creator;
   const applied = await applyTarget(client, object, config, state.uid, options);
   return { written: true, exists: true, ...applied, created };
+}
+
+/**
+ * Moves to `options.fieldManager` the keys among `keys` that `legacy` (the same writer's manager
+ * in an earlier release) owns in `object`, then lets `legacy` go of them, keeping whatever else
+ * it owns (a key of another writer whose manager had the same name). The apply is forced only
+ * when no manager but these two owns a key it sets: a conflict with anyone else is reported,
+ * never forced. Resolves whether anything was moved.
+ */
+export async function takeOver(
+  client: Client,
+  object: TargetObject,
+  keys: Record<string, string>,
+  creator: string | undefined,
+  legacy: string,
+  options: ExportOptions,
+): Promise<boolean> {
+  const wanted = Object.keys(keys);
+  const state = await readTarget(client, object, wanted, { ...options, fieldManager: legacy });
+  const moved = wanted.filter((k) => state.owned.has(k));
+  if (!state.exists || moved.length === 0) return false;
+  const force = wanted.every((k) =>
+    [...(state.managersOf.get(k) ?? [])].every((m) => m === legacy || m === options.fieldManager),
+  );
+  const config: ApplyConfig = { keys };
+  if (creator !== undefined && state.createdBy === creator) config.createdBy = creator;
+  await applyTarget(client, object, config, state.uid, options, force);
+  await letGo(client, object, state, moved, { ...options, fieldManager: legacy });
+  return true;
+}
+
+/**
+ * Lets the manager of `options` go of `keys` in `object` (as `state`, read under that manager,
+ * found it), keeping every other field it owns. Resolves whether it owned any of them.
+ */
+async function letGo(
+  client: Client,
+  object: TargetObject,
+  state: TargetState,
+  keys: readonly string[],
+  options: ExportOptions,
+): Promise<boolean> {
+  if (!state.exists || !keys.some((k) => state.owned.has(k))) return false;
+  // No prototype: "__proto__" is a valid ConfigMap key and an assignment must not drop it.
+  const rest: Record<string, string> = Object.create(null);
+  for (const k of state.owned) {
+    const v = state.values.get(k);
+    if (!keys.includes(k) && v !== undefined) rest[k] = v;
+  }
+  const config: ApplyConfig =
+    Object.keys(rest).length === 0
+      ? { keys: {}, mark: false }
+      : { keys: rest, ...(state.createdBy !== undefined && { createdBy: state.createdBy }) };
+  await applyTarget(client, object, config, state.uid, options);
+  return true;
+}
+
+/**
+ * Lets `legacy` (the writer's manager in an earlier release) go of `keys` in `object`, keeping
+ * whatever else it owns. Resolves whether it owned any of them.
+ */
+export async function releaseLegacy(
+  client: Client,
+  object: TargetObject,
+  keys: readonly string[],
+  legacy: string,
+  options: ExportOptions,
+): Promise<boolean> {
+  const legacyOptions = { ...options, fieldManager: legacy };
+  return letGo(client, object, await readTarget(client, object, keys, legacyOptions), keys, legacyOptions);
 }
 
 /** The outcome of {@link releaseObject}. */
