@@ -12,7 +12,8 @@ import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
 import { KeyOwnership } from "../outputs/keys/ownership.ts";
-import { parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
+import { objectKey, parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
+import { TargetWatch } from "../outputs/keys/target-watch.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
@@ -55,6 +56,11 @@ export interface ReferableControllerOptions {
   maxRepairIntervalMs?: number;
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
+  /**
+   * How often the targets of a namespace where the controller may not watch them (no list or
+   * watch granted there) are read again for drift. @default 30000
+   */
+  exportResyncMs?: number;
 }
 
 const NAME = "referable";
@@ -70,6 +76,8 @@ export class ReferableController {
   private readonly graph = new ReferenceGraph();
   /** Who owns each exported key, from the cached specs. */
   private readonly ownership = new KeyOwnership();
+  /** Watches the targets, for drift. */
+  private readonly targets: TargetWatch;
   private graphFlushScheduled = false;
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
@@ -92,6 +100,8 @@ export class ReferableController {
     if (options.metrics) runtime.observer = controllerObserver(options.metrics);
     this.runtime = new Controller(runtime);
     this.informer = this.referableInformer();
+    this.targets = this.targetWatch();
+    this.ownership.listen(this.targets);
   }
 
   /** Starts watching Referables and reconciling them: {@link startCache}, then {@link startWorkers}. */
@@ -163,6 +173,7 @@ export class ReferableController {
   async stop(): Promise<void> {
     await this.drain();
     await this.informer.stop();
+    await this.targets.stop();
     this.states.clear();
   }
 
@@ -201,6 +212,22 @@ export class ReferableController {
       ...(options.maxRepairIntervalMs !== undefined && { maxRepairIntervalMs: options.maxRepairIntervalMs }),
       onPropagation: (seconds) => metrics?.propagation.observe(seconds),
       onRepair: () => metrics?.statusRepairs.inc(),
+    });
+  }
+
+  /** The target watch: drift marks what a Referable knows of an object stale, and queues it. */
+  private targetWatch(): TargetWatch {
+    return new TargetWatch({
+      client: this.options.client,
+      ownership: this.ownership,
+      allowSecrets: this.options.allowSecretExport ?? false,
+      logger: this.logger,
+      ...(this.options.exportResyncMs !== undefined && { resyncMs: this.options.exportResyncMs }),
+      lastVersion: (name, object) => this.states.get(name)?.keys?.objects.get(objectKey(object))?.version,
+      drifted: (name, object) => {
+        this.states.get(name)?.keys?.stale.add(objectKey(object));
+        this.runtime.enqueue(name);
+      },
     });
   }
 

@@ -211,7 +211,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */
   private async exportsNothing(obj: Referable, memory: KeysMemory): Promise<KeysStep> {
-    if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0)
+    if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0 || memory.stale.size > 0)
       Object.assign(memory, newKeysMemory());
     if (!hasFinalizer(obj)) return { state: null, retryAfterMs: undefined };
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
@@ -265,7 +265,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     if (ctx.text !== undefined && !readsIt)
       for (const k of keys) stored[k] = storedText(object.kind, ctx.text);
     const hash = hashOf(stored);
-    const known = memory.objects.get(key);
+    // Changed by someone else since (the target watch): read again, whatever is remembered.
+    const known = memory.stale.has(key) ? undefined : memory.objects.get(key);
     if (known?.hash === hash) {
       gathered.records.push(...known.records);
       return;
@@ -283,6 +284,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     }
     if (!this.admitted(key, memory, gathered)) return;
     memory.objects.delete(key);
+    // From here the object is read (or written) afresh; a change seen meanwhile marks it again.
+    memory.stale.delete(key);
     try {
       const written = await this.apply(
         obj,
@@ -293,7 +296,14 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       );
       // A target dropped from the spec, its keys removed: nothing more to remember of it.
       if (keys.length === 0) memory.gates.delete(key);
-      else memory.objects.set(key, { object, hash, records: written.records, known: written.known });
+      else
+        memory.objects.set(key, {
+          object,
+          hash,
+          records: written.records,
+          known: written.known,
+          version: written.version,
+        });
       gathered.records.push(...written.records);
     } catch (err) {
       gathered.problems.push(this.failure(obj.metadata.name, object, err));
@@ -321,7 +331,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     stored: Record<string, string>,
     known: KnownObject | undefined,
     previous: ExportRecord[],
-  ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined }> {
+  ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined; version: string | undefined }> {
     const name = obj.metadata.name;
     const options = { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn };
     // A name too long for referable.dev/<name> had another manager in earlier releases: what it
@@ -358,7 +368,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         Object.keys(stored).length === 0 ? "removed exported keys" : "exported the value",
       );
     }
-    return { records, known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created } };
+    return {
+      records,
+      known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
+      version: done.resourceVersion,
+    };
   }
 
   /** A failed write as a problem for the Exported condition, counted and logged. */

@@ -86,7 +86,12 @@ describe("KeyOwnership", () => {
       ]),
     );
     expect([...o.keysIn(key("K"))].sort()).toEqual(["K", "M"]);
-    expect([...o.namersIn("ConfigMap", "team-b")].sort()).toEqual(["a", "b"]);
+    expect(
+      o
+        .objectsIn("ConfigMap", "team-b")
+        .map((x) => x.name)
+        .sort(),
+    ).toEqual(["app", "other"]);
   });
 
   it("tells its listener of the first object named in a namespace and of the last one going", () => {

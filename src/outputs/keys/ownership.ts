@@ -126,12 +126,12 @@ export class KeyOwnership {
     return out;
   }
 
-  /** The Referables naming a key of an object in `namespace` of `kind`. */
-  namersIn(kind: TargetObject["kind"], namespace: string): Set<string> {
-    const out = new Set<string>();
+  /** The objects of `kind` in `namespace` a Referable names a key of. */
+  objectsIn(kind: TargetObject["kind"], namespace: string): TargetObject[] {
+    const out: TargetObject[] = [];
     const prefix = `${kind}/${namespace}/`;
-    for (const [object, namers] of this.objects)
-      if (object.startsWith(prefix)) for (const name of namers.keys()) out.add(name);
+    for (const object of this.objects.keys())
+      if (object.startsWith(prefix)) out.push({ kind, namespace, name: object.slice(prefix.length) });
     return out;
   }
 
