@@ -77,7 +77,7 @@ export class TargetWatch implements NamespaceListener {
       namespace,
       labelSelector: `${EXPORTED_LABEL}=true`,
       logger: this.logger,
-      decode: (obj) => this.project(kind, obj),
+      decode: (obj) => projectTarget(kind, obj, this.options.ownership),
     });
     const watch: Watch = { informer, timer: undefined };
     informer.addListener({
@@ -111,53 +111,14 @@ export class TargetWatch implements NamespaceListener {
     await Promise.all(watches.map((w) => w.informer.stop()));
   }
 
-  private project(kind: ExportKind, obj: KubeObject): TargetProjection {
-    const m = obj.metadata ?? {};
-    const object = { kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? "") };
-    const projection: TargetProjection = {
-      metadata: { name: object.name, namespace: object.namespace },
-      keys: new Map(),
-    };
-    if (typeof m.uid === "string") projection.metadata.uid = m.uid;
-    if (typeof m.resourceVersion === "string") projection.metadata.resourceVersion = m.resourceVersion;
-    const named = this.options.ownership.keysIn(object);
-    if (named.size === 0) return projection;
-    const data = (obj.data ?? {}) as Record<string, unknown>;
-    const managers = new Map<string, string[]>();
-    for (const entry of (m.managedFields ?? []) as Array<{
-      manager?: string;
-      fieldsV1?: Record<string, unknown>;
-    }>) {
-      const owned = entry.fieldsV1?.["f:data"];
-      if (typeof owned !== "object" || owned === null) continue;
-      for (const k of named) {
-        if (!(`f:${k}` in owned)) continue;
-        const list = managers.get(k) ?? [];
-        if (list.length < MANAGERS_KEPT) list.push(String(entry.manager ?? ""));
-        managers.set(k, list);
-      }
-    }
-    for (const k of named) {
-      const text = data[k];
-      const hash =
-        typeof text === "string" ? createHash("sha256").update(text).digest("base64").slice(0, 16) : "-";
-      projection.keys.set(k, `${hash} ${(managers.get(k) ?? []).sort().join(" ")}`);
-    }
-    return projection;
-  }
-
   private onEvent(kind: ExportKind, event: InformerEvent<TargetProjection>): void {
-    const { object, old, type } = event;
-    const target: TargetObject = { kind, namespace: object.metadata.namespace, name: object.metadata.name };
-    for (const [name, keys] of this.options.ownership.ownersIn(target)) {
-      if (type !== "DELETED") {
-        // The echo of its own write, or a change of keys it does not own: nothing to do.
-        const version = object.metadata.resourceVersion;
-        if (version !== undefined && this.options.lastVersion(name, target) === version) continue;
-        if (old && keys.every((k) => old.keys.get(k) === object.keys.get(k))) continue;
-      }
+    const target: TargetObject = {
+      kind,
+      namespace: event.object.metadata.namespace,
+      name: event.object.metadata.name,
+    };
+    for (const name of driftedOwners(target, event, this.options.ownership, this.options.lastVersion))
       this.options.drifted(name, target);
-    }
   }
 
   private onState(kind: ExportKind, namespace: string, watch: Watch, state: InformerState): void {
@@ -178,6 +139,73 @@ export class TargetWatch implements NamespaceListener {
     }, resyncMs);
     watch.timer.unref?.();
   }
+}
+
+/**
+ * What is kept of a target object: its identity and, for each key a Referable names in it, a hash
+ * of the key's text and the managers that own it (at most {@link MANAGERS_KEPT}).
+ */
+export function projectTarget(
+  kind: ExportKind,
+  obj: KubeObject,
+  ownership: Pick<KeyOwnership, "keysIn">,
+): TargetProjection {
+  const m = obj.metadata ?? {};
+  const object = { kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? "") };
+  const projection: TargetProjection = {
+    metadata: { name: object.name, namespace: object.namespace },
+    keys: new Map(),
+  };
+  if (typeof m.uid === "string") projection.metadata.uid = m.uid;
+  if (typeof m.resourceVersion === "string") projection.metadata.resourceVersion = m.resourceVersion;
+  const named = ownership.keysIn(object);
+  if (named.size === 0) return projection;
+  const data = (obj.data ?? {}) as Record<string, unknown>;
+  const managers = new Map<string, string[]>();
+  for (const entry of (m.managedFields ?? []) as Array<{
+    manager?: string;
+    fieldsV1?: Record<string, unknown>;
+  }>) {
+    const owned = entry.fieldsV1?.["f:data"];
+    if (typeof owned !== "object" || owned === null) continue;
+    for (const k of named) {
+      if (!(`f:${k}` in owned)) continue;
+      const list = managers.get(k) ?? [];
+      if (list.length < MANAGERS_KEPT) list.push(String(entry.manager ?? ""));
+      managers.set(k, list);
+    }
+  }
+  for (const k of named) {
+    const text = data[k];
+    const hash =
+      typeof text === "string" ? createHash("sha256").update(text).digest("base64").slice(0, 16) : "-";
+    projection.keys.set(k, `${hash} ${(managers.get(k) ?? []).sort().join(" ")}`);
+  }
+  return projection;
+}
+
+/**
+ * The Referables for which `event` on `target` is drift: owners of a key of it, unless the event
+ * is the echo of their own write (`lastVersion`) or changes none of the keys they own. A deleted
+ * object is drift for every owner.
+ */
+export function driftedOwners(
+  target: TargetObject,
+  event: InformerEvent<TargetProjection>,
+  ownership: Pick<KeyOwnership, "ownersIn">,
+  lastVersion: (name: string, object: TargetObject) => string | undefined,
+): string[] {
+  const { object, old, type } = event;
+  const out: string[] = [];
+  for (const [name, keys] of ownership.ownersIn(target)) {
+    if (type !== "DELETED") {
+      const version = object.metadata.resourceVersion;
+      if (version !== undefined && lastVersion(name, target) === version) continue;
+      if (old && keys.every((k) => old.keys.get(k) === object.keys.get(k))) continue;
+    }
+    out.push(name);
+  }
+  return out;
 }
 
 function resourceOf(kind: ExportKind): ResourceInfo {
