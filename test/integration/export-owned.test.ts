@@ -42,6 +42,11 @@ let ctl: TestController;
 let src: string;
 /** Opted in to export (ConfigMaps). */
 let open: string;
+/** Opted in to Secret export with a role of earlier releases: no list, no watch. */
+let older: string;
+let controllerClient: KubeClient;
+/** How often the controller re-reads targets where it may not watch them, here. */
+const RESYNC_MS = 300;
 const cleanup: string[] = [];
 
 async function clusterRole(rules: unknown[]): Promise<string> {
@@ -58,7 +63,8 @@ beforeAll(async () => {
   const controllerNs = await createNamespace(admin, "owned-ctl");
   src = await createNamespace(admin, "owned-src");
   open = await createNamespace(admin, "owned-open");
-  for (const ns of [controllerNs, src, open]) cleanup.push(`/api/v1/namespaces/${ns}`);
+  older = await createNamespace(admin, "owned-older");
+  for (const ns of [controllerNs, src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
   const subjects = [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }];
   const roleRef = (name: string) => ({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name });
   // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
@@ -84,14 +90,27 @@ beforeAll(async () => {
       subjects,
     },
   });
+  const olderRole = await clusterRole([
+    { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] },
+  ]);
+  await admin.request("POST", `${RBAC}/namespaces/${older}/rolebindings`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: olderRole },
+      roleRef: roleRef(olderRole),
+      subjects,
+    },
+  });
   const client = tokenClient(await serviceAccountToken(admin, controllerNs, "controller"));
+  controllerClient = client;
   await waitFor("the controller's RBAC to apply", () =>
     client.request("GET", `/api/v1/namespaces/${open}/configmaps`).then(
       () => true,
       () => false,
     ),
   );
-  ctl = await startTestController({ client });
+  ctl = await startTestController({ client, allowSecretExport: true, build: { exportResyncMs: RESYNC_MS } });
 }, 60_000);
 
 afterAll(async () => {
@@ -293,6 +312,35 @@ describe("drift (case 3)", () => {
       (v) =>
         (v.status.exports as Array<{ resourceVersion?: string }> | undefined)?.[0]?.resourceVersion !==
         before?.metadata?.resourceVersion,
+    );
+  });
+
+  it("where the controller may not watch (a role without list and watch), a deleted key is put back by re-reading", async () => {
+    // Secrets: ConfigMaps the controller may list everywhere as sources (the default source kinds).
+    const secrets = `/api/v1/namespaces/${older}/secrets`;
+    const refused = await controllerClient.request("GET", secrets).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(isApiError(refused, 403)).toBe(true);
+    const source = await createSource("db.internal");
+    const out = uniqueName("older");
+    const rf = await createReferable({
+      ...exporting(source, out, "DB_HOST"),
+      export: [{ kind: "Secret", namespace: older, name: out, key: "DB_HOST" }],
+    });
+    await waitForExported(rf, "Exported");
+    await admin.request("PATCH", `${secrets}/${out}`, {
+      body: { data: { DB_HOST: null } },
+      contentType: "application/merge-patch+json",
+    });
+    await waitFor(
+      "the key to be put back",
+      async () => {
+        const secret = await admin.request<KubeObject>("GET", `${secrets}/${out}`);
+        return (secret.data as Record<string, string> | undefined)?.DB_HOST === btoa("db.internal");
+      },
+      { timeoutMs: 5_000, intervalMs: 20 },
     );
   });
 });
