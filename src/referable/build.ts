@@ -8,7 +8,7 @@ import type { Discovery, ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { ControllerMetrics } from "../metrics.ts";
 import { Resolver, type ResolverOptions, type ResolverWiring } from "../resolver/resolver.ts";
-import { ReferableController, type ReferableControllerOptions } from "./controller.ts";
+import { ReferableController } from "./controller.ts";
 import { EventRecorder } from "./events.ts";
 
 /** Which sources the controller refuses, whatever RBAC allows: Secrets unless allowed, and the deny list. */
@@ -48,7 +48,7 @@ export interface BuildOptions {
   denyKinds?: readonly string[];
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
-  /** See {@link ReferableControllerOptions.exportResyncMs}. @default 30000 */
+  /** How often targets where the controller may not watch are read again for drift. @default 30000 */
   exportResyncMs?: number;
   /** See {@link ResolverOptions.maxValueBytes}. */
   maxValueBytes?: number;
