@@ -1,17 +1,12 @@
 /**
- * The key output: a Referable's value delivered into the ConfigMap and Secret
- * keys its `spec.export` names (server-side apply under the field manager `referable.dev/<name>`,
- * see writer.ts), its keys removed when it has no value, and, through the finalizer
- * `referable.dev/export`, removed before the Referable goes.
+ * The key output: a Referable's value delivered into the ConfigMap and Secret keys its
+ * `spec.export` names (server-side apply under the Referable's own field manager, see writer.ts),
+ * only the keys it owns (one key, one owner: ownership.ts), its keys removed when it has no
+ * value, and, through the finalizer `referable.dev/export`, removed before the Referable goes.
  *
- * How the controller knows a key already holds the value without writing: it reads the target
- * (GET) and remembers, per object, a hash of what it applied there. It cannot watch targets (it
- * may write only where an administrator opted a namespace in, and has no list right anywhere),
- * and an informer of whole ConfigMaps and Secrets would hold every other writer's data. The GET
- * runs only when the text to export changes (or after a restart, or a change of leader, when the
- * memory is empty), so a source that changes costs one read and one apply per target, a restart
- * one read and no write, and memory holds a hash per target, never a value. A target someone
- * else edits is put right at the next change of the value, or the next restart.
+ * It remembers, per object, a hash of what it applied there, never a value, and reads the target
+ * (GET) only when the text to export changes, after a restart or a change of leader (the memory
+ * is empty), or when the target watch (target-watch.ts) saw someone else change a key it owns.
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
@@ -35,7 +30,6 @@ import {
 import {
   describeObject,
   fieldManagerFor,
-  legacyFieldManagerFor,
   objectKey,
   parseTarget,
   storedText,
@@ -52,8 +46,9 @@ import {
   valueText,
   type KeysMemory,
 } from "./memory.ts";
-import type { KeyOwnership } from "./ownership.ts";
-import { releaseLegacy, releaseObject, syncObject, takeOver, type KnownObject } from "./writer.ts";
+import { ownedTargets, type KeyOwnership } from "./ownership.ts";
+import { releaseLegacy, takeOverLegacy } from "./takeover.ts";
+import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
 
@@ -155,7 +150,10 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
     }
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
-    const plan = planObjects(this.owned(obj.metadata.name, targets, gathered), previous, memory);
+    const owned = ownedTargets(this.options.ownership, obj.metadata.name, targets, gathered.problems);
+    const plan = planObjects(owned, previous, memory);
+    // Drift seen in an object no longer written: nothing to read again there.
+    for (const k of memory.stale) if (!plan.has(k)) memory.stale.delete(k);
     const text = valueText(result);
     const read = readObjects(result);
     await Promise.all(
@@ -192,21 +190,6 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) return this.backoff(memory);
     return undefined;
-  }
-
-  /** The targets whose key the Referable owns; each other one is an ExportConflict naming its owner. */
-  private owned(name: string, targets: ExportTarget[], gathered: Gathered): ExportTarget[] {
-    const ownership = this.options.ownership;
-    if (!ownership) return targets;
-    return targets.filter((t) => {
-      const owner = ownership.ownerOf(t) ?? name;
-      if (owner === name) return true;
-      gathered.problems.push({
-        reason: "ExportConflict",
-        message: `the key ${t.key} of ${describeObject(t)} is exported by the Referable ${owner}, created before this one: one key has one owner, and this Referable never writes it; export to another key, or remove the target from one of them`,
-      });
-      return false;
-    });
   }
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */
@@ -336,13 +319,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const options = { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn };
     // A name too long for referable.dev/<name> had another manager in earlier releases: what it
     // wrote under that one is taken over once (the first write after a start) and let go of.
-    const legacy = legacyFieldManagerFor(name);
-    if (legacy !== undefined && known === undefined && Object.keys(stored).length > 0)
-      if (await takeOver(this.options.client, object, stored, name, legacy, options))
-        this.logger.info(
-          { referable: name, target: describeObject(object) },
-          "took the exported keys over from the field manager of earlier releases",
-        );
+    if (known === undefined && (await takeOverLegacy(this.options.client, object, stored, name, options)))
+      this.logger.info(
+        { referable: name, target: describeObject(object) },
+        "took the exported keys over from the field manager of earlier releases",
+      );
     // Not for a target dropped from the spec: its removal reads first, so a key of an object
     // someone else re-created is never touched blindly.
     const done = await syncObject(this.options.client, object, stored, name, options, known);
@@ -436,8 +417,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     try {
       const options = { fieldManager: fieldManagerFor(name), forbiddenHint: kind.optIn };
       // Keys left under the manager of earlier releases (never taken over): those go too.
-      const legacy = legacyFieldManagerFor(name);
-      if (legacy !== undefined) await releaseLegacy(this.options.client, object, keys, legacy, options);
+      await releaseLegacy(this.options.client, object, keys, name, options);
       const outcome = await releaseObject(this.options.client, object, name, options);
       if (outcome !== "absent")
         this.logger.info(

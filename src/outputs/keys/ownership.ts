@@ -12,7 +12,7 @@
  * Bounded by construction: a Referable names at most 16 targets, so this holds at most 16
  * entries per exporting Referable, and nothing of the targets themselves.
  */
-import { objectKey, type ExportTarget, type TargetObject } from "./target.ts";
+import { describeObject, objectKey, type ExportTarget, type TargetObject } from "./target.ts";
 
 /** A Referable that names a key, and where it stands in line. */
 interface Claim {
@@ -199,4 +199,26 @@ export class KeyOwnership {
       this.listener?.last(kind, namespace);
     }
   }
+}
+
+/**
+ * The targets whose key the Referable `name` owns; each other one adds an ExportConflict naming
+ * its owner to `problems`. Without `ownership`, every key is its namer's.
+ */
+export function ownedTargets(
+  ownership: Pick<KeyOwnership, "ownerOf"> | undefined,
+  name: string,
+  targets: ExportTarget[],
+  problems: Array<{ reason: string; message: string }>,
+): ExportTarget[] {
+  if (!ownership) return targets;
+  return targets.filter((t) => {
+    const owner = ownership.ownerOf(t) ?? name;
+    if (owner === name) return true;
+    problems.push({
+      reason: "ExportConflict",
+      message: `the key ${t.key} of ${describeObject(t)} is exported by the Referable ${owner}, created before this one: one key has one owner, and this Referable never writes it; export to another key, or remove the target from one of them`,
+    });
+    return false;
+  });
 }

@@ -1,6 +1,7 @@
 import { ApiError } from "../../kube/client.ts";
 import { isExportError } from "./errors.ts";
-import { readTarget, releaseObject, takeOver, writeKey } from "./writer.ts";
+import { takeOver } from "./takeover.ts";
+import { readTarget, releaseObject, writeKey } from "./writer.ts";
 
 const target = { kind: "ConfigMap", namespace: "b", name: "app", key: "K" } as const;
 const options = { fieldManager: "referable.dev/rf" };
