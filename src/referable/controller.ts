@@ -224,8 +224,8 @@ export class ReferableController {
       logger: this.logger,
       ...(this.options.exportResyncMs !== undefined && { resyncMs: this.options.exportResyncMs }),
       lastVersion: (name, object) => this.states.get(name)?.keys?.objects.get(objectKey(object))?.version,
-      drifted: (name, object) => {
-        this.states.get(name)?.keys?.stale.add(objectKey(object));
+      drifted: (name, object, version) => {
+        this.states.get(name)?.keys?.stale.set(objectKey(object), version);
         this.runtime.enqueue(name);
       },
     });

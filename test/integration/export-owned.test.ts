@@ -10,7 +10,7 @@
  *   written under a long name's manager of earlier releases is taken over.
  */
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
-import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { fieldManagerFor, legacyFieldManagerFor } from "../../src/outputs/keys/target.ts";
 import {
   createReferable as createReferableAs,
@@ -25,6 +25,7 @@ import {
   closeTestClients,
   createNamespace,
   deployBaseRules,
+  kubeConfigWithToken,
   serviceAccountToken,
   tokenClient,
   uniqueName,
@@ -45,6 +46,7 @@ let open: string;
 /** Opted in to Secret export with a role of earlier releases: no list, no watch. */
 let older: string;
 let controllerClient: KubeClient;
+let controllerToken: string;
 /** How often the controller re-reads targets where it may not watch them, here. */
 const RESYNC_MS = 300;
 const cleanup: string[] = [];
@@ -102,7 +104,8 @@ beforeAll(async () => {
       subjects,
     },
   });
-  const client = tokenClient(await serviceAccountToken(admin, controllerNs, "controller"));
+  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
+  const client = tokenClient(controllerToken);
   controllerClient = client;
   await waitFor("the controller's RBAC to apply", () =>
     client.request("GET", `/api/v1/namespaces/${open}/configmaps`).then(
@@ -342,6 +345,40 @@ describe("drift (case 3)", () => {
       },
       { timeoutMs: 5_000, intervalMs: 20 },
     );
+  });
+});
+
+describe("the watch costs no read", () => {
+  it("a change of the value reads no target: the watch event of its own write is not drift", async () => {
+    const verbs: string[] = [];
+    const counted = new KubeClient({
+      kubeConfig: kubeConfigWithToken(controllerToken),
+      observe: (o) => verbs.push(o.verb),
+    });
+    const own = await startTestController({ client: counted });
+    try {
+      const source = await createSource("v0");
+      const out = uniqueName("quiet");
+      const rf = await createReferableAs(admin, exporting(source, out, "DB_HOST"), { shard: own.shard });
+      await waitFor(
+        "the first export",
+        async () => exported(await getReferable(admin, rf))?.reason === "Exported",
+      );
+      const start = verbs.length;
+      for (let i = 1; i <= 3; i++) {
+        await setSource(source, `v${i}`);
+        await waitForConfigMap(out, (d) => d.DB_HOST === `v${i}`);
+        await waitFor(
+          "the status to record it",
+          async () => (await getReferable(admin, rf)).status.value === `v${i}`,
+        );
+        // Whatever else settles (the echo's reconcile, of this change or the one before), it reads nothing.
+        expect(verbs.slice(start).filter((v) => v === "get")).toEqual([]);
+      }
+    } finally {
+      await own.stop();
+      await counted.close();
+    }
   });
 });
 

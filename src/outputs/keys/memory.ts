@@ -36,14 +36,16 @@ export interface KeysMemory {
   failures: number;
   /**
    * Objects changed by someone else since last read (the target watch says so): the next write
-   * reads them again, whatever {@link objects} remembers.
+   * reads them again, whatever {@link objects} remembers. Each with the resourceVersion of the
+   * change seen (undefined: a deletion, or a periodic re-read): a write in flight that made that
+   * very version was its own echo.
    */
-  stale: Set<string>;
+  stale: Map<string, string | undefined>;
 }
 
 /** A Referable's empty memory. */
 export function newKeysMemory(): KeysMemory {
-  return { objects: new Map(), gates: new Map(), failures: 0, stale: new Set() };
+  return { objects: new Map(), gates: new Map(), failures: 0, stale: new Map() };
 }
 
 /** Every object the Referable writes into, or wrote into (a target removed from the spec). */

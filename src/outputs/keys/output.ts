@@ -153,7 +153,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const owned = ownedTargets(this.options.ownership, obj.metadata.name, targets, gathered.problems);
     const plan = planObjects(owned, previous, memory);
     // Drift seen in an object no longer written: nothing to read again there.
-    for (const k of memory.stale) if (!plan.has(k)) memory.stale.delete(k);
+    for (const k of memory.stale.keys()) if (!plan.has(k)) memory.stale.delete(k);
     const text = valueText(result);
     const read = readObjects(result);
     await Promise.all(
@@ -277,6 +277,9 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         keys.length > 0 ? known?.known : undefined,
         ctx.previous,
       );
+      // The watch event of this very write, seen before the write's answer: not drift.
+      if (written.version !== undefined && memory.stale.get(key) === written.version)
+        memory.stale.delete(key);
       // A target dropped from the spec, its keys removed: nothing more to remember of it.
       if (keys.length === 0) memory.gates.delete(key);
       else

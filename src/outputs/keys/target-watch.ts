@@ -45,8 +45,11 @@ export interface TargetWatchOptions {
   resyncMs?: number;
   /** The resourceVersion the Referable `name`'s last write (or read) of `object` left, if any. */
   lastVersion(name: string, object: TargetObject): string | undefined;
-  /** `object` changed under the Referable `name`: forget what it knows of it, and look again. */
-  drifted(name: string, object: TargetObject): void;
+  /**
+   * `object` changed under the Referable `name` (to `version`; undefined: deleted, or re-read):
+   * forget what it knows of it, and look again.
+   */
+  drifted(name: string, object: TargetObject, version: string | undefined): void;
 }
 
 interface Watch {
@@ -117,8 +120,9 @@ export class TargetWatch implements NamespaceListener {
       namespace: event.object.metadata.namespace,
       name: event.object.metadata.name,
     };
+    const version = event.type === "DELETED" ? undefined : event.object.metadata.resourceVersion;
     for (const name of driftedOwners(target, event, this.options.ownership, this.options.lastVersion))
-      this.options.drifted(name, target);
+      this.options.drifted(name, target, version);
   }
 
   private onState(kind: ExportKind, namespace: string, watch: Watch, state: InformerState): void {
@@ -135,7 +139,8 @@ export class TargetWatch implements NamespaceListener {
     );
     watch.timer = setInterval(() => {
       for (const object of this.options.ownership.objectsIn(kind, namespace))
-        for (const name of this.options.ownership.ownersIn(object).keys()) this.options.drifted(name, object);
+        for (const name of this.options.ownership.ownersIn(object).keys())
+          this.options.drifted(name, object, undefined);
     }, resyncMs);
     watch.timer.unref?.();
   }
