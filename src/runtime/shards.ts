@@ -174,7 +174,7 @@ export class ShardCoordinator {
     // any bucket is taken, so replicas that start together do not all take every bucket.
     if (this.rounds++ === 0) return;
     await this.renewBuckets();
-    this.plan();
+    await this.plan();
   }
 
   private async loop(): Promise<void> {
@@ -269,7 +269,8 @@ export class ShardCoordinator {
     void this.gate.remove(bucket).finally(() => this.leaving.delete(bucket));
   }
 
-  private plan(): void {
+  /** Plans, starts the hand-overs (which drain in the background) and makes the acquisitions. */
+  private async plan(): Promise<void> {
     const now = this.now();
     const live: string[] = [];
     let foreign = false;
@@ -317,7 +318,9 @@ export class ShardCoordinator {
       );
       return;
     }
-    for (const bucket of plan.acquire) if (!this.leaving.has(bucket)) this.track(this.acquire(bucket));
+    const acquiring = plan.acquire.filter((bucket) => !this.leaving.has(bucket)).map((b) => this.acquire(b));
+    for (const work of acquiring) this.track(work);
+    await Promise.all(acquiring);
   }
 
   /** Gives a bucket back: stop admitting, drain, release; renewed meanwhile. */
