@@ -218,7 +218,12 @@ async function serveMetricsAndProbes(
       metrics.setReferableCounts(controller.countByReason());
       metrics.setUnfinishedWork(controller.unfinishedWork());
       metrics.shardReferables.set(controller.countOwned());
-      metrics.shardBuckets.set(parts.shards?.held.size ?? 0);
+      if (parts.shards) {
+        metrics.shardBuckets.set(parts.shards.held.size);
+        // Sharded, a replica "leads" while it serves a bucket: the NoLeader alert (the sum over
+        // replicas below 1) still fires when nobody writes.
+        metrics.leaderStatus.labels(config.leaderElectionId).set(parts.shards.held.size > 0 ? 1 : 0);
+      }
       metrics.sourceInformers.set(resolver.informerCount);
       metrics.watchesOpen.set(client.activeWatches);
     },

@@ -45,7 +45,7 @@ afterAll(async () => {
     .request("DELETE", RF, { query: { labelSelector: `${SHARD_LABEL}=${label}` } })
     .catch(() => undefined);
   await closeTestClients();
-});
+}, 60_000);
 
 /** Starts replica `identity` (again, when it ran before: its earlier processes' logs are kept). */
 async function startReplica(identity: string): Promise<ControllerProcess> {
