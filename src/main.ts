@@ -48,6 +48,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   const startup = new StartupGate({
     client,
     leaderElect: config.leaderElect || config.shards > 0,
+    shards: config.shards > 0,
     leaseNamespace: config.leaderElectionNamespace,
     leaseName: config.leaderElectionId,
     logger: logger.child({ part: "startup" }),
