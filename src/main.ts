@@ -226,6 +226,7 @@ async function serveMetricsAndProbes(
         metrics.leaderStatus.labels(config.leaderElectionId).set(parts.shards.held.size > 0 ? 1 : 0);
       }
       metrics.sourceInformers.set(resolver.informerCount);
+      metrics.subscriptions.set(resolver.subscriptionCount);
       metrics.watchesOpen.set(client.activeWatches);
     },
     secureMetrics,

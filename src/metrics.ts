@@ -62,6 +62,7 @@ export class ControllerMetrics {
   readonly shardReferables: Gauge;
   readonly shardMembers: Gauge;
   readonly shardHandovers: Counter<"kind">;
+  readonly subscriptions: Gauge;
   readonly restRequests: Counter<"code" | "method" | "host">;
   readonly restLatency: Histogram<"verb">;
   readonly referables: Gauge<"ready" | "reason">;
@@ -232,6 +233,11 @@ export class ControllerMetrics {
       registers,
     });
     for (const kind of ["acquired", "released", "lost"]) this.shardHandovers.labels(kind).inc(0);
+    this.subscriptions = new Gauge({
+      name: "referable_subscriptions_open",
+      help: "Resolver subscriptions open: one per Referable this replica serves whose spec could be read (sharded: of its buckets only)",
+      registers,
+    });
     this.restRequests = new Counter({
       name: "rest_client_requests_total",
       help: "Number of HTTP requests, partitioned by status code, method, and host",

@@ -115,24 +115,34 @@ async function waitForValues(round: string, timeoutMs = WAIT_MS): Promise<void> 
   }
 }
 
+/** What a replica serves, from its metrics. */
+interface Share {
+  owned: number;
+  buckets: number;
+  /** Its resolver subscriptions: one per Referable it serves, none for the others'. */
+  subscriptions: number;
+}
+
 /** Each running replica's Referables served and buckets held, from its metrics. */
-async function shares(running: ControllerProcess[]): Promise<Array<{ owned: number; buckets: number }>> {
+async function shares(running: ControllerProcess[]): Promise<Share[]> {
   return Promise.all(
     running.map(async (p) => {
       const text = await p.metrics();
       return {
         owned: metricValue(text, "referable_shard_referables_owned") ?? 0,
         buckets: metricValue(text, "referable_shard_buckets") ?? 0,
+        subscriptions: metricValue(text, "referable_subscriptions_open") ?? 0,
       };
     }),
   );
 }
 
-/** Waits until every running replica serves a share (none zero) and the shares add up to all. */
-async function waitForFairShares(
-  running: ControllerProcess[],
-): Promise<Array<{ owned: number; buckets: number }>> {
-  let last: Array<{ owned: number; buckets: number }> = [];
+/**
+ * Waits until every running replica serves a share (none zero) with a subscription for each
+ * Referable it serves and none for the others', and the shares add up to all.
+ */
+async function waitForFairShares(running: ControllerProcess[]): Promise<Share[]> {
+  let last: Share[] = [];
   const min = Math.floor(BUCKETS / running.length);
   try {
     return await waitFor(
@@ -144,7 +154,7 @@ async function waitForFairShares(
         return (
           owned === REFERABLES &&
           buckets === BUCKETS &&
-          last.every((s) => s.owned > 0 && s.buckets >= min) &&
+          last.every((s) => s.owned > 0 && s.buckets >= min && s.subscriptions === s.owned) &&
           last
         );
       },
