@@ -235,7 +235,7 @@ export class ControllerMetrics {
     for (const kind of ["acquired", "released", "lost"]) this.shardHandovers.labels(kind).inc(0);
     this.subscriptions = new Gauge({
       name: "referable_subscriptions_open",
-      help: "Resolver subscriptions open: one per Referable this replica serves whose spec could be read (sharded: of its buckets only)",
+      help: "Resolver subscriptions open: one per Referable whose spec could be read, every Referable unsharded (standbys too), sharded only those of the buckets served",
       registers,
     });
     this.restRequests = new Counter({
