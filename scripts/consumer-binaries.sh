@@ -39,28 +39,10 @@ have_pinned() {
   compgen -G "$OUT/kro-crds/*.yaml" >/dev/null && compgen -G "$OUT/provider-kubernetes-crds/*.yaml" >/dev/null
 }
 
-if have_pinned; then
-  log "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
-  echo "$OUT"
-  exit 0
-fi
-
 # shellcheck source=lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-ensure_go
-
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/consumers/build-kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
-mkdir -p "$WORK" "$OUT"
-# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
-exec 9>"$WORK.lock"
-if ! flock -n 9; then
-  log "another build is running; waiting for it"
-  flock 9
-  if have_pinned; then echo "$OUT"; exit 0; fi
-fi
-GO_LOG="$WORK/go.log"
-: >"$GO_LOG"
+reuse_or_lock "$WORK" "$OUT" "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
 rm -f "$OUT/built"
 
 # build NAME MODULE VERSION PACKAGE LDFLAGS: a throwaway module per tool that requires only that

@@ -27,29 +27,11 @@ have_pinned() {
   [[ "$v" == "$HELM_VERSION" ]]
 }
 
-if have_pinned; then
-  log "cached helm reports $HELM_VERSION: $OUT/helm"
-  echo "$OUT/helm"
-  exit 0
-fi
-
 # shellcheck source=lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-ensure_go
-
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/helm/build-$HELM_VERSION"
-mkdir -p "$WORK" "$OUT"
-# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
-exec 9>"$WORK.lock"
-if ! flock -n 9; then
-  log "another build is running; waiting for it"
-  flock 9
-  if have_pinned; then echo "$OUT/helm"; exit 0; fi
-fi
+reuse_or_lock "$WORK" "$OUT/helm" "cached helm reports $HELM_VERSION: $OUT/helm"
 cd "$WORK"
-GO_LOG="$WORK/go.log"
-: >"$GO_LOG"
 
 # A throwaway module that requires helm, so `go build` resolves exactly helm's own go.mod.
 MAJOR="${HELM_VERSION%%.*}"
