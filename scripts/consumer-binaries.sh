@@ -14,21 +14,18 @@
 #
 # REFERABLE_CONSUMERS_DIR=/path uses a folder laid out as above as it is and builds nothing.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 KRO_VERSION="${REFERABLE_KRO_VERSION:-v0.9.3}"
 PK_VERSION="${REFERABLE_PROVIDER_KUBERNETES_VERSION:-v1.2.1}"
 KRO_MODULE=github.com/kubernetes-sigs/kro
 PK_MODULE=github.com/crossplane-contrib/provider-kubernetes
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/consumers/kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
 
 log() { printf '[consumers] %s\n' "$*" >&2; }
 
-if [[ -n "${REFERABLE_CONSUMERS_DIR:-}" ]]; then
-  log "using REFERABLE_CONSUMERS_DIR=$REFERABLE_CONSUMERS_DIR"
-  echo "$REFERABLE_CONSUMERS_DIR"
-  exit 0
-fi
+use_given REFERABLE_CONSUMERS_DIR
 
 # The binaries carry no version flag worth trusting (kro's comes from ldflags), so a stamp
 # written after a complete build names what the folder holds.
@@ -39,8 +36,6 @@ have_pinned() {
   compgen -G "$OUT/kro-crds/*.yaml" >/dev/null && compgen -G "$OUT/provider-kubernetes-crds/*.yaml" >/dev/null
 }
 
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 WORK="$CACHE_ROOT/consumers/build-kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
 reuse_or_lock "$WORK" "$OUT" "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
 rm -f "$OUT/built"

@@ -11,20 +11,17 @@
 # it cannot be `go install`ed. We require it from a module of our own that replaces each staging
 # module, read from that release's own go.mod, with its published v0.x.y.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 K8S_VERSION="${REFERABLE_K8S_VERSION:-v1.36.3}"
 # The etcd release that Kubernetes release pins (go.etcd.io/etcd/server/v3 in its go.mod).
 ETCD_VERSION="${REFERABLE_ETCD_VERSION:-v3.6.8}"
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/control-plane/$K8S_VERSION"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
-  log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
-  echo "$KUBEBUILDER_ASSETS"
-  exit 0
-fi
+use_given KUBEBUILDER_ASSETS
 if [[ -n "${TEST_ASSET_KUBE_APISERVER:-}" && -n "${TEST_ASSET_ETCD:-}" ]]; then
   log "using TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD"
   echo "$(dirname "$TEST_ASSET_KUBE_APISERVER")"
@@ -44,9 +41,6 @@ have_pinned() {
   [[ "$v" == *"Client Version: $K8S_VERSION"* ]] || return 1
 }
 
-# Kubernetes 1.36 needs Go >= 1.26; without one on the PATH, the toolchain comes from the proxy.
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 WORK="$CACHE_ROOT/control-plane/build-$K8S_VERSION"
 reuse_or_lock "$WORK" "$OUT" "cached binaries report $K8S_VERSION and etcd $ETCD_VERSION: $OUT"
 cd "$WORK"

@@ -6,18 +6,15 @@
 #
 # REFERABLE_HELM_BIN=/path/to/helm uses that binary as it is and builds nothing.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 HELM_VERSION="${REFERABLE_HELM_VERSION:-v4.3.1}"
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/helm/$HELM_VERSION"
 
 log() { printf '[helm] %s\n' "$*" >&2; }
 
-if [[ -n "${REFERABLE_HELM_BIN:-}" ]]; then
-  log "using REFERABLE_HELM_BIN=$REFERABLE_HELM_BIN"
-  echo "$REFERABLE_HELM_BIN"
-  exit 0
-fi
+use_given REFERABLE_HELM_BIN
 
 # The version is read into a variable before it is matched (see control-plane-binaries.sh).
 have_pinned() {
@@ -27,8 +24,6 @@ have_pinned() {
   [[ "$v" == "$HELM_VERSION" ]]
 }
 
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 WORK="$CACHE_ROOT/helm/build-$HELM_VERSION"
 reuse_or_lock "$WORK" "$OUT/helm" "cached helm reports $HELM_VERSION: $OUT/helm"
 cd "$WORK"

@@ -4,8 +4,20 @@
 # "go: downloading" lines) in a log file and a progress line every ~15 s,
 # so a first build of several minutes is never silent and the useful lines stay readable.
 #
-# The caller defines log() (its prefixed progress line on stderr), have_pinned() (true when OUT
-# holds the pinned build), CACHE_ROOT and OUT first.
+# Sourced first: it sets CACHE_ROOT. The caller then defines log() (its prefixed progress line
+# on stderr), have_pinned() (true when OUT holds the pinned build) and OUT.
+
+CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
+
+# use_given NAME: when the environment variable NAME is set, the build is given: logs it, prints
+# its value and exits 0.
+use_given() {
+  local name=$1
+  [[ -n "${!name:-}" ]] || return 0
+  log "using $name=${!name}"
+  echo "${!name}"
+  exit 0
+}
 
 # reuse_or_lock WORK RESULT CACHED: when have_pinned, logs CACHED, prints RESULT and exits 0.
 # Otherwise readies a build in WORK: Go (ensure_go), GOTOOLCHAIN=local, WORK and OUT made, and
