@@ -262,10 +262,17 @@ export function mergePatch<T = KubeObject>(client: KubeClient, path: string, bod
   return client.request<T>("PATCH", path, { body, contentType: "application/merge-patch+json" });
 }
 
-/** What most test files start from: the admin client and a namespace of their own. */
-export async function openScope(prefix: string): Promise<{ admin: KubeClient; ns: string }> {
+/**
+ * What most test files start from: the admin client, a namespace of their own, and what `start`
+ * starts once the namespace is there (for {@link closeScope} to stop).
+ */
+export async function openScope<T = undefined>(
+  prefix: string,
+  start?: () => Promise<T>,
+): Promise<{ admin: KubeClient; ns: string; started: T }> {
   const admin = adminClient();
-  return { admin, ns: await createNamespace(admin, prefix) };
+  const ns = await createNamespace(admin, prefix);
+  return { admin, ns, started: (await start?.()) as T };
 }
 
 /** The end of a test file: stops what it started (in order), then closes every test client. */
