@@ -21,10 +21,10 @@ import {
   waitFor,
 } from "./kube.ts";
 import { startControllerProcess, type ControllerProcess } from "./process.ts";
+import { bindRole, createRole, serviceAccount } from "./rbac.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const SHARD_LABEL = "test.referable.dev/shard";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 
 /** What {@link TenantPlane.statusOf} reads of a Referable. */
 export interface ReadyStatus {
@@ -88,23 +88,8 @@ async function setUp(plane: PrivateControlPlane, prefix: string, waitMs: number)
 
   // The controller: deploy/base's rules, bound to a ServiceAccount of this test.
   const role = uniqueName(`${prefix}-controller`);
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: role },
-      rules: deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"),
-    },
-  });
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: role },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
-      subjects: [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }],
-    },
-  });
+  await createRole(admin, role, deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
+  await bindRole(admin, role, role, [serviceAccount("controller", controllerNs)]);
   const controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
   const kubeconfigDir = mkdtempSync(join(tmpdir(), `referable-${prefix}-`));
   const kubeconfigPath = join(kubeconfigDir, "kubeconfig");
@@ -113,23 +98,11 @@ async function setUp(plane: PrivateControlPlane, prefix: string, waitMs: number)
   });
 
   // The tenant: ConfigMaps in its own namespace, nothing else.
-  await admin.request("POST", `${RBAC}/namespaces/${tenantNs}/roles`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "Role",
-      metadata: { name: "configmaps" },
-      rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "list", "delete"] }],
-    },
-  });
-  await admin.request("POST", `${RBAC}/namespaces/${tenantNs}/rolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: "tenant" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "configmaps" },
-      subjects: [{ kind: "ServiceAccount", name: "tenant", namespace: tenantNs }],
-    },
-  });
+  const configMaps = [
+    { apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "list", "delete"] },
+  ];
+  await createRole(admin, "configmaps", configMaps, tenantNs);
+  await bindRole(admin, "tenant", "configmaps", [serviceAccount("tenant", tenantNs)], tenantNs, "Role");
   const tenant = tokenClient(await serviceAccountToken(admin, tenantNs, "tenant"), planeConfig);
 
   const statusOf = async (name: string): Promise<ReadyStatus> => {
