@@ -275,6 +275,17 @@ export async function openScope<T = undefined>(
   return { admin, ns, started: (await start?.()) as T };
 }
 
+/** A test's own namespace (sources, Lease) and shard (the label value of its Referables). */
+export interface ShardScope {
+  ns: string;
+  shard: string;
+}
+
+/** A new namespace and shard, both named after `prefix`. */
+export async function newShardScope(admin: KubeClient, prefix: string): Promise<ShardScope> {
+  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
+}
+
 /** The end of a test file: stops what it started (in order), then closes every test client. */
 export async function closeScope(...started: Array<{ stop(): Promise<void> } | undefined>): Promise<void> {
   for (const part of started) await part?.stop();

@@ -30,7 +30,8 @@ import {
   type InProcessController,
 } from "../harness/faults.ts";
 import {
-  createNamespace,
+  newShardScope,
+  type ShardScope,
   serviceAccountToken,
   uniqueName,
   waitFor,
@@ -63,14 +64,8 @@ afterAll(async () => {
   await plane?.stop();
 });
 
-interface Scope {
-  ns: string;
-  shard: string;
-}
-
-async function newScope(prefix: string): Promise<Scope> {
-  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
-}
+type Scope = ShardScope;
+const newScope = (prefix: string) => newShardScope(admin, prefix);
 
 async function start(
   scope: Scope,
