@@ -4,6 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -284,6 +285,26 @@ export interface ShardScope {
 /** A new namespace and shard, both named after `prefix`. */
 export async function newShardScope(admin: KubeClient, prefix: string): Promise<ShardScope> {
   return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
+}
+
+/** A ConfigMap's `data.v` in the scope's namespace, as a Referable's source. */
+export function cmSource(scope: ShardScope, name: string) {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.v" };
+}
+
+/** Writes at `path` a kubeconfig whose current-context ("nowhere") points where nothing listens. */
+export async function writeUnreachableKubeconfig(path: string): Promise<void> {
+  await writeFile(
+    path,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      "current-context": "nowhere",
+      clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
+      users: [{ name: "nobody", user: { token: "x" } }],
+      contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
+    }),
+  );
 }
 
 /** The end of a test file: stops what it started (in order), then closes every test client. */

@@ -30,7 +30,14 @@ import {
   type StatusWrite,
   type WriteFault,
 } from "../harness/faults.ts";
-import { installTestCrd, newShardScope, uniqueName, waitFor, type ShardScope } from "../harness/kube.ts";
+import {
+  cmSource,
+  installTestCrd,
+  newShardScope,
+  uniqueName,
+  waitFor,
+  type ShardScope,
+} from "../harness/kube.ts";
 import { checkAll, describeMismatch, observeWorld, type Mismatch } from "../harness/oracle.ts";
 import {
   killAllProcesses,
@@ -102,14 +109,6 @@ const setValue = (scope: Scope, name: string, v: string, timeoutMs?: number) =>
 async function createReferable(scope: Scope, name: string, source: Record<string, unknown>, extra = {}) {
   await createReferableAs(admin, { source, ...extra }, { shard: scope.shard, name });
 }
-
-const cmSource = (scope: Scope, name: string) => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: scope.ns,
-  name,
-  fieldPath: "data.v",
-});
 
 const selectorSource = (scope: Scope, app: string) => ({
   apiVersion: "v1",

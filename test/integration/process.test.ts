@@ -9,7 +9,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { helpText } from "../../src/config.ts";
@@ -22,6 +22,7 @@ import {
   adminClient,
   closeTestClients,
   newShardScope,
+  writeUnreachableKubeconfig,
   uniqueName,
   waitFor,
   type ShardScope,
@@ -282,17 +283,7 @@ describe("which cluster", () => {
   async function kubeconfigList(): Promise<{ list: string; cleanup: () => Promise<void> }> {
     const dir = await mkdtemp(join(tmpdir(), "process-kubeconfig-"));
     const first = join(dir, "first");
-    await writeFile(
-      first,
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        "current-context": "nowhere",
-        clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
-        users: [{ name: "nobody", user: { token: "x" } }],
-        contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
-      }),
-    );
+    await writeUnreachableKubeconfig(first);
     const list = [join(dir, "missing"), first, process.env.REFERABLE_TEST_KUBECONFIG!].join(delimiter);
     return { list, cleanup: () => rm(dir, { recursive: true, force: true }) };
   }

@@ -30,6 +30,7 @@ import {
   type InProcessController,
 } from "../harness/faults.ts";
 import {
+  cmSource,
   newShardScope,
   type ShardScope,
   serviceAccountToken,
@@ -109,14 +110,6 @@ const setValue = (scope: Scope, name: string, v: string) =>
     body: { data: { v } },
     contentType: "application/merge-patch+json",
   });
-
-const cmSource = (scope: Scope, name: string) => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: scope.ns,
-  name,
-  fieldPath: "data.v",
-});
 
 /** Writes `status` over a Referable's status, as a user with `patch` on `referables/status` can. */
 async function forgeStatus(name: string, status: Record<string, unknown>): Promise<void> {
