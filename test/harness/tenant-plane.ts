@@ -20,11 +20,11 @@ import {
   uniqueName,
   waitFor,
 } from "./kube.ts";
+import { createReferable as createReferableAs, SHARD_LABEL } from "./controller.ts";
 import { startControllerProcess, type ControllerProcess } from "./process.ts";
 import { bindRole, createRole, serviceAccount } from "./rbac.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
-const SHARD_LABEL = "test.referable.dev/shard";
 
 /** What {@link TenantPlane.statusOf} reads of a Referable. */
 export interface ReadyStatus {
@@ -148,23 +148,8 @@ async function setUp(plane: PrivateControlPlane, prefix: string, waitMs: number)
       });
     },
     createReferable: async (name, source, extra = {}) => {
-      await admin.request("POST", RF, {
-        body: {
-          apiVersion: "referable.dev/v1alpha1",
-          kind: "Referable",
-          metadata: { name, labels: { [SHARD_LABEL]: shard } },
-          spec: {
-            source: {
-              apiVersion: "v1",
-              kind: "ConfigMap",
-              namespace: sourceNs,
-              fieldPath: "data.v",
-              ...source,
-            },
-            ...extra,
-          },
-        },
-      });
+      const defaults = { apiVersion: "v1", kind: "ConfigMap", namespace: sourceNs, fieldPath: "data.v" };
+      await createReferableAs(admin, { source: { ...defaults, ...source }, ...extra }, { shard, name });
     },
     statusOf,
     expectStatus: async (name, want) => {
