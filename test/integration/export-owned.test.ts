@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { fieldManagerFor, legacyFieldManagerFor } from "../../src/outputs/keys/target.ts";
+import { bindRole, createRole, serviceAccount, type Subject } from "../harness/rbac.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
@@ -23,9 +24,11 @@ import {
 import {
   adminClient,
   closeTestClients,
+  createConfigMap,
   createNamespace,
   deployBaseRules,
   kubeConfigWithToken,
+  mergePatch,
   serviceAccountToken,
   tokenClient,
   uniqueName,
@@ -35,7 +38,6 @@ import {
 jest.setTimeout(30_000);
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 
 let admin: KubeClient;
 let ctl: TestController;
@@ -51,13 +53,12 @@ let controllerToken: string;
 const RESYNC_MS = 300;
 const cleanup: string[] = [];
 
-async function clusterRole(rules: unknown[]): Promise<string> {
+/** A ClusterRole of `rules`, bound to the controller in `namespace` (cluster-wide when undefined). */
+async function grant(rules: unknown[], subjects: Subject[], namespace?: string): Promise<void> {
   const name = uniqueName("export-owned");
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
-  });
-  cleanup.push(`${RBAC}/clusterroles/${name}`);
-  return name;
+  cleanup.push(await createRole(admin, name, rules));
+  const binding = await bindRole(admin, name, name, subjects, namespace);
+  if (!namespace) cleanup.push(binding);
 }
 
 beforeAll(async () => {
@@ -67,43 +68,16 @@ beforeAll(async () => {
   open = await createNamespace(admin, "owned-open");
   older = await createNamespace(admin, "owned-older");
   for (const ns of [controllerNs, src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
-  const subjects = [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }];
-  const roleRef = (name: string) => ({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name });
+  const subjects = [serviceAccount("controller", controllerNs)];
   // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
-  const base = await clusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  const binding = uniqueName("export-owned");
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: binding },
-      roleRef: roleRef(base),
-      subjects,
-    },
-  });
-  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
-  const exportRole = await clusterRole(deployBaseRules("rbac-export.yaml"));
-  await admin.request("POST", `${RBAC}/namespaces/${open}/rolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: exportRole },
-      roleRef: roleRef(exportRole),
-      subjects,
-    },
-  });
-  const olderRole = await clusterRole([
-    { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] },
-  ]);
-  await admin.request("POST", `${RBAC}/namespaces/${older}/rolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: olderRole },
-      roleRef: roleRef(olderRole),
-      subjects,
-    },
-  });
+  await grant(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"), subjects);
+  await grant(deployBaseRules("rbac-export.yaml"), subjects, open);
+  // An opt-in of Secrets with the verbs of earlier releases.
+  await grant(
+    [{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] }],
+    subjects,
+    older,
+  );
   controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
   const client = tokenClient(controllerToken);
   controllerClient = client;
@@ -139,17 +113,12 @@ const cmPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/configmap
 
 async function createSource(value: string): Promise<string> {
   const name = uniqueName("db");
-  await admin.request("POST", `/api/v1/namespaces/${src}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name }, data: { v: value } },
-  });
+  await createConfigMap(admin, src, name, { v: value });
   return name;
 }
 
 const setSource = (name: string, value: string) =>
-  admin.request("PATCH", cmPath(src, name), {
-    body: { data: { v: value } },
-    contentType: "application/merge-patch+json",
-  });
+  mergePatch(admin, cmPath(src, name), { data: { v: value } });
 
 const createReferable = (spec: Record<string, unknown>, name?: string) =>
   createReferableAs(admin, spec, { shard: ctl.shard, ...(name && { name }) });
