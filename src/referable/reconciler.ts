@@ -19,7 +19,7 @@ import { backoffDelay } from "../runtime/backoff.ts";
 import type { EventRecorder } from "./events.ts";
 import { describeCycle, isObjectNode } from "./reference-graph.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
-import { desiredStatus, readyCondition, statusEquals } from "./status.ts";
+import { desiredStatus, readyCondition, releaseStatus, statusEquals } from "./status.ts";
 
 /** Reads Referables from the cache. */
 export interface ReferableReader {
@@ -124,10 +124,28 @@ export class ReferableReconciler implements Reconciler {
   /** The Referable is being deleted and holds the export finalizer: its keys go first. */
   private async release(obj: Referable): Promise<Result> {
     const name = obj.metadata.name;
-    const wait = await this.options.keys.release(obj, this.options.states.releasing(name));
-    if (wait !== undefined) return { requeueAfterMs: wait };
+    const memory = this.options.states.releasing(name);
+    const wait = await this.options.keys.release(obj, memory);
+    if (wait !== undefined) {
+      if (memory.releaseProblem) await this.reportRelease(obj, memory.releaseProblem);
+      return { requeueAfterMs: wait };
+    }
     this.options.states.released(name);
     return DONE;
+  }
+
+  /**
+   * A Referable being deleted whose keys could not all be removed says why in its Exported
+   * condition (the rest of its status as it is), so whoever waits on it knows what to restore.
+   */
+  private async reportRelease(obj: Referable, problem: { reason: string; message: string }): Promise<void> {
+    const status = releaseStatus(obj, problem, this.options.now?.() ?? new Date());
+    if (statusEquals(obj.status, status)) return;
+    const state = this.options.states.get(obj.metadata.name);
+    const memory = state
+      ? (state.statusMemory ??= this.options.status.memory())
+      : this.options.status.memory();
+    await this.options.status.write(obj, { status, baseVersion: obj.metadata.resourceVersion }, memory);
   }
 
   /**

@@ -101,7 +101,11 @@ export function readsOf(obj: Referable): ReadsReferables | undefined {
       const selector = compileOrUndefined(source.selector);
       if (selector) reads.selector = selector;
     }
-  } else if (source?.apiVersion === "v1" && isExportKind(source.kind) && typeof source.namespace === "string") {
+  } else if (
+    source?.apiVersion === "v1" &&
+    isExportKind(source.kind) &&
+    typeof source.namespace === "string"
+  ) {
     kind = source.kind;
     if (source.name) reads.object = exportObjectNode(kind, source.namespace, source.name);
     else if (source.selector && compileOrUndefined(source.selector)?.matches(EXPORTED_ONLY))
