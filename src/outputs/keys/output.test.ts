@@ -294,4 +294,24 @@ describe("KeysOutput", () => {
     expect(memory.releaseProblem?.reason).toBe("ExportForbidden");
     expect(memory.releaseProblem?.message).toContain(`keeps its finalizer ${EXPORT_FINALIZER}`);
   });
+
+  it("keeps the records of an object the write policy holds back, while another target reports a problem", async () => {
+    let now = 1000;
+    const client = fakeClient((method) =>
+      method === "GET"
+        ? { metadata: { uid: "cm", resourceVersion: "3" }, data: {} }
+        : { metadata: { uid: "cm", resourceVersion: "4" } },
+    );
+    const output = new KeysOutput({ client, clock: () => now });
+    const memory = newKeysMemory();
+    const obj = referable([EXPORT_FINALIZER]);
+    const records = [{ kind: "ConfigMap", namespace: "team-b", name: "app", key: "K", resourceVersion: "4" }];
+    obj.spec!.export!.push({ kind: "Secret", namespace: "team-b", name: "creds", key: "K" });
+    obj.status = { exports: records };
+    await output.write(obj, value("v1"), memory);
+    now += 10;
+    const held = await output.write(obj, value("v2"), memory);
+    expect(held.state).toMatchObject({ reason: "ExportForbidden", exports: records });
+    expect(held.retryAfterMs).toBeGreaterThan(0);
+  });
 });

@@ -346,11 +346,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
           reason: "ExportForbidden",
           message: `${describeObject(object)}: the controller does not write Secrets unless started with --allow-secret-export (and ${kind.optIn})`,
         });
-      if (!ctx.recorded.any.has(key) || !this.admitted(key, memory, gathered)) return;
+      if (!ctx.recorded.any.has(key) || !this.admitted(key, memory, gathered, ctx.previous)) return;
       await this.sweep(obj, key, object, ctx, "written before --allow-secret-export was turned off");
       return;
     }
-    if (!this.admitted(key, memory, gathered)) return;
+    if (!this.admitted(key, memory, gathered, ctx.previous)) return;
     memory.objects.delete(key);
     // A target dropped from the spec: its keys go, and an object the Referable created goes with
     // them once it holds nothing else, as when the Referable is deleted.
@@ -407,8 +407,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     }
   }
 
-  /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
-  private admitted(key: string, memory: KeysMemory, gathered: Gathered): boolean {
+  /**
+   * Whether the object's share of the write policy lets it be written now; else the wait is
+   * gathered, and the object's records carried over as they are (it holds what it held).
+   */
+  private admitted(key: string, memory: KeysMemory, gathered: Gathered, previous: ExportRecord[]): boolean {
     let gate = memory.gates.get(key);
     if (!gate) {
       const interval = this.options.minWriteIntervalMs ?? 100;
@@ -418,6 +421,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     if (admission.write) return true;
     // Written moments ago: this change waits (a later one may replace it).
     gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
+    gathered.records.push(...previous.filter((r) => objectKey(r as TargetObject) === key));
     return false;
   }
 
