@@ -188,10 +188,15 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     // Objects the status says may hold a key of this Referable; the others are only named in the spec.
     const recorded = recordedObjects(obj.status?.exports ?? []);
     const problems: Array<{ reason: string; message: string }> = [];
-    for (const object of objects.values()) {
+    // Removals and deletions share the write policy with every other write: an object whose
+    // turn has not come is released on the look after the wait.
+    const held: Gathered = { records: [], problems: [], deferredMs: undefined };
+    for (const [key, object] of objects) {
+      if (!this.admitted(key, memory, held, [])) continue;
       const problem = await this.releaseObject(obj.metadata.name, object, recorded);
       if (problem !== undefined) problems.push(problem);
     }
+    if (problems.length === 0 && held.deferredMs !== undefined) return held.deferredMs;
     problems.sort((a, b) => a.message.localeCompare(b.message));
     memory.releaseProblem =
       problems.length === 0
