@@ -360,7 +360,9 @@ function exportedText(want: Expectation): string | undefined {
  *   naming the owner (issue 22's rule: one key, one owner, never a deadlock).
  * - The owner with a value: the key holds the value's text, or it is `Exported=False` with
  *   `ExportConflict` (someone else took the key) or `ExportForbidden`.
- * - The owner without a value: the key is absent or someone else's, and it says `NoValue`.
+ * - The owner without a value: the key is absent (its condition then says `NoValue`, or another
+ *   target's failure), or it holds text the owner cannot remove and says so (`ExportConflict`,
+ *   `ExportForbidden`).
  *
  * Referables whose own status the oracle cannot judge (outside its subset) are skipped.
  */
@@ -405,7 +407,12 @@ export function checkExports(referables: readonly KubeObject[], world: World): M
       const data = (configMaps.get(`${t.namespace}/${t.name}`)?.data ?? {}) as Record<string, string>;
       const held = Object.hasOwn(data, t.key) ? data[t.key] : undefined;
       if (text === undefined) {
-        if (!says("NoValue")) why.push(`${where}: no value, want NoValue, got ${exported?.reason}`);
+        // No value, no key: absent, or someone else's text there that it may not remove (and says so).
+        if (held !== undefined && !says("ExportConflict", "ExportForbidden"))
+          why.push(
+            `${where}: no value, yet the key holds ${JSON.stringify(held.slice(0, 40))} and Exported is ${exported?.reason}`,
+          );
+        else if (held === undefined && exported === undefined) why.push(`${where}: no Exported condition`);
         continue;
       }
       if (held === text) continue;
