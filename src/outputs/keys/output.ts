@@ -263,8 +263,10 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     records.push(...pending.slice(0, Math.max(0, ExportLimits.targets - records.length)));
     records.sort(compareRecords);
     if (gathered.problems.length > 0) {
+      // On the backoff as well: should no record fit (dropped targets' keys not yet removed),
+      // the status may not change, and no write would call for the next look.
       const step = this.summarize([], undefined, { ...gathered, records, deferredMs: undefined }, memory);
-      return { ...step, retryAfterMs: undefined, thenRequeue: true };
+      return { ...step, thenRequeue: true };
     }
     const shown = obj.status?.conditions?.find((c) => c.type === EXPORTED);
     return {
