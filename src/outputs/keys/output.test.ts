@@ -2,6 +2,7 @@ import { ResolutionError } from "../../errors.ts";
 import { ApiError } from "../../kube/client.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import {
+  conflictingKeys,
   EXPORT_FINALIZER,
   KeysOutput,
   newKeysMemory,
@@ -313,5 +314,28 @@ describe("KeysOutput", () => {
     const held = await output.write(obj, value("v2"), memory);
     expect(held.state).toMatchObject({ reason: "ExportForbidden", exports: records });
     expect(held.retryAfterMs).toBeGreaterThan(0);
+  });
+});
+
+describe("conflictingKeys", () => {
+  it.each([
+    {
+      why: "one conflict, as the API server words it",
+      message:
+        'another writer owns the key in ConfigMap a/b (Apply failed with 1 conflict: conflict with "kubectl-patch" using v1: .data.DB_HOST): it is never overwritten',
+      want: ["DB_HOST"],
+    },
+    {
+      why: "several, one a line, keys with dots",
+      message: 'Apply failed with 2 conflicts: conflicts with "helm" using v1:\n- .data.a.b\n- .data.C_1',
+      want: ["a.b", "C_1"],
+    },
+    {
+      why: "a conflict on another field is no key",
+      message: 'conflict with "x" using v1: .metadata.labels.app',
+      want: [],
+    },
+  ])("$why", ({ message, want }) => {
+    expect([...conflictingKeys(message)]).toEqual(want);
   });
 });

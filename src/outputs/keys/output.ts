@@ -378,8 +378,13 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       gathered.records.push(...written.records);
     } catch (err) {
       gathered.problems.push(this.failure(obj.metadata.name, object, err));
-      // What the records said may be there still may be: they stay, so a later sweep finds it.
-      gathered.records.push(...ctx.previous.filter((r) => objectKey(r as TargetObject) === key));
+      // What the records said may be there still may be: they stay, so a later sweep finds it;
+      // but not a key another manager owns (an apply conflict names it): none of it is ours.
+      const theirs =
+        isExportError(err) && err.reason === "ExportConflict" ? conflictingKeys(err.message) : new Set();
+      gathered.records.push(
+        ...ctx.previous.filter((r) => objectKey(r as TargetObject) === key && !theirs.has(r.key)),
+      );
     }
   }
 
@@ -566,4 +571,14 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       maxMs: this.options.maxRetryMs ?? 300_000,
     });
   }
+}
+
+/**
+ * The keys of `data` a server-side apply conflict names (`conflict with "m" using v1: .data.K`,
+ * one field a line when there are several): another manager owns them, not the writer.
+ */
+export function conflictingKeys(message: string): Set<string> {
+  const keys = new Set<string>();
+  for (const m of message.matchAll(/\.data\.([-._a-zA-Z0-9]+)(?=[\s)]|$)/gm)) keys.add(m[1]!);
+  return keys;
 }
