@@ -317,6 +317,30 @@ describe("KeysOutput", () => {
   });
 });
 
+describe("KeysOutput and apply conflicts", () => {
+  it("keeps a key another manager took as an intent only: no resourceVersion, no churn of intents", async () => {
+    const client = fakeClient((method) =>
+      method === "GET"
+        ? { metadata: { uid: "cm", resourceVersion: "5" }, data: { K: "by-hand" } }
+        : new ApiError(
+            "PATCH",
+            "/x",
+            409,
+            "Conflict",
+            'Apply failed with 1 conflict: conflict with "kubectl-patch" using v1: .data.K',
+          ),
+    );
+    const obj = referable([EXPORT_FINALIZER]);
+    obj.status = {
+      exports: [{ kind: "ConfigMap", namespace: "team-b", name: "app", key: "K", resourceVersion: "4" }],
+    };
+    const step = await new KeysOutput({ client }).write(obj, value("v"), newKeysMemory());
+    expect(step.state).toMatchObject({ reason: "ExportConflict" });
+    expect(step.state?.exports).toEqual([{ kind: "ConfigMap", namespace: "team-b", name: "app", key: "K" }]);
+    expect(step.thenRequeue).toBeUndefined();
+  });
+});
+
 describe("conflictingKeys", () => {
   it.each([
     {

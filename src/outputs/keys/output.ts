@@ -378,13 +378,13 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       gathered.records.push(...written.records);
     } catch (err) {
       gathered.problems.push(this.failure(obj.metadata.name, object, err));
-      // What the records said may be there still may be: they stay, so a later sweep finds it;
-      // but not a key another manager owns (an apply conflict names it): none of it is ours.
+      // What the records said may be there still may be: they stay, so a later sweep finds it.
+      // A key another manager owns (an apply conflict names it) holds nothing of this Referable:
+      // its record stays as an intent only (no resourceVersion), for the write once they let go.
       const theirs =
         isExportError(err) && err.reason === "ExportConflict" ? conflictingKeys(err.message) : new Set();
-      gathered.records.push(
-        ...ctx.previous.filter((r) => objectKey(r as TargetObject) === key && !theirs.has(r.key)),
-      );
+      for (const r of ctx.previous)
+        if (objectKey(r as TargetObject) === key) gathered.records.push(theirs.has(r.key) ? intentOf(r) : r);
     }
   }
 
@@ -581,4 +581,9 @@ export function conflictingKeys(message: string): Set<string> {
   const keys = new Set<string>();
   for (const m of message.matchAll(/\.data\.([-._a-zA-Z0-9]+)(?=[\s)]|$)/gm)) keys.add(m[1]!);
   return keys;
+}
+
+/** A record as an intent only: the key is to be written, and holds nothing of the Referable now. */
+function intentOf(r: ExportRecord): ExportRecord {
+  return { kind: r.kind, namespace: r.namespace, name: r.name, key: r.key };
 }
