@@ -360,9 +360,8 @@ function exportedText(want: Expectation): string | undefined {
  *   naming the owner (issue 22's rule: one key, one owner, never a deadlock).
  * - The owner with a value: the key holds the value's text, or it is `Exported=False` with
  *   `ExportConflict` (someone else took the key) or `ExportForbidden`.
- * - The owner without a value: the key is absent (its condition then says `NoValue`, or another
- *   target's failure), or it holds text the owner cannot remove and says so (`ExportConflict`,
- *   `ExportForbidden`).
+ * - The owner without a value: its own key is removed (the key is absent, or holds text its
+ *   field manager `referable.dev/<name>` does not own: someone else's, which is theirs).
  *
  * Referables whose own status the oracle cannot judge (outside its subset) are skipped.
  */
@@ -407,12 +406,13 @@ export function checkExports(referables: readonly KubeObject[], world: World): M
       const data = (configMaps.get(`${t.namespace}/${t.name}`)?.data ?? {}) as Record<string, string>;
       const held = Object.hasOwn(data, t.key) ? data[t.key] : undefined;
       if (text === undefined) {
-        // No value, no key: absent, or someone else's text there that it may not remove (and says so).
-        if (held !== undefined && !says("ExportConflict", "ExportForbidden"))
-          why.push(
-            `${where}: no value, yet the key holds ${JSON.stringify(held.slice(0, 40))} and Exported is ${exported?.reason}`,
-          );
-        else if (held === undefined && exported === undefined) why.push(`${where}: no Exported condition`);
+        // No value, no key: its own key is removed; text someone else put there is theirs.
+        if (
+          held !== undefined &&
+          managesKey(configMaps.get(`${t.namespace}/${t.name}`), `referable.dev/${r.metadata?.name}`, t.key)
+        )
+          why.push(`${where}: no value, yet its own key is still there (Exported is ${exported?.reason})`);
+        else if (exported === undefined) why.push(`${where}: no Exported condition`);
         continue;
       }
       if (held === text) continue;
@@ -430,4 +430,18 @@ export function checkExports(referables: readonly KubeObject[], world: World): M
       });
   }
   return mismatches;
+}
+
+/** Whether `manager` owns `data[key]` of `object` (its managedFields). */
+function managesKey(object: KubeObject | undefined, manager: string, key: string): boolean {
+  const entries = (object?.metadata?.managedFields ?? []) as Array<{
+    manager?: string;
+    fieldsV1?: Record<string, unknown>;
+  }>;
+  return entries.some((e) => {
+    const data = e.fieldsV1?.["f:data"];
+    return (
+      e.manager === manager && typeof data === "object" && data !== null && Object.hasOwn(data, `f:${key}`)
+    );
+  });
 }
