@@ -398,16 +398,24 @@ export class Informer<T extends Cached = KubeObject> {
     let limit = Math.min(this.pageSize, this.bytesPerObject ? this.pageLimit() : FIRST_PAGE);
     do {
       let length = 0;
+      let streamed = 0;
+      // Items are decoded as their bytes arrive (the client never holds the page whole); a
+      // client that answers with the items in the page instead is read below.
       const page = await this.client.request<{
         metadata?: { resourceVersion?: string; continue?: string };
         items?: KubeObject[];
       }>("GET", path, {
         query: { ...query, limit, continue: continueToken },
         onBodyLength: (n) => (length = n),
+        onItem: (item) => {
+          streamed++;
+          onItem(this.decode(item));
+        },
       });
       const items = page.items ?? [];
-      if (items.length > 0 && length > 0) {
-        this.bytesPerObject = Math.max(1, length / items.length);
+      const count = streamed + items.length;
+      if (count > 0 && length > 0) {
+        this.bytesPerObject = Math.max(1, length / count);
         limit = this.pageLimit();
       }
       // Decode item by item and let go of each whole object at once: the page's array is the

@@ -11,6 +11,7 @@ import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
 import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
+import { ListStreamParser } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
 /** A JSON object as the API server returns it. */
@@ -96,6 +97,13 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Told the size of the response body in UTF-16 code units (about bytes for JSON), e.g. to size list pages. */
   onBodyLength?: (length: number) => void;
+  /**
+   * For a list: called with each item of a successful answer as soon as its bytes are in, and
+   * the answer then resolves to the list without them (`items` empty). The page is never held
+   * whole, so it costs one item at a time whatever the server put in it (see list-stream.ts).
+   * An item larger than 16 MiB of JSON fails the request (etcd keeps at most 1.5 MiB an object).
+   */
+  onItem?: (item: KubeObject) => void;
 }
 
 /** A response from the API server that is not a success, with the fields of its `Status`. */
@@ -202,6 +210,7 @@ export class KubeClient {
       for (let attempt = 0; ; attempt++) {
         const response = await undiciRequest(dispatcher, url, init);
         code = response.statusCode;
+        if (options.onItem && code >= 200 && code < 300) return (await readList(response, options)) as T;
         const text = await response.body.text();
         options.onBodyLength?.(text.length);
         if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
@@ -362,6 +371,23 @@ export function retryAfter(
   const seconds = header !== null && /^\s*\d+\s*$/.test(header) ? Number(header) : undefined;
   if (seconds === undefined) return status === 429 ? 1_000 : undefined;
   return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * Reads a list answer item by item (options.onItem), then returns the list without its items.
+ * A failure half-way (a broken stream, an item over the bound, what onItem throws) ends the
+ * response, so the connection never carries the rest of the page for nothing.
+ */
+async function readList(response: Dispatcher.ResponseData, options: RequestOptions): Promise<unknown> {
+  const parser = new ListStreamParser(options.onItem as (item: unknown) => void);
+  try {
+    for await (const chunk of response.body) parser.push(chunk as Buffer);
+  } catch (err) {
+    response.body.destroy();
+    throw asError(err);
+  }
+  options.onBodyLength?.(parser.length);
+  return parser.end();
 }
 
 /** A `get(name)` over undici's response headers (lower-case names; a value may repeat). */

@@ -1,0 +1,261 @@
+/**
+ * Reads a Kubernetes list response (`{"kind":"…List","metadata":{…},"items":[…]}`) as its bytes
+ * arrive, handing each item to a callback as soon as its last byte is in, so a list page costs
+ * one item at a time, never the whole page.
+ *
+ * Why: a page's size in bytes is the server's to decide (a `limit` counts objects, and an object
+ * may be 1.5 MiB of labels and managedFields), so a page read whole (its body, then its text,
+ * then its parse) can be hundreds of MiB: 150 ConfigMaps carrying the largest label sets came
+ * back as one 222 MiB page once a page of small objects had raised the adapted limit. What that
+ * leaves behind (a large-object string, malloc arenas grown for the body) stays resident long
+ * after the parse. Read item by item, a page holds the item being received and the list's own
+ * fields, each bounded below, whatever the page holds.
+ *
+ * The scanner only tracks JSON structure (strings, escapes, nesting) to find where each element
+ * of the top-level `items` array starts and ends; each item is then parsed by `JSON.parse`, so
+ * what an item decodes to is exactly what a whole-body parse would give. Structural characters
+ * are ASCII, so an item's bytes never split a UTF-8 sequence.
+ */
+
+/** The largest item a list may carry, in bytes of JSON: etcd keeps at most 1.5 MiB an object. */
+export const MAX_LIST_ITEM_BYTES = 16 * 1024 * 1024;
+/** The largest list outside its items (kind, apiVersion, metadata), in bytes of JSON. */
+export const MAX_LIST_ENVELOPE_BYTES = 1024 * 1024;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+
+/** Thrown when a list's bytes are not the list JSON they should be, or break a bound. */
+export class ListStreamError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ListStreamError";
+  }
+}
+
+/**
+ * Splits a list response into its items as bytes arrive: {@link push} each chunk, then
+ * {@link end} for the list without its items (`items` is `[]` in it).
+ */
+export class ListStreamParser {
+  private readonly onItem: (item: unknown) => void;
+  private readonly maxItemBytes: number;
+  private readonly maxEnvelopeBytes: number;
+  /** Open containers: 1 inside the top-level object. */
+  private depth = 0;
+  private inString = false;
+  /** A backslash ended the last chunk inside a string: the next byte is escaped. */
+  private escaped = false;
+  /** At depth 1, whether the next string is a key (after `{` or `,`) rather than a value. */
+  private keyNext = false;
+  /** The bytes of the depth-1 key being read, and the last one read. */
+  private keyPieces: Buffer[] | undefined;
+  private lastKey = "";
+  /** Inside the top-level `items` array (depth 2 is the array itself). */
+  private inItems = false;
+  /** Whether the top-level `items` array was found. */
+  private sawItems = false;
+  /** The item being received: its pieces and their length (undefined between items). */
+  private item: Buffer[] | undefined;
+  private itemBytes = 0;
+  /** The list outside its items. */
+  private envelope: Buffer[] = [];
+  private envelopeBytes = 0;
+  private itemCount = 0;
+  private bytes = 0;
+  private readonly decoder = new TextDecoder();
+
+  constructor(
+    onItem: (item: unknown) => void,
+    options: { maxItemBytes?: number; maxEnvelopeBytes?: number } = {},
+  ) {
+    this.onItem = onItem;
+    this.maxItemBytes = options.maxItemBytes ?? MAX_LIST_ITEM_BYTES;
+    this.maxEnvelopeBytes = options.maxEnvelopeBytes ?? MAX_LIST_ENVELOPE_BYTES;
+  }
+
+  /** Items handed out so far. */
+  get items(): number {
+    return this.itemCount;
+  }
+
+  /** Bytes pushed so far. */
+  get length(): number {
+    return this.bytes;
+  }
+
+  /** Scans one chunk; calls `onItem` for every item it completes (what `onItem` throws, throws). */
+  push(chunk: Buffer): void {
+    this.bytes += chunk.length;
+    const n = chunk.length;
+    /** Where the part of this chunk not yet given to the envelope or the item starts. */
+    let from = 0;
+    let i = 0;
+    /** The next backslash at or after `i` (n when none), found again only once passed. */
+    let backslash = -1;
+    while (i < n) {
+      if (this.inString) {
+        if (this.escaped) {
+          this.escaped = false;
+          i++;
+          continue;
+        }
+        // Most of a list's bytes are inside strings: jump to the next quote or backslash.
+        if (backslash < i) {
+          backslash = chunk.indexOf(BACKSLASH, i);
+          if (backslash < 0) backslash = n;
+        }
+        let q = chunk.indexOf(QUOTE, i);
+        if (q < 0) q = n;
+        if (backslash < q) {
+          if (backslash + 1 >= n) {
+            this.escaped = true;
+            i = n;
+          } else i = backslash + 2;
+          continue;
+        }
+        if (q === n) {
+          i = n;
+          continue;
+        }
+        i = q + 1;
+        this.inString = false;
+        if (this.keyPieces) {
+          this.keyPieces.push(chunk.subarray(from, q));
+          this.lastKey = Buffer.concat(this.keyPieces).toString("utf8");
+          this.keyPieces = undefined;
+          this.keep(chunk, from, i);
+          from = i;
+        }
+        continue;
+      }
+      const c = chunk[i]!;
+      switch (c) {
+        case QUOTE:
+          this.inString = true;
+          if (this.depth === 1 && this.keyNext && !this.inItems) {
+            this.keep(chunk, from, i + 1);
+            from = i + 1;
+            this.keyPieces = [];
+            this.keyNext = false;
+          }
+          break;
+        case OPEN_BRACE:
+        case OPEN_BRACKET:
+          if (this.inItems && this.depth === 2) {
+            // An item starts: what came before it (`[`, a comma) is the envelope's or nothing.
+            this.keep(chunk, from, i);
+            from = i;
+            this.item = [];
+            this.itemBytes = 0;
+          }
+          this.depth++;
+          if (this.depth === 1) this.keyNext = true;
+          if (this.depth === 2 && c === OPEN_BRACKET && this.lastKey === "items" && !this.sawItems) {
+            // The envelope keeps `[`; the items between it and `]` are handed out instead.
+            this.keep(chunk, from, i + 1);
+            from = i + 1;
+            this.inItems = true;
+            this.sawItems = true;
+          }
+          break;
+        case CLOSE_BRACE:
+        case CLOSE_BRACKET:
+          this.depth--;
+          if (this.depth < 0) throw new ListStreamError("the list response closes more than it opens");
+          if (this.inItems && this.depth === 2 && this.item) {
+            this.takeItem(chunk, from, i + 1);
+            from = i + 1;
+          } else if (this.inItems && this.depth === 1) {
+            this.skip(chunk, from, i);
+            from = i;
+            this.inItems = false;
+          }
+          break;
+        case COMMA:
+          if (this.depth === 1) this.keyNext = true;
+          else if (this.inItems && this.depth === 2) {
+            this.skip(chunk, from, i + 1);
+            from = i + 1;
+          }
+          break;
+        case COLON:
+          break;
+        default:
+          if (this.inItems && this.depth === 2 && c > 0x20 && !this.item)
+            throw new ListStreamError("a list item is not a JSON object");
+      }
+      i++;
+    }
+    // A key split between chunks: its bytes are the envelope's too.
+    if (this.keyPieces) this.keyPieces.push(Buffer.from(chunk.subarray(from, n)));
+    this.keep(chunk, from, n);
+  }
+
+  /** The list without its items; throws when the body ended early or was not a list. */
+  end(): Record<string, unknown> {
+    if (this.depth !== 0 || this.inString || this.item)
+      throw new ListStreamError("the list response ended before its JSON did");
+    const text = Buffer.concat(this.envelope).toString("utf8").trim();
+    this.envelope = [];
+    if (!text) throw new ListStreamError("the list response is empty");
+    const list = JSON.parse(text) as unknown;
+    if (typeof list !== "object" || list === null || Array.isArray(list))
+      throw new ListStreamError("the list response is not a JSON object");
+    return list as Record<string, unknown>;
+  }
+
+  /** Gives bytes [from, to) of `chunk` to the item being received, or to the envelope. */
+  private keep(chunk: Buffer, from: number, to: number): void {
+    if (to <= from) return;
+    if (this.item) {
+      this.itemBytes += to - from;
+      if (this.itemBytes > this.maxItemBytes)
+        throw new ListStreamError(`a list item is larger than ${this.maxItemBytes} bytes`);
+      this.item.push(chunk.subarray(from, to));
+      return;
+    }
+    if (this.inItems) {
+      this.skip(chunk, from, to);
+      return;
+    }
+    this.envelopeBytes += to - from;
+    if (this.envelopeBytes > this.maxEnvelopeBytes)
+      throw new ListStreamError(`a list's fields besides its items are larger than ${this.maxEnvelopeBytes} bytes`);
+    // A copy: keeping a view would keep the whole chunk (up to 64 KiB) for a few bytes.
+    this.envelope.push(Buffer.from(chunk.subarray(from, to)));
+  }
+
+  /** Bytes between items (whitespace, commas): only whitespace and one comma may be there. */
+  private skip(chunk: Buffer, from: number, to: number): void {
+    for (let k = from; k < to; k++) {
+      const c = chunk[k]!;
+      if (c > 0x20 && c !== COMMA) throw new ListStreamError("a list item is not a JSON object");
+    }
+  }
+
+  private takeItem(chunk: Buffer, from: number, to: number): void {
+    this.keep(chunk, from, to);
+    const pieces = this.item!;
+    this.item = undefined;
+    this.itemBytes = 0;
+    // Decoded piece by piece, never joined into one Buffer: a Buffer of an item's size is a
+    // malloc of up to megabytes outside V8's heap, and glibc, once such a block is freed, serves
+    // the next ones from its heap, which fragments and stays resident (BENCHMARKS.md).
+    let text: string;
+    if (pieces.length === 1) text = pieces[0]!.toString("utf8");
+    else {
+      text = "";
+      for (let k = 0; k < pieces.length; k++) text += this.decoder.decode(pieces[k], { stream: k < pieces.length - 1 });
+    }
+    pieces.length = 0;
+    this.itemCount++;
+    this.onItem(JSON.parse(text));
+  }
+}
