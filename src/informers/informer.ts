@@ -22,6 +22,7 @@
  */
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
+import type { ListItemFilter } from "../kube/list-stream.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { nameFieldSelector } from "../kube/field-selector.ts";
 import { silentLogger, type Logger } from "../log.ts";
@@ -88,6 +89,11 @@ export interface InformerOptions<T extends Cached = KubeObject> {
    * refresh, which is dropped afterwards. @default the object without metadata.managedFields
    */
   decode?: (obj: KubeObject) => T;
+  /**
+   * What a listed object loses before it is parsed, as its bytes arrive: labels `decode` does
+   * not keep, managedFields. @default managedFields dropped, with the default `decode`
+   */
+  itemFilter?: ListItemFilter;
   /**
    * Whether a relisted object tells listeners nothing new. @default equal resourceVersions
    */
@@ -216,6 +222,7 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly onSignal: InformerOptions["onSignal"];
   private listsStarted = 0;
   private readonly decode: (obj: KubeObject) => T;
+  private readonly itemFilter: ListItemFilter | undefined;
   private readonly confirmGone: (() => Promise<boolean>) | undefined;
   private readonly watchTimeoutSeconds: [number, number];
   private readonly same: (a: T, b: T) => boolean;
@@ -245,6 +252,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.pageSize = options.pageSize ?? 500;
     this.pageBytes = options.pageBytes ?? 4 * 1024 * 1024;
     this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
+    this.itemFilter = options.itemFilter ?? (options.decode ? undefined : { dropManagedFields: true });
     this.confirmGone = options.confirmGone;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
@@ -411,6 +419,7 @@ export class Informer<T extends Cached = KubeObject> {
           streamed++;
           onItem(this.decode(item));
         },
+        itemFilter: this.itemFilter,
       });
       const items = page.items ?? [];
       const count = streamed + items.length;

@@ -164,13 +164,16 @@ export class InformerSourceCache implements SourceCache {
     const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
       client: options.client,
       perInformer: (key, resource) => {
-        const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone"> = {
+        const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone" | "itemFilter"> = {
           decode: (obj) =>
             projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
               pool: this.strings,
               labelKeys: this.labelKeysOf(key),
             }),
           same: sameProjection,
+          // The labels decode keeps, asked as the same object is scanned (decode follows in the
+          // same turn), so a label no selector names never becomes a string.
+          itemFilter: { keepLabel: (label) => this.labelKeysOf(key).has(label), dropManagedFields: true },
         };
         const confirm = options.confirmGone;
         if (confirm) o.confirmGone = () => confirm(resource);
@@ -292,13 +295,18 @@ export class InformerSourceCache implements SourceCache {
     do {
       // No resourceVersion: "most recent", never served from a stale cache. Later pages are
       // served at the first page's snapshot, so the pages together are one consistent list.
+      const project = (item: KubeObject) =>
+        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
       const page = await this.client.request<{ metadata?: { continue?: string }; items?: KubeObject[] }>(
         "GET",
         path,
-        { query: { ...query, limit: FRESH_PAGE, continue: continueToken } },
+        {
+          query: { ...query, limit: FRESH_PAGE, continue: continueToken },
+          onItem: project,
+          itemFilter: { keepLabel: (label) => keys.has(label), dropManagedFields: true },
+        },
       );
-      for (const item of page.items ?? [])
-        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
+      for (const item of page.items ?? []) project(item);
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
     return out;

@@ -11,7 +11,7 @@ import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
 import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
-import { ListStreamParser } from "./list-stream.ts";
+import { ListStreamParser, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
 /** A JSON object as the API server returns it. */
@@ -104,6 +104,8 @@ export interface RequestOptions {
    * An item larger than 16 MiB of JSON fails the request (etcd keeps at most 1.5 MiB an object).
    */
   onItem?: (item: KubeObject) => void;
+  /** With `onItem`: what each item loses before it is parsed (see list-stream.ts). */
+  itemFilter?: ListItemFilter;
 }
 
 /** A response from the API server that is not a success, with the fields of its `Status`. */
@@ -379,7 +381,7 @@ export function retryAfter(
  * response, so the connection never carries the rest of the page for nothing.
  */
 async function readList(response: Dispatcher.ResponseData, options: RequestOptions): Promise<unknown> {
-  const parser = new ListStreamParser(options.onItem as (item: unknown) => void);
+  const parser = new ListStreamParser(options.onItem as (item: unknown) => void, options.itemFilter);
   try {
     for await (const chunk of response.body) parser.push(chunk as Buffer);
   } catch (err) {
