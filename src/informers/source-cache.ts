@@ -165,15 +165,18 @@ export class InformerSourceCache implements SourceCache {
       client: options.client,
       perInformer: (key, resource) => {
         const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone" | "itemFilter"> = {
-          decode: (obj) =>
-            projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
+          decode: (obj) => {
+            // As the list's filter does, so a watched object reads as a listed one.
+            if (obj.metadata) delete obj.metadata.managedFields;
+            return projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
               pool: this.strings,
               labelKeys: this.labelKeysOf(key),
-            }),
+            });
+          },
           same: sameProjection,
           // The labels decode keeps, asked as the same object is scanned (decode follows in the
           // same turn), so a label no selector names never becomes a string.
-          itemFilter: { keepLabel: (label) => this.labelKeysOf(key).has(label), dropManagedFields: true },
+          itemFilter: { keepLabels: () => this.labelKeysOf(key), dropManagedFields: true },
         };
         const confirm = options.confirmGone;
         if (confirm) o.confirmGone = () => confirm(resource);
@@ -303,7 +306,7 @@ export class InformerSourceCache implements SourceCache {
         {
           query: { ...query, limit: FRESH_PAGE, continue: continueToken },
           onItem: project,
-          itemFilter: { keepLabel: (label) => keys.has(label), dropManagedFields: true },
+          itemFilter: { keepLabels: () => keys, dropManagedFields: true },
         },
       );
       for (const item of page.items ?? []) project(item);

@@ -123,7 +123,7 @@ describe("KubeClient lists with onItem", () => {
         items.push(item);
         tookFirst();
       },
-      itemFilter: { keepLabel: (key) => key === "y" },
+      itemFilter: { keepLabels: () => ({ keys: ["y"], has: (key) => key === "y" }) },
       onBodyLength: (n) => (length = n),
     });
     expect(items).toEqual([{ metadata: { name: "a" } }, { metadata: { name: "b", labels: { y: "2" } } }]);

@@ -11,7 +11,7 @@ import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
 import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
-import { ListStreamParser, type ListItemFilter } from "./list-stream.ts";
+import { ListStreamParser, MAX_LIST_ITEM_BYTES, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
 /** A JSON object as the API server returns it. */
@@ -82,6 +82,9 @@ export interface KubeClientOptions {
    */
   maxRetries?: number;
 }
+
+/** The longest watch event, in characters of JSON (as the longest list item). */
+const MAX_WATCH_LINE = MAX_LIST_ITEM_BYTES;
 
 /** Longest `Retry-After` honoured, so a server (or proxy) cannot park a request for hours. */
 const MAX_RETRY_AFTER_MS = 60_000;
@@ -259,6 +262,7 @@ export class KubeClient {
         // Pieces of the line being received: a 1.5 MiB object arrives in many chunks, and
         // searching or re-joining the whole buffer on each one would copy it over and over.
         let pieces: string[] = [];
+        let pending = 0;
         for await (const chunk of response.body) {
           let text = decoder.decode(chunk as Uint8Array, { stream: true });
           let newline: number;
@@ -267,6 +271,7 @@ export class KubeClient {
             text = text.slice(newline + 1);
             const line = (pieces.length === 1 ? pieces[0]! : pieces.join("")).trim();
             pieces = [];
+            pending = 0;
             if (!line) continue;
             let event: WatchEvent;
             try {
@@ -277,7 +282,14 @@ export class KubeClient {
             onEvent(event);
             if (closed) return;
           }
-          if (text) pieces.push(text);
+          if (text) {
+            pieces.push(text);
+            pending += text.length;
+            // One event is one object (etcd keeps at most 1.5 MiB of one): a line without end
+            // is a broken or hostile server, never a reason to hold more.
+            if (pending > MAX_WATCH_LINE)
+              throw new Error(`watch ${path}: an event is longer than ${MAX_WATCH_LINE} characters`);
+          }
         }
       } catch (err) {
         if (closed) return;

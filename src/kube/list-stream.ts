@@ -39,14 +39,21 @@ export class ListStreamError extends Error {
   }
 }
 
+/** Label keys to keep: `keys` lists them, `has` tells one. */
+export interface LabelKeySet {
+  readonly keys: readonly string[];
+  has(key: string): boolean;
+}
+
 /** What an item loses before it is parsed: the bytes of what nobody keeps never become strings. */
 export interface ListItemFilter {
   /**
-   * Keeps, of `metadata.labels`, only the labels whose key this accepts: the others' bytes are
-   * dropped as they arrive (a tenant's 845 KB of labels never become 2,190 pairs of strings).
+   * Keeps, of `metadata.labels`, only the labels whose keys are in the set this returns (asked
+   * once an object): the others' bytes are dropped as they arrive, most without even their key
+   * becoming a string (a tenant's 845 KB of labels never become 2,190 pairs of strings).
    * @default every label kept
    */
-  keepLabel?: ((key: string) => boolean) | undefined;
+  keepLabels?: (() => LabelKeySet) | undefined;
   /** Replaces `metadata.managedFields` by an empty list. @default false */
   dropManagedFields?: boolean | undefined;
 }
@@ -74,7 +81,14 @@ export class ListStreamParser {
   private readonly onItem: (item: unknown) => void;
   private readonly maxItemBytes: number;
   private readonly maxEnvelopeBytes: number;
-  private readonly keepLabel: ((key: string) => boolean) | undefined;
+  private readonly keepLabels: (() => LabelKeySet) | undefined;
+  /** The label keys kept for the item being received, and their lengths in UTF-8 bytes. */
+  private labelKeys: LabelKeySet | undefined;
+  private labelKeyLengths = new Set<number>();
+  /** Whether the string being read held an escape. */
+  private sawEscape = false;
+  /** In `labels` mode: whether the label being received is kept (decided on its key). */
+  private keepPair = false;
   private readonly dropManagedFields: boolean;
   /** Whether anything of an item is filtered (else an item's keys are not even looked at). */
   private readonly filtering: boolean;
@@ -87,7 +101,7 @@ export class ListStreamParser {
   private keyNext = false;
   /** Whether each open container is an object (by depth). */
   private readonly isObject: boolean[] = [];
-  /** The last key read at each depth that matters (LIST, ITEM, METADATA, LABELS). */
+  /** The last key read at each depth that matters (LIST, ITEM, METADATA). */
   private readonly keyAt: string[] = ["", "", "", "", "", ""];
   /** The bytes of the key being read, when it is one that matters. */
   private keyPieces: Buffer[] | undefined;
@@ -114,9 +128,9 @@ export class ListStreamParser {
     this.onItem = onItem;
     this.maxItemBytes = options.maxItemBytes ?? MAX_LIST_ITEM_BYTES;
     this.maxEnvelopeBytes = options.maxEnvelopeBytes ?? MAX_LIST_ENVELOPE_BYTES;
-    this.keepLabel = options.keepLabel;
+    this.keepLabels = options.keepLabels;
     this.dropManagedFields = options.dropManagedFields ?? false;
-    this.filtering = this.keepLabel !== undefined || this.dropManagedFields;
+    this.filtering = this.keepLabels !== undefined || this.dropManagedFields;
   }
 
   /** Items handed out so far. */
@@ -153,6 +167,7 @@ export class ListStreamParser {
         let q = chunk.indexOf(QUOTE, i);
         if (q < 0) q = n;
         if (backslash < q) {
+          this.sawEscape = true;
           if (backslash + 1 >= n) {
             this.escaped = true;
             i = n;
@@ -165,7 +180,14 @@ export class ListStreamParser {
         }
         i = q + 1;
         this.inString = false;
-        if (this.keyPieces) {
+        if (this.keyPieces && this.mode === "labels" && this.depth === LABELS) {
+          this.keyPieces.push(chunk.subarray(from, i));
+          this.keep(chunk, from, i); // counted against the bound, kept below if wanted
+          this.keepPair = this.wantLabel(this.keyPieces);
+          if (this.keepPair) this.pair.push(...this.keyPieces);
+          this.keyPieces = undefined;
+          from = i;
+        } else if (this.keyPieces) {
           const raw =
             this.keyPieces.length === 0
               ? chunk.toString("utf8", from, q)
@@ -181,9 +203,14 @@ export class ListStreamParser {
       switch (c) {
         case QUOTE:
           this.inString = true;
+          this.sawEscape = false;
           if (this.keyNext) {
             this.keyNext = false;
-            if (this.keyMatters()) {
+            if (this.mode === "labels" && this.depth === LABELS) {
+              // What came before a label's key is whitespace (or the comma already seen).
+              from = i;
+              this.keyPieces = [];
+            } else if (this.keyMatters()) {
               this.keep(chunk, from, i + 1);
               from = i + 1;
               this.keyPieces = [];
@@ -206,10 +233,11 @@ export class ListStreamParser {
               this.item.push(Buffer.from(c === OPEN_BRACE ? "{}" : "[]"));
               from = i + 1;
               this.mode = "drop";
-            } else if (key === "labels" && this.keepLabel && c === OPEN_BRACE) {
+            } else if (key === "labels" && this.keepLabels && c === OPEN_BRACE) {
               this.keep(chunk, from, i);
               from = i + 1;
               this.mode = "labels";
+              this.useLabelKeys(this.keepLabels());
             }
           }
           this.depth++;
@@ -296,8 +324,6 @@ export class ListStreamParser {
         return (
           this.filtering && this.item !== undefined && this.mode === "none" && this.keyAt[ITEM] === "metadata"
         );
-      case LABELS:
-        return this.mode === "labels";
       default:
         return false;
     }
@@ -313,8 +339,9 @@ export class ListStreamParser {
       this.itemBytes += to - from;
       if (this.itemBytes > this.maxItemBytes)
         throw new ListStreamError(`a list item is larger than ${this.maxItemBytes} bytes`);
-      if (this.mode === "labels") this.pair.push(chunk.subarray(from, to));
-      else if (this.mode === "none") this.item.push(chunk.subarray(from, to));
+      if (this.mode === "labels") {
+        if (this.keepPair) this.pair.push(chunk.subarray(from, to));
+      } else if (this.mode === "none") this.item.push(chunk.subarray(from, to));
       return;
     }
     if (this.inItems) {
@@ -337,11 +364,27 @@ export class ListStreamParser {
 
   /** A label's bytes are all in: kept (as its JSON text) when its key is wanted, else dropped. */
   private endLabel(): void {
-    const key = this.keyAt[LABELS];
-    if (key !== "" && this.keepLabel!(key!))
-      this.kept.push(this.decoder.decode(Buffer.concat(this.pair)).trim());
+    if (this.keepPair) this.kept.push(this.decoder.decode(Buffer.concat(this.pair)).trim());
     this.pair = [];
-    this.keyAt[LABELS] = "";
+    this.keepPair = false;
+  }
+
+  /**
+   * Whether the label whose key's JSON (quotes included) is in `pieces` is kept: a key whose
+   * length matches no kept key's is dropped without becoming a string.
+   */
+  private wantLabel(pieces: Buffer[]): boolean {
+    let bytes = 0;
+    for (const p of pieces) bytes += p.length;
+    if (!this.sawEscape && !this.labelKeyLengths.has(bytes - 2)) return false;
+    const json = this.decoder.decode(pieces.length === 1 ? pieces[0] : Buffer.concat(pieces));
+    return this.labelKeys!.has(this.sawEscape ? (JSON.parse(json) as string) : json.slice(1, -1));
+  }
+
+  private useLabelKeys(keys: LabelKeySet): void {
+    if (keys === this.labelKeys) return;
+    this.labelKeys = keys;
+    this.labelKeyLengths = new Set(keys.keys.map((k) => Buffer.byteLength(k, "utf8")));
   }
 
   /** Bytes between items (whitespace, commas): only whitespace and one comma may be there. */
