@@ -252,7 +252,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.pageSize = options.pageSize ?? 500;
     this.pageBytes = options.pageBytes ?? 4 * 1024 * 1024;
     this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
-    this.itemFilter = options.itemFilter ?? (options.decode ? undefined : { dropManagedFields: true });
+    this.itemFilter = options.itemFilter ?? (options.decode ? undefined : { dropManagedFields: () => true });
     this.confirmGone = options.confirmGone;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);

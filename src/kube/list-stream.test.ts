@@ -84,7 +84,7 @@ describe("ListStreamParser", () => {
       const asked: string[] = [];
       const { items } = parse(text, size, {
         keepLabels: () => ({ keys, has: (key) => (asked.push(key), keys.includes(key)) }),
-        dropManagedFields: true,
+        dropManagedFields: () => true,
       });
       expect(items).toEqual([
         {

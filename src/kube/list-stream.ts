@@ -49,13 +49,13 @@ export interface LabelKeySet {
 export interface ListItemFilter {
   /**
    * Keeps, of `metadata.labels`, only the labels whose keys are in the set this returns (asked
-   * once an object): the others' bytes are dropped as they arrive, most without even their key
+   * once an object; undefined keeps them all): the others' bytes are dropped as they arrive, most without even their key
    * becoming a string (a tenant's 845 KB of labels never become 2,190 pairs of strings).
    * @default every label kept
    */
-  keepLabels?: (() => LabelKeySet) | undefined;
-  /** Replaces `metadata.managedFields` by an empty list. @default false */
-  dropManagedFields?: boolean | undefined;
+  keepLabels?: (() => LabelKeySet | undefined) | undefined;
+  /** Whether `metadata.managedFields` is replaced by an empty list (asked once an object). @default never */
+  dropManagedFields?: (() => boolean) | undefined;
 }
 
 /** Options of {@link ListStreamParser}. */
@@ -81,7 +81,7 @@ export class ListStreamParser {
   private readonly onItem: (item: unknown) => void;
   private readonly maxItemBytes: number;
   private readonly maxEnvelopeBytes: number;
-  private readonly keepLabels: (() => LabelKeySet) | undefined;
+  private readonly keepLabels: (() => LabelKeySet | undefined) | undefined;
   /** The label keys kept for the item being received, and their lengths in UTF-8 bytes. */
   private labelKeys: LabelKeySet | undefined;
   private labelKeyLengths = new Set<number>();
@@ -89,7 +89,7 @@ export class ListStreamParser {
   private sawEscape = false;
   /** In `labels` mode: whether the label being received is kept (decided on its key). */
   private keepPair = false;
-  private readonly dropManagedFields: boolean;
+  private readonly dropManagedFields: (() => boolean) | undefined;
   /** Whether anything of an item is filtered (else an item's keys are not even looked at). */
   private readonly filtering: boolean;
   /** Open containers: 1 inside the top-level object. */
@@ -129,8 +129,8 @@ export class ListStreamParser {
     this.maxItemBytes = options.maxItemBytes ?? MAX_LIST_ITEM_BYTES;
     this.maxEnvelopeBytes = options.maxEnvelopeBytes ?? MAX_LIST_ENVELOPE_BYTES;
     this.keepLabels = options.keepLabels;
-    this.dropManagedFields = options.dropManagedFields ?? false;
-    this.filtering = this.keepLabels !== undefined || this.dropManagedFields;
+    this.dropManagedFields = options.dropManagedFields;
+    this.filtering = this.keepLabels !== undefined || this.dropManagedFields !== undefined;
   }
 
   /** Items handed out so far. */
@@ -228,16 +228,19 @@ export class ListStreamParser {
             this.itemBytes = 0;
           } else if (this.item && d === METADATA && this.mode === "none" && this.keyAt[ITEM] === "metadata") {
             const key = this.keyAt[METADATA];
-            if (key === "managedFields" && this.dropManagedFields) {
+            if (key === "managedFields" && this.dropManagedFields?.()) {
               this.keep(chunk, from, i);
               this.item.push(Buffer.from(c === OPEN_BRACE ? "{}" : "[]"));
               from = i + 1;
               this.mode = "drop";
-            } else if (key === "labels" && this.keepLabels && c === OPEN_BRACE) {
-              this.keep(chunk, from, i);
-              from = i + 1;
-              this.mode = "labels";
-              this.useLabelKeys(this.keepLabels());
+            } else if (key === "labels" && c === OPEN_BRACE) {
+              const keys = this.keepLabels?.();
+              if (keys) {
+                this.keep(chunk, from, i);
+                from = i + 1;
+                this.mode = "labels";
+                this.useLabelKeys(keys);
+              }
             }
           }
           this.depth++;

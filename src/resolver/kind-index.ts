@@ -65,6 +65,11 @@ export class KindIndex implements KindInterest {
     this.handle.release();
   }
 
+  readsLabels(): boolean {
+    for (const sub of this.all) if (sub.request.extractors.some((x) => x.blindToLabels !== true)) return true;
+    return false;
+  }
+
   *extractorsFor(meta: ProjectedMeta): Iterable<Extractor> {
     for (const sub of this.byName.get(objectKey(meta.namespace, meta.name)) ?? [])
       yield* sub.request.extractors;
