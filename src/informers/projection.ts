@@ -64,7 +64,7 @@ export interface Extractor {
 export function pathMaySeeLabels(text: string): boolean {
   if (/labels|managedFields|\.\.|\*|\?|\\|@|\(/.test(text)) return true;
   const rest = text.replace(/^[\s{$]+/, "").replace(/[\s}"'\]]+$/, "");
-  return rest.replace(/[.\["'\]]/g, "") === "" || /metadata$/.test(rest);
+  return rest.replace(/[.["'\]]/g, "") === "" || /metadata$/.test(rest);
 }
 
 /** What the cache keeps of one object. Immutable once made, except that reads can be pruned. */
