@@ -25,6 +25,7 @@ describe("parseConfig", () => {
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
+      shards: 0,
       concurrency: 16,
       statusWriteRate: 25,
       statusWriteBurst: 5,
@@ -187,6 +188,17 @@ describe("parseConfig", () => {
       ],
       want: { leaderElect: true, leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 1_000 },
     },
+    {
+      reason: "sharding: a number of buckets, from the flag or the environment",
+      argv: ["--shards=16"],
+      want: { shards: 16 },
+    },
+    {
+      reason: "sharding from the environment",
+      argv: [],
+      env: { REFERABLE_SHARDS: "1024" },
+      want: { shards: 1024 },
+    },
   ];
   it.each(cases)("$reason", ({ argv, env, want }) => {
     expect(parse(argv, env)).toMatchObject(want);
@@ -339,6 +351,21 @@ describe("parseConfig", () => {
       env: { REFERABLE_LEADER_ELECT: "true", REFERABLE_RENEW_DEADLINE: "20s" },
       want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
     },
+    {
+      reason: "more buckets than the bound (each is a Lease and a metric label)",
+      argv: ["--shards=1025"],
+      want: "--shards must be at most 1024",
+    },
+    {
+      reason: "sharding checks the lease timing even with leader election off",
+      argv: ["--shards=4", "--leader-election-renew-deadline=20s"],
+      want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
+    },
+    {
+      reason: "a shard set name too long for the label on its Leases",
+      argv: ["--shards=4", `--leader-election-id=${"x".repeat(41)}`],
+      want: "--leader-election-id must be at most 40 characters with --shards",
+    },
   ];
   it.each(errors)("refuses: $reason", ({ argv, env, want }) => {
     let got: unknown;
@@ -430,6 +457,29 @@ describe("helpText", () => {
       want: "default false",
     },
   ];
+  // What the binary's --help was checked for (test/integration/process.test.ts: it prints this text).
+  const shown: Array<[flag: string, want: string]> = [
+    ["--kubeconfig=VALUE", 'env KUBECONFIG; default ""'],
+    ["--context=VALUE", 'env REFERABLE_CONTEXT; default ""'],
+    ["--leader-election-renew-deadline=VALUE", "default 10s"],
+    ["--leader-election-retry-period=VALUE", "default 2s"],
+    ["--shards=VALUE", "env REFERABLE_SHARDS; default 0"],
+    ["--concurrency=VALUE", "default 16"],
+    ["--status-write-rate=VALUE", "default 25"],
+    ["--status-write-burst=VALUE", "default 5"],
+    ["--status-write-budget=VALUE", "default 500"],
+    ["--status-write-budget-burst=VALUE", "default 1000"],
+    ["--allow-secret-export[=true|false]", "default false"],
+    ["--metrics-secure[=true|false]", "env REFERABLE_METRICS_SECURE; default false"],
+    ["--metrics-cert-dir=VALUE", 'default ""'],
+    ["--log-format=VALUE", "text (one readable line per record"],
+    ["--version", "print the version and exit"],
+  ];
+  it.each(shown)("shows %s with %s", (flag, want) => {
+    const lines = text.split("\n");
+    expect(lines[lines.indexOf(`  ${flag}`) + 1]).toContain(want);
+    expect(lines).toContain(`  ${flag}`);
+  });
   it("groups the options under headings, in order", () => {
     const headings = text.split("\n").filter((l) => /^[A-Z][a-z ]+:$/.test(l));
     expect(headings).toEqual([
@@ -454,6 +504,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
+    // 34 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(36);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

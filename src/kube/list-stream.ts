@@ -123,6 +123,11 @@ export class ListStreamParser {
   private itemCount = 0;
   private bytes = 0;
   private readonly decoder = new TextDecoder();
+  /** The chunk being scanned, where its bytes not yet given to their destination start, and
+   * its next backslash at or after the scan (its length when none), found again once passed. */
+  private chunk: Buffer = Buffer.alloc(0);
+  private from = 0;
+  private backslash = -1;
 
   constructor(onItem: (item: unknown) => void, options: ListStreamOptions = {}) {
     this.onItem = onItem;
@@ -146,161 +151,185 @@ export class ListStreamParser {
   /** Scans one chunk; calls `onItem` for every item it completes (what `onItem` throws, throws). */
   push(chunk: Buffer): void {
     this.bytes += chunk.length;
+    this.chunk = chunk;
+    this.from = 0;
+    this.backslash = -1;
     const n = chunk.length;
-    /** Where the part of this chunk not yet given to its destination starts. */
-    let from = 0;
     let i = 0;
-    /** The next backslash at or after `i` (n when none), found again only once passed. */
-    let backslash = -1;
     while (i < n) {
-      if (this.inString) {
-        if (this.escaped) {
-          this.escaped = false;
-          i++;
-          continue;
-        }
-        // Most of a list's bytes are inside strings: jump to the next quote or backslash.
-        if (backslash < i) {
-          backslash = chunk.indexOf(BACKSLASH, i);
-          if (backslash < 0) backslash = n;
-        }
-        let q = chunk.indexOf(QUOTE, i);
-        if (q < 0) q = n;
-        if (backslash < q) {
-          this.sawEscape = true;
-          if (backslash + 1 >= n) {
-            this.escaped = true;
-            i = n;
-          } else i = backslash + 2;
-          continue;
-        }
-        if (q === n) {
-          i = n;
-          continue;
-        }
-        i = q + 1;
-        this.inString = false;
-        if (this.keyPieces && this.mode === "labels" && this.depth === LABELS) {
-          this.keyPieces.push(chunk.subarray(from, i));
-          this.keep(chunk, from, i); // counted against the bound, kept below if wanted
-          this.keepPair = this.wantLabel(this.keyPieces);
-          if (this.keepPair) this.pair.push(...this.keyPieces);
-          this.keyPieces = undefined;
-          from = i;
-        } else if (this.keyPieces) {
-          const raw =
-            this.keyPieces.length === 0
-              ? chunk.toString("utf8", from, q)
-              : Buffer.concat([...this.keyPieces, chunk.subarray(from, q)]).toString("utf8");
-          this.keyAt[this.depth] = raw.includes("\\") ? (JSON.parse(`"${raw}"`) as string) : raw;
-          this.keyPieces = undefined;
-          this.keep(chunk, from, i);
-          from = i;
-        }
-        continue;
-      }
-      const c = chunk[i]!;
-      switch (c) {
-        case QUOTE:
-          this.inString = true;
-          this.sawEscape = false;
-          if (this.keyNext) {
-            this.keyNext = false;
-            if (this.mode === "labels" && this.depth === LABELS) {
-              // What came before a label's key is whitespace (or the comma already seen).
-              from = i;
-              this.keyPieces = [];
-            } else if (this.keyMatters()) {
-              this.keep(chunk, from, i + 1);
-              from = i + 1;
-              this.keyPieces = [];
-            }
-          }
-          break;
-        case OPEN_BRACE:
-        case OPEN_BRACKET: {
-          const d = this.depth;
-          if (this.inItems && d === ITEMS) {
-            // An item starts: what came before it (`[`, a comma) is no part of it.
-            this.keep(chunk, from, i);
-            from = i;
-            this.item = [];
-            this.itemBytes = 0;
-          } else if (this.item && d === METADATA && this.mode === "none" && this.keyAt[ITEM] === "metadata") {
-            const key = this.keyAt[METADATA];
-            if (key === "managedFields" && this.dropManagedFields?.()) {
-              this.keep(chunk, from, i);
-              this.item.push(Buffer.from(c === OPEN_BRACE ? "{}" : "[]"));
-              from = i + 1;
-              this.mode = "drop";
-            } else if (key === "labels" && c === OPEN_BRACE) {
-              const keys = this.keepLabels?.();
-              if (keys) {
-                this.keep(chunk, from, i);
-                from = i + 1;
-                this.mode = "labels";
-                this.useLabelKeys(keys);
-              }
-            }
-          }
-          this.depth++;
-          this.isObject[this.depth] = c === OPEN_BRACE;
-          this.keyNext = c === OPEN_BRACE;
-          if (this.depth <= LABELS) this.keyAt[this.depth] = "";
-          if (this.depth === ITEMS && c === OPEN_BRACKET && this.keyAt[LIST] === "items" && !this.sawItems) {
-            // The envelope keeps `[`; the items between it and `]` are handed out instead.
-            this.keep(chunk, from, i + 1);
-            from = i + 1;
-            this.inItems = true;
-            this.sawItems = true;
-          }
-          break;
-        }
-        case CLOSE_BRACE:
-        case CLOSE_BRACKET:
-          this.depth--;
-          this.keyNext = false;
-          if (this.depth < 0) throw new ListStreamError("the list response closes more than it opens");
-          if (this.mode !== "none" && this.depth === METADATA) {
-            this.keep(chunk, from, i);
-            from = i + 1;
-            if (this.mode === "labels") {
-              this.endLabel();
-              this.keepText(`{${this.kept.join(",")}}`);
-              this.kept = [];
-            }
-            this.mode = "none";
-          } else if (this.inItems && this.depth === ITEMS && this.item) {
-            this.takeItem(chunk, from, i + 1);
-            from = i + 1;
-          } else if (this.inItems && this.depth === LIST) {
-            this.skip(chunk, from, i);
-            from = i;
-            this.inItems = false;
-          }
-          break;
-        case COMMA:
-          this.keyNext = this.isObject[this.depth] === true;
-          if (this.mode === "labels" && this.depth === LABELS) {
-            this.keep(chunk, from, i);
-            from = i + 1;
-            this.endLabel();
-          } else if (this.inItems && this.depth === ITEMS) {
-            this.skip(chunk, from, i + 1);
-            from = i + 1;
-          }
-          break;
-        case COLON:
-          break;
-        default:
-          if (this.inItems && this.depth === ITEMS && c > 0x20 && !this.item)
-            throw new ListStreamError("a list item is not a JSON object");
-      }
-      i++;
+      if (this.inString) i = this.scanString(i);
+      else this.structural(chunk[i]!, i++);
     }
     // A key split between chunks: its bytes go to their destination too.
-    if (this.keyPieces) this.keyPieces.push(Buffer.from(chunk.subarray(from, n)));
-    this.keep(chunk, from, n);
+    if (this.keyPieces) this.keyPieces.push(Buffer.from(chunk.subarray(this.from, n)));
+    this.keep(chunk, this.from, n);
+  }
+
+  /** Scans a string from `i`; returns where scanning goes on. */
+  private scanString(i: number): number {
+    const chunk = this.chunk;
+    const n = chunk.length;
+    if (this.escaped) {
+      this.escaped = false;
+      return i + 1;
+    }
+    // Most of a list's bytes are inside strings: jump to the next quote or backslash.
+    if (this.backslash < i) {
+      this.backslash = chunk.indexOf(BACKSLASH, i);
+      if (this.backslash < 0) this.backslash = n;
+    }
+    let q = chunk.indexOf(QUOTE, i);
+    if (q < 0) q = n;
+    if (this.backslash < q) {
+      this.sawEscape = true;
+      if (this.backslash + 1 >= n) {
+        this.escaped = true;
+        return n;
+      }
+      return this.backslash + 2;
+    }
+    if (q === n) return n;
+    this.inString = false;
+    if (this.keyPieces) this.endKey(q);
+    return q + 1;
+  }
+
+  /** A key that matters ended at the quote at `q`. */
+  private endKey(q: number): void {
+    const chunk = this.chunk;
+    const pieces = this.keyPieces!;
+    this.keyPieces = undefined;
+    const end = q + 1;
+    if (this.mode === "labels" && this.depth === LABELS) {
+      pieces.push(chunk.subarray(this.from, end));
+      this.keep(chunk, this.from, end); // counted against the bound, kept below if wanted
+      this.keepPair = this.wantLabel(pieces);
+      if (this.keepPair) this.pair.push(...pieces);
+    } else {
+      const raw =
+        pieces.length === 0
+          ? chunk.toString("utf8", this.from, q)
+          : Buffer.concat([...pieces, chunk.subarray(this.from, q)]).toString("utf8");
+      this.keyAt[this.depth] = raw.includes("\\") ? (JSON.parse(`"${raw}"`) as string) : raw;
+      this.keep(chunk, this.from, end);
+    }
+    this.from = end;
+  }
+
+  /** One byte outside strings. */
+  private structural(c: number, i: number): void {
+    switch (c) {
+      case QUOTE:
+        this.openString(i);
+        break;
+      case OPEN_BRACE:
+      case OPEN_BRACKET:
+        this.open(c, i);
+        break;
+      case CLOSE_BRACE:
+      case CLOSE_BRACKET:
+        this.close(i);
+        break;
+      case COMMA:
+        this.comma(i);
+        break;
+      default:
+        if (this.inItems && this.depth === ITEMS && c > 0x20 && c !== COLON && !this.item)
+          throw new ListStreamError("a list item is not a JSON object");
+    }
+  }
+
+  private openString(i: number): void {
+    this.inString = true;
+    this.sawEscape = false;
+    if (!this.keyNext) return;
+    this.keyNext = false;
+    if (this.mode === "labels" && this.depth === LABELS) {
+      // What came before a label's key is whitespace (or the comma already seen).
+      this.from = i;
+      this.keyPieces = [];
+    } else if (this.keyMatters()) {
+      this.keep(this.chunk, this.from, i + 1);
+      this.from = i + 1;
+      this.keyPieces = [];
+    }
+  }
+
+  private open(c: number, i: number): void {
+    const d = this.depth;
+    if (this.inItems && d === ITEMS) {
+      // An item starts: what came before it (`[`, a comma) is no part of it.
+      this.keep(this.chunk, this.from, i);
+      this.from = i;
+      this.item = [];
+      this.itemBytes = 0;
+    } else if (this.item && d === METADATA && this.mode === "none" && this.keyAt[ITEM] === "metadata") {
+      this.openMetadataMember(c, i);
+    }
+    this.depth++;
+    this.isObject[this.depth] = c === OPEN_BRACE;
+    this.keyNext = c === OPEN_BRACE;
+    if (this.depth <= LABELS) this.keyAt[this.depth] = "";
+    if (this.depth === ITEMS && c === OPEN_BRACKET && this.keyAt[LIST] === "items" && !this.sawItems) {
+      // The envelope keeps `[`; the items between it and `]` are handed out instead.
+      this.keep(this.chunk, this.from, i + 1);
+      this.from = i + 1;
+      this.inItems = true;
+      this.sawItems = true;
+    }
+  }
+
+  /** An object or list opens as the value of an item's metadata member: filtered, or not. */
+  private openMetadataMember(c: number, i: number): void {
+    const key = this.keyAt[METADATA];
+    if (key === "managedFields" && this.dropManagedFields?.()) {
+      this.keep(this.chunk, this.from, i);
+      this.item!.push(Buffer.from(c === OPEN_BRACE ? "{}" : "[]"));
+      this.from = i + 1;
+      this.mode = "drop";
+    } else if (key === "labels" && c === OPEN_BRACE) {
+      const keys = this.keepLabels?.();
+      if (!keys) return;
+      this.keep(this.chunk, this.from, i);
+      this.from = i + 1;
+      this.mode = "labels";
+      this.useLabelKeys(keys);
+    }
+  }
+
+  private close(i: number): void {
+    this.depth--;
+    this.keyNext = false;
+    if (this.depth < 0) throw new ListStreamError("the list response closes more than it opens");
+    if (this.mode !== "none" && this.depth === METADATA) {
+      this.keep(this.chunk, this.from, i);
+      this.from = i + 1;
+      if (this.mode === "labels") {
+        this.endLabel();
+        this.keepText(`{${this.kept.join(",")}}`);
+        this.kept = [];
+      }
+      this.mode = "none";
+    } else if (this.inItems && this.depth === ITEMS && this.item) {
+      this.takeItem(this.chunk, this.from, i + 1);
+      this.from = i + 1;
+    } else if (this.inItems && this.depth === LIST) {
+      this.skip(this.chunk, this.from, i);
+      this.from = i;
+      this.inItems = false;
+    }
+  }
+
+  private comma(i: number): void {
+    this.keyNext = this.isObject[this.depth] === true;
+    if (this.mode === "labels" && this.depth === LABELS) {
+      this.keep(this.chunk, this.from, i);
+      this.from = i + 1;
+      this.endLabel();
+    } else if (this.inItems && this.depth === ITEMS) {
+      this.skip(this.chunk, this.from, i + 1);
+      this.from = i + 1;
+    }
   }
 
   /** The list without its items; throws when the body ended early or was not a list. */
