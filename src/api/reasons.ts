@@ -51,4 +51,4 @@ export type ExportFailureReason =
   | "ExportFailed";
 
 /** The `Exported` reasons the controller writes besides the failures: the value is there, or there is none. */
-export type ExportedReason = ExportFailureReason | "Exported" | "NoValue" | "InvalidSpec";
+export type ExportedReason = ExportFailureReason | "Exported" | "NoValue" | "InvalidSpec" | "Pending";
