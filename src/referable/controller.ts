@@ -10,6 +10,8 @@ import { Informer, type InformerEvent, type InformerOptions } from "../informers
 import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
+import { Discovery, type KindResolver } from "../kube/discovery.ts";
+import { FieldOutput } from "../outputs/field/output.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
@@ -53,6 +55,10 @@ export interface ReferableControllerOptions {
   maxRepairIntervalMs?: number;
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
+  /** Maps a field target's kind to its resource (share the resolver's). @default one of its own */
+  discovery?: KindResolver;
+  /** Longest time between two reads of an object a field is exported into. @default 30000 */
+  fieldRereadMs?: number;
 }
 
 const NAME = "referable";
@@ -189,6 +195,15 @@ export class ReferableController {
         logger: this.logger,
         allowSecrets: options.allowSecretExport ?? false,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+      }),
+      fields: new FieldOutput({
+        client: options.client,
+        discovery: options.discovery ?? new Discovery({ client: options.client }),
+        policy,
+        logger: this.logger,
+        enqueue: (name) => this.runtime.enqueue(name),
+        onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+        ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
       }),
       ...(options.events && { events: options.events }),
       logger: this.logger,
