@@ -556,6 +556,9 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
       // spec names no field any more, and every recorded one is released.
       return { state: null, retryAfterMs: undefined };
     }
+    // Some object waits for the write policy: the status keeps saying what the fields hold until then.
+    if (deferredMs !== undefined && problems.length === 0)
+      return { state: undefined, retryAfterMs: deferredMs };
     const next = (ms: number | undefined) => Math.min(reread, ms ?? reread, deferredMs ?? reread);
     records.sort(compareFieldRecords);
     if (problems.length === 0) {
