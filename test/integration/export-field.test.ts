@@ -472,6 +472,33 @@ describe("export into a field of a managed resource", () => {
   });
 });
 
+describe("one owner per field", () => {
+  it("among Referables naming one field, the first created owns it; the other is ExportConflict naming it, and takes over when it goes", async () => {
+    const first = await sourceConfigMap(ARN_A);
+    const second = await sourceConfigMap(ARN_B);
+    const task = await createTask({ name: "t" });
+    const suffix = uniqueName("owner");
+    const a = await createReferableAs(
+      admin,
+      { source: first.ref, export: [taskTarget(task)] },
+      { shard: ctl.shard, name: `a-${suffix}` },
+    );
+    await waitForExported(a, "Exported");
+    // Created later (or in the same second, with a later name): never takes the field.
+    const b = await createReferableAs(
+      admin,
+      { source: second.ref, export: [taskTarget(task)] },
+      { shard: ctl.shard, name: `b-${suffix}` },
+    );
+    const { exported } = await waitForExported(b, "ExportConflict");
+    expect(exported.message).toContain(`exported by the Referable ${a}, created first`);
+    expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_A);
+    await admin.request("DELETE", `${RF}/${a}`);
+    await waitForExported(b, "Exported");
+    expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_B);
+  });
+});
+
 describe("opting a kind in", () => {
   it("a kind not opted in is ExportForbidden naming the opt-in; once opted in, the field is written by itself (a cluster-scoped object)", async () => {
     const source = await sourceConfigMap(ARN_A);
