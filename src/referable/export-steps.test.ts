@@ -34,6 +34,13 @@ describe("combineExports", () => {
       retryAfterMs: 5,
     });
   });
+  it("a part held back with the other exporting nothing carries the stored state over whole", () => {
+    const held: ExportStep = { state: undefined, retryAfterMs: 100 };
+    expect(combineExports(held, { state: null, retryAfterMs: undefined }, undefined)).toEqual({
+      state: undefined,
+      retryAfterMs: 100,
+    });
+  });
   it("a part held back (undefined) keeps its stored records", () => {
     const stored: ReferableStatus = {
       exports: [key, field],

@@ -39,6 +39,8 @@ function combineStates(
   stored: ReferableStatus | undefined,
 ): ExportState | null | undefined {
   if (keys === undefined && fields === undefined) return undefined;
+  // One part held back and the other with nothing to export: the stored state is all the first's.
+  if ((keys === undefined && fields === null) || (keys === null && fields === undefined)) return undefined;
   const k = keys === undefined ? carried(stored, (r) => !isField(r)) : keys;
   const f = fields === undefined ? carried(stored, isField) : fields;
   if (!k) return f;
@@ -63,6 +65,6 @@ function carried(
 ): ExportState | null {
   const records = (stored?.exports ?? []).filter(mine);
   const c = stored?.conditions?.find((x) => x.type === EXPORTED);
-  if (records.length === 0 || !c) return null;
+  if (!c) return null;
   return { exports: records, status: c.status, reason: c.reason, message: c.message };
 }
