@@ -21,6 +21,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
+import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import {
   getReferable,
@@ -35,6 +36,7 @@ import {
   createNamespace,
   deployBaseRules,
   serviceAccountToken,
+  testKubeConfig,
   tokenClient,
   uniqueName,
   waitFor,
@@ -236,7 +238,11 @@ async function createTask(forProvider: Record<string, unknown>, fieldManager = "
 const getTask = (name: string) =>
   admin.request<KubeObject & { spec: { forProvider: Record<string, unknown> } }>("GET", taskPath(name));
 
-const taskTarget = (name: string, fieldPath = "spec.forProvider.sourceLocationArn", policy?: string) => ({
+const taskTarget = (
+  name: string,
+  fieldPath = "spec.forProvider.sourceLocationArn",
+  policy?: "Always" | "IfNotPresent",
+) => ({
   apiVersion: taskApiVersion,
   kind: "Task",
   namespace: team,
@@ -469,6 +475,39 @@ describe("export into a field of a managed resource", () => {
       );
     });
     expect((await getTask(task)).spec.forProvider).toEqual({ name: "t" });
+  });
+});
+
+describe("the library's exportValue and removeExport with a field target", () => {
+  it("writes with the value's JSON type, keeps the manager's other field, writes nothing twice, never forces, and releases", async () => {
+    const kc = testKubeConfig();
+    const options = { fieldManager: "my-operator/arns" };
+    const task = await createTask({ name: "t" });
+    const target = taskTarget(task);
+    expect(await exportValue(kc, target, ARN_A, options)).toMatchObject({ written: true });
+    expect(
+      await exportValue(kc, taskTarget(task, "spec.forProvider.options.bytesPerSecond"), 1024, options),
+    ).toMatchObject({
+      written: true,
+    });
+    expect(await exportValue(kc, target, ARN_A, options)).toMatchObject({ written: false });
+    expect((await getTask(task)).spec.forProvider).toEqual({
+      name: "t",
+      sourceLocationArn: ARN_A,
+      options: { bytesPerSecond: 1024 },
+    });
+    const conflict = await exportValue(kc, taskTarget(task, "spec.forProvider.name"), "mine", options).catch(
+      (e: unknown) => e,
+    );
+    expect(isExportError(conflict) && conflict.reason).toBe("ExportConflict");
+    expect((conflict as Error).message).toContain('"kubectl-client-side-apply"');
+    expect(await removeExport(kc, target, options)).toBe(true);
+    expect(await removeExport(kc, target, options)).toBe(false);
+    expect((await getTask(task)).spec.forProvider).toEqual({ name: "t", options: { bytesPerSecond: 1024 } });
+    const missing = await exportValue(kc, taskTarget(uniqueName("task")), ARN_A, options).catch(
+      (e: unknown) => e,
+    );
+    expect(isExportError(missing) && missing.reason).toBe("TargetNotFound");
   });
 });
 
