@@ -1355,7 +1355,7 @@ async function runFieldExport(
   const writes =
     sumOf(after, 'referable_export_writes_total{result="success"}') -
     sumOf(before, 'referable_export_writes_total{result="success"}');
-  const gets = (requestsByVerb(after).GET ?? 0) - (requestsByVerb(before).GET ?? 0);
+  const gets = (requestsByVerb(after).get ?? 0) - (requestsByVerb(before).get ?? 0);
   await c.stop();
   watch.close();
   taskWatch.close();
