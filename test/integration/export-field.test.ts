@@ -357,6 +357,20 @@ describe("export into a field of a managed resource", () => {
     expect((await getReferable(admin, rf)).reason).toBe("Available");
   });
 
+  it("an object deleted after the write is TargetNotFound at the next read, and is not re-created", async () => {
+    const source = await sourceConfigMap(ARN_A);
+    const task = await createTask({ name: "t" });
+    const rf = await createReferable({ source: source.ref, export: [taskTarget(task)] });
+    await waitForExported(rf, "Exported");
+    await admin.request("DELETE", taskPath(task));
+    // Within the reread interval (1 s in this test; 30 s by default), with no change of the value.
+    const { exported } = await waitForExported(rf, "TargetNotFound");
+    expect(exported.message).toContain(`Task ${team}/${task} does not exist`);
+    expect(
+      await admin.request("GET", taskPath(task)).catch((e: unknown) => (isApiError(e) ? e.statusCode : e)),
+    ).toBe(404);
+  });
+
   it("a value the schema refuses is ExportRejected, with the API server's reason", async () => {
     const source = await sourceConfigMap("fast");
     const task = await createTask({ name: "t" });
