@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
-import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import {
   getReferable,
   SHARD_LABEL,
@@ -35,6 +35,7 @@ import {
   closeTestClients,
   createNamespace,
   deployBaseRules,
+  kubeConfigWithToken,
   serviceAccountToken,
   testKubeConfig,
   tokenClient,
@@ -57,6 +58,7 @@ let team: string;
 /** The test's own API group: `tasks.<group>` (namespaced), `objects.<group>` (cluster-scoped). */
 let group: string;
 let taskApiVersion: string;
+let controllerToken: string;
 const cleanup: string[] = [];
 
 /** The rules of deploy/examples/export-fields, for `resources` of `apiGroup` instead of Tasks. */
@@ -169,7 +171,8 @@ beforeAll(async () => {
   await bindClusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
   await bindClusterRole(optInRules(group, ["tasks"]));
   await bindClusterRole(optInRules("apps", ["deployments"]));
-  const controllerClient = tokenClient(await serviceAccountToken(admin, controllerNs, "controller"));
+  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
+  const controllerClient = tokenClient(controllerToken);
   await waitFor("the controller's RBAC to apply", async () => {
     await controllerClient
       .request("GET", `/apis/${group}/v1beta1/namespaces/${team}/tasks/none`)
@@ -549,6 +552,66 @@ describe("one owner per field", () => {
     await admin.request("DELETE", `${RF}/${a}`);
     await waitForExported(b, "Exported");
     expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_B);
+  });
+});
+
+describe("a restart", () => {
+  it("writes nothing: not the field, not the status; and still follows the source", async () => {
+    const first = await startTestController({
+      client: tokenClient(controllerToken),
+      build: { fieldRereadMs: 1000 },
+    });
+    const source = await sourceConfigMap(ARN_A);
+    const task = await createTask({ name: "t" });
+    const rf = await createReferableAs(
+      admin,
+      { source: source.ref, export: [taskTarget(task)] },
+      { shard: first.shard },
+    );
+    const before = await waitForExported(rf, "Exported");
+    const taskBefore = await getTask(task);
+    await first.stop();
+    // The same credentials, counting the writes (an apply of what is stored changes no
+    // resourceVersion, so only the requests tell whether one was sent).
+    const writes: string[] = [];
+    const counted = new KubeClient({
+      kubeConfig: kubeConfigWithToken(controllerToken),
+      observe: (o) => {
+        if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
+      },
+    });
+    const second = await startTestController({
+      client: counted,
+      shard: first.shard,
+      build: { fieldRereadMs: 1000 },
+    });
+    try {
+      await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
+        const metric = await second.metrics.reconcileTotal.get();
+        const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
+        return writes.length > 0 || successes >= 2;
+      });
+      expect(writes).toEqual([]);
+      expect((await getTask(task)).metadata?.resourceVersion).toBe(taskBefore.metadata?.resourceVersion);
+      expect((await getReferable(admin, rf)).object.metadata?.resourceVersion).toBe(
+        before.object.metadata?.resourceVersion,
+      );
+      await setSource(source.name, ARN_B);
+      await waitFor(
+        "the field to follow",
+        async () => (await getTask(task)).spec.forProvider.sourceLocationArn === ARN_B,
+      );
+      await admin.request("DELETE", `${RF}/${rf}`);
+      await waitFor("the Referable to go", async () =>
+        admin.request("GET", `${RF}/${rf}`).then(
+          () => false,
+          (e: unknown) => isApiError(e, 404),
+        ),
+      );
+    } finally {
+      await second.stop();
+      await counted.close();
+    }
   });
 });
 
