@@ -8,7 +8,7 @@
  * for the write policy, a failed export on its backoff) returns `requeueAfterMs`, and never
  * waits for the event its own write will cause.
  */
-import type { Referable, ReferableStatus } from "../api/referable.ts";
+import { FIELD_EXPORT_FINALIZER, type Referable, type ReferableStatus } from "../api/referable.ts";
 import {
   isFieldRecord,
   newFieldsMemory,
@@ -152,6 +152,8 @@ export class ReferableReconciler implements Reconciler {
     if (pass.view.metadata.deletionTimestamp !== undefined) return undefined;
     const { state, view } = pass;
     const owner = state.own ? { ...view, status: state.own } : view;
+    // Most Referables export into no field: no call, and no memory made for them.
+    if (!exportsFields(owner)) return undefined;
     const step = await fields.write(owner, result, (state.fields ??= newFieldsMemory()));
     if (step.metadata) {
       recordWrite(state, view, pass.cached, {
@@ -292,6 +294,15 @@ export class ReferableReconciler implements Reconciler {
     const state = this.options.states.delete(name);
     if (state?.uid) this.options.events?.forget(state.uid);
   }
+}
+
+/** Whether the field output has anything to do for `obj`: a field named, recorded, or its finalizer held. */
+function exportsFields(obj: Referable): boolean {
+  return (
+    (obj.spec?.export?.some(isFieldEntry) ?? false) ||
+    (obj.status?.exports?.some(isFieldRecord) ?? false) ||
+    (obj.metadata.finalizers?.includes(FIELD_EXPORT_FINALIZER) ?? false)
+  );
 }
 
 /**
