@@ -235,6 +235,7 @@ describe("flags", () => {
       ["--leader-election-lease-duration=VALUE", "default 15s"],
       ["--leader-election-renew-deadline=VALUE", "default 10s"],
       ["--leader-election-retry-period=VALUE", "default 2s"],
+      ["--shards=VALUE", "env REFERABLE_SHARDS; default 0"],
       ["--concurrency=VALUE", "default 16"],
       ["--status-write-rate=VALUE", "default 25"],
       ["--status-write-burst=VALUE", "default 5"],
@@ -253,8 +254,8 @@ describe("flags", () => {
       expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
       expect(lines[at + 1]).toContain(want);
     }
-    // 33 options, --help and --version, each on two lines, under headings.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(35);
+    // 34 options, --help and --version, each on two lines, under headings.
+    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(36);
     expect(lines.filter((l) => /^[A-Z][a-z ]+:$/.test(l))).toEqual([
       "Cluster connection:",
       "Sources:",
