@@ -642,6 +642,26 @@ describe("opting a kind in", () => {
     });
     const { exported } = await waitForExported(rf, "ExportForbidden");
     expect(exported.message).toContain("deploy/examples/export-fields");
+    // A Referable that never could write there is not kept by it when deleted.
+    const never = await createReferable({
+      source: source.ref,
+      export: [
+        {
+          apiVersion: taskApiVersion,
+          kind: "Object",
+          name,
+          fieldPath: "spec.forProvider.manifest.data[OTHER]",
+        },
+      ],
+    });
+    await waitForExported(never, "ExportForbidden");
+    await admin.request("DELETE", `${RF}/${never}`);
+    await waitFor("the Referable that never wrote to go", async () =>
+      admin.request("GET", `${RF}/${never}`).then(
+        () => false,
+        (e: unknown) => isApiError(e, 404),
+      ),
+    );
     expect((await getReferable(admin, rf)).reason).toBe("Available");
     await bindClusterRole(optInRules(group, ["objects"]));
     await waitForExported(rf, "Exported", 20_000);

@@ -239,7 +239,11 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
       const parsed = parseFieldTarget(e, "spec.export");
       if (typeof parsed !== "string") targets.push(parsed);
     }
-    const recorded = new Set(previous.map((r) => fieldObjectKey(asObject(r))));
+    // Objects written into: a record with a resourceVersion. One recorded without (the intent
+    // before a first write that never came: a kind not opted in, a missing object) holds nothing.
+    const written = new Set(
+      previous.filter((r) => r.resourceVersion !== undefined).map((r) => fieldObjectKey(asObject(r))),
+    );
     let failed = false;
     for (const p of plan(targets, previous).values()) {
       // Every field is released: the Referable's own manager lets go of all it applied there.
@@ -267,8 +271,8 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
           );
         }
       } catch (err) {
-        // Never written (not in status.exports, e.g. a kind never opted in): nothing to keep it for.
-        if (!recorded.has(fieldObjectKey(p.object))) continue;
+        // Never written (e.g. a kind never opted in): nothing to keep the Referable for.
+        if (!written.has(fieldObjectKey(p.object))) continue;
         if (isResolutionError(err) && (err.reason === "KindNotFound" || err.reason === "InvalidSpec"))
           continue;
         this.logger.warn(
