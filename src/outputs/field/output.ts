@@ -48,7 +48,7 @@ import {
   type FieldObject,
   type ParsedFieldTarget,
 } from "./target.ts";
-import { applyFields, fillField, readFieldObject, type AskedField } from "./writer.ts";
+import { applyFields, fillField, readFieldObject, type AskedField, type FieldObjectState } from "./writer.ts";
 
 export { FIELD_EXPORT_FINALIZER } from "../../api/referable.ts";
 
@@ -425,41 +425,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         });
       return p.targets.map((t) => recordOf(t, undefined));
     }
-    const body: Record<string, unknown> = {};
-    const included = new Set<string>();
-    const fills: ParsedFieldTarget[] = [];
-    let force = false;
-    for (const t of p.targets) {
-      const f = state.fields.get(t.fieldPath)!;
-      const owner = this.ownerOf(fieldKey(t, t.fieldPath));
-      if (owner !== undefined && owner !== name) {
-        problems.push({
-          reason: "ExportConflict",
-          message: `${what}: ${t.fieldPath} is exported by the Referable ${owner}, created first: one field has one owner; export to another field`,
-          retry: false,
-        });
-        continue;
-      }
-      if (value === undefined) continue; // no value: released (Always), left (IfNotPresent)
-      if (t.policy === "IfNotPresent") {
-        if (!f.present) fills.push(t);
-        continue;
-      }
-      if (f.others.length > 0 && !f.equal) {
-        const strangers = f.others.filter((m) => this.claimantOf(fieldKey(t, t.fieldPath), m) === undefined);
-        if (strangers.length > 0) {
-          problems.push({
-            reason: "ExportConflict",
-            message: `${what}: ${t.fieldPath} is owned by the field manager ${strangers.map((m) => JSON.stringify(m)).join(", ")}: it is never taken; remove the field there (or hand it over), or export to another field`,
-            retry: false,
-          });
-          continue;
-        }
-        force = true; // held by a later Referable only: the owner takes it over
-      }
-      mergeInto(body, nest(t.path, value));
-      included.add(t.fieldPath);
-    }
+    const { body, included, fills, force } = this.decide(name, what, p, state, value, problems);
     const stale = [...state.applied].some((fp) => !included.has(fp));
     const differs = [...included].some((fp) => {
       const f = state.fields.get(fp)!;
@@ -505,6 +471,57 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         wroteIt ? resourceVersion : (findRecord(previous, t)?.resourceVersion ?? resourceVersion),
       );
     });
+  }
+
+  /**
+   * What one object gets: the body to apply (the Referable's fields there that it owns and that
+   * have a value), the IfNotPresent fields to fill, and whether the apply takes a field from a
+   * later Referable (force). A field owned elsewhere is a problem, left out.
+   */
+  private decide(
+    name: string,
+    what: string,
+    p: ObjectPlan,
+    state: FieldObjectState,
+    value: unknown,
+    problems: Problem[],
+  ): { body: Record<string, unknown>; included: Set<string>; fills: ParsedFieldTarget[]; force: boolean } {
+    const body: Record<string, unknown> = {};
+    const included = new Set<string>();
+    const fills: ParsedFieldTarget[] = [];
+    let force = false;
+    for (const t of p.targets) {
+      const f = state.fields.get(t.fieldPath)!;
+      const owner = this.ownerOf(fieldKey(t, t.fieldPath));
+      if (owner !== undefined && owner !== name) {
+        problems.push({
+          reason: "ExportConflict",
+          message: `${what}: ${t.fieldPath} is exported by the Referable ${owner}, created first: one field has one owner; export to another field`,
+          retry: false,
+        });
+        continue;
+      }
+      if (value === undefined) continue; // no value: released (Always), left (IfNotPresent)
+      if (t.policy === "IfNotPresent") {
+        if (!f.present) fills.push(t);
+        continue;
+      }
+      if (f.others.length > 0 && !f.equal) {
+        const strangers = f.others.filter((m) => this.claimantOf(fieldKey(t, t.fieldPath), m) === undefined);
+        if (strangers.length > 0) {
+          problems.push({
+            reason: "ExportConflict",
+            message: `${what}: ${t.fieldPath} is owned by the field manager ${strangers.map((m) => JSON.stringify(m)).join(", ")}: it is never taken; remove the field there (or hand it over), or export to another field`,
+            retry: false,
+          });
+          continue;
+        }
+        force = true; // held by a later Referable only: the owner takes it over
+      }
+      mergeInto(body, nest(t.path, value));
+      included.add(t.fieldPath);
+    }
+    return { body, included, fills, force };
   }
 
   /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
