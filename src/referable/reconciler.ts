@@ -24,10 +24,10 @@ import type { ResolutionResult } from "../resolver/types.ts";
 import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
 import { backoffDelay } from "../runtime/backoff.ts";
 import type { EventRecorder } from "./events.ts";
-import { describeCycle } from "./reference-graph.ts";
+import { describeCycle, isObjectNode } from "./reference-graph.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
 import { combineExports, type ExportStep } from "./export-steps.ts";
-import { desiredStatus, readyCondition, statusEquals } from "./status.ts";
+import { desiredStatus, readyCondition, releaseStatus, statusEquals } from "./status.ts";
 
 /** Reads Referables from the cache. */
 export interface ReferableReader {
@@ -168,10 +168,28 @@ export class ReferableReconciler implements Reconciler {
   /** The Referable is being deleted and holds the export finalizer: its keys go first. */
   private async release(obj: Referable): Promise<Result> {
     const name = obj.metadata.name;
-    const wait = await this.options.keys.release(keysOnly(obj), this.options.states.releasing(name));
-    if (wait !== undefined) return { requeueAfterMs: wait };
+    const memory = this.options.states.releasing(name);
+    const wait = await this.options.keys.release(keysOnly(obj), memory);
+    if (wait !== undefined) {
+      if (memory.releaseProblem) await this.reportRelease(obj, memory.releaseProblem);
+      return { requeueAfterMs: wait };
+    }
     this.options.states.released(name);
     return DONE;
+  }
+
+  /**
+   * A Referable being deleted whose keys could not all be removed says why in its Exported
+   * condition (the rest of its status as it is), so whoever waits on it knows what to restore.
+   */
+  private async reportRelease(obj: Referable, problem: { reason: string; message: string }): Promise<void> {
+    const status = releaseStatus(obj, problem, this.options.now?.() ?? new Date());
+    if (statusEquals(obj.status, status)) return;
+    const state = this.options.states.get(obj.metadata.name);
+    const memory = state
+      ? (state.statusMemory ??= this.options.status.memory())
+      : this.options.status.memory();
+    await this.options.status.write(obj, { status, baseVersion: obj.metadata.resourceVersion }, memory);
   }
 
   /**
@@ -275,17 +293,20 @@ export class ReferableReconciler implements Reconciler {
 
   /**
    * `result`, unless the Referable reads itself, directly (a selector that matches it) or
-   * through other Referables (a cycle of any length): then InvalidSpec. Such a loop never
+   * through other Referables or the keys they export (a cycle of any length): then InvalidSpec. Such a loop never
    * settles when the field read changes with every write (metadata.resourceVersion, the status
    * itself), so the controller refuses it rather than write forever.
    */
   private unlessCycle(name: string, result: ResolutionResult): ResolutionResult {
     const path = this.options.cycles.cycleOf(name);
     if (!path) return result;
+    const referables = path.slice(0, -1).filter((n) => !isObjectNode(n)).length;
     const message =
       path.length === 2
         ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
-        : `spec.source reads Referables in a cycle of ${path.length - 1} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
+        : path.some(isObjectNode)
+          ? `spec.source reads what Referables export, in a cycle of ${referables} (${describeCycle(path)}): a Referable cannot read its own exported value, directly or through others; point spec.source or spec.export at another object`
+          : `spec.source reads Referables in a cycle of ${referables} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
     return { ok: false, error: new ResolutionError("InvalidSpec", message) };
   }
 
