@@ -21,6 +21,7 @@ export function slimReferable(obj: KubeObject): KubeObject {
   const metadata: Record<string, unknown> = { name: m.name };
   for (const key of [
     "uid",
+    "creationTimestamp", // the one-owner rule of exported fields: the first created owns
     "resourceVersion",
     "generation",
     "labels",

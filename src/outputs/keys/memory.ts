@@ -129,7 +129,7 @@ export function compareRecords(a: ExportRecord, b: ExportRecord): number {
     a.kind.localeCompare(b.kind) ||
     a.namespace.localeCompare(b.namespace) ||
     a.name.localeCompare(b.name) ||
-    a.key.localeCompare(b.key)
+    (a.key ?? "").localeCompare(b.key ?? "")
   );
 }
 
