@@ -16,6 +16,8 @@ export interface Config {
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
+  /** Buckets of Referables shared out among the replicas (one Lease each); 0: one leader does all. */
+  readonly shards: number;
   readonly identity: string;
   readonly concurrency: number;
   readonly statusWriteRate: number;
@@ -185,6 +187,15 @@ export const OPTIONS: OptionSpec[] = [
     kind: "duration",
     default: "2s",
     help: "how often leader election acts",
+  },
+  {
+    key: "shards",
+    flag: "shards",
+    group: "Leader election",
+    env: "REFERABLE_SHARDS",
+    kind: "int",
+    default: "0",
+    help: "share the Referables out among the replicas: N buckets (a Referable's is FNV-1a of its name mod N), each a Lease '<leader-election-id>-bucket-<i>-of-<N>' in --leader-election-namespace, each replica leading a fair share (at most 1024; the lease timings apply); 0 keeps one leader for all, and any N > 0 overrides --leader-elect",
   },
   {
     key: "identity",

@@ -25,6 +25,7 @@ describe("parseConfig", () => {
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
+      shards: 0,
       concurrency: 16,
       statusWriteRate: 25,
       statusWriteBurst: 5,
@@ -187,6 +188,17 @@ describe("parseConfig", () => {
       ],
       want: { leaderElect: true, leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 1_000 },
     },
+    {
+      reason: "sharding: a number of buckets, from the flag or the environment",
+      argv: ["--shards=16"],
+      want: { shards: 16 },
+    },
+    {
+      reason: "sharding from the environment",
+      argv: [],
+      env: { REFERABLE_SHARDS: "1024" },
+      want: { shards: 1024 },
+    },
   ];
   it.each(cases)("$reason", ({ argv, env, want }) => {
     expect(parse(argv, env)).toMatchObject(want);
@@ -338,6 +350,21 @@ describe("parseConfig", () => {
       argv: [],
       env: { REFERABLE_LEADER_ELECT: "true", REFERABLE_RENEW_DEADLINE: "20s" },
       want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
+    },
+    {
+      reason: "more buckets than the bound (each is a Lease and a metric label)",
+      argv: ["--shards=1025"],
+      want: "--shards must be at most 1024",
+    },
+    {
+      reason: "sharding checks the lease timing even with leader election off",
+      argv: ["--shards=4", "--leader-election-renew-deadline=20s"],
+      want: "--leader-election-lease-duration (15000 ms) must be greater than --leader-election-renew-deadline (20000 ms)",
+    },
+    {
+      reason: "a shard set name too long for the label on its Leases",
+      argv: ["--shards=4", `--leader-election-id=${"x".repeat(41)}`],
+      want: "--leader-election-id must be at most 40 characters with --shards",
     },
   ];
   it.each(errors)("refuses: $reason", ({ argv, env, want }) => {

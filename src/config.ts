@@ -5,6 +5,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { JITTER_FACTOR } from "./runtime/leader-election.ts";
+import { MAX_BUCKETS } from "./runtime/shard-gate.ts";
 import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
 import { parseBindAddress } from "./server.ts";
 
@@ -109,7 +110,11 @@ export function parseConfig(
   if (config.statusWriteBurst < 1) throw new ConfigError("--status-write-burst must be at least 1");
   if (config.statusWriteBudget > 0 && config.statusWriteBudgetBurst < 1)
     throw new ConfigError("--status-write-budget-burst must be at least 1");
-  if (config.leaderElect) validateLeaderElection(config);
+  if (config.shards > MAX_BUCKETS) throw new ConfigError(`--shards must be at most ${MAX_BUCKETS}`);
+  // The set's name is a label value on every shard Lease: at most 63 characters.
+  if (config.shards > 0 && config.leaderElectionId.length > 40)
+    throw new ConfigError("--leader-election-id must be at most 40 characters with --shards");
+  if (config.leaderElect || config.shards > 0) validateLeaderElection(config);
   return Object.freeze(out) as unknown as Config;
 }
 

@@ -9,7 +9,9 @@ import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { buildController, type Built } from "./referable/build.ts";
-import { Manager } from "./runtime/manager.ts";
+import { Manager, type ManagedElector } from "./runtime/manager.ts";
+import { ShardGate } from "./runtime/shard-gate.ts";
+import { ShardCoordinator } from "./runtime/shards.ts";
 import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
@@ -32,12 +34,20 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   if (!connected) return 2;
   const { client, metrics } = connected;
   const discovery = new Discovery({ client });
-  const { controller, resolver } = buildController({ ...config, client, discovery, logger, metrics });
+  const shards = config.shards > 0 ? new ShardGate(config.shards, logger) : undefined;
+  const { controller, resolver } = buildController({
+    ...config,
+    client,
+    discovery,
+    logger,
+    metrics,
+    ...(shards && { shardGate: shards }),
+  });
 
   let shuttingDown = false;
   const startup = new StartupGate({
     client,
-    leaderElect: config.leaderElect,
+    leaderElect: config.leaderElect || config.shards > 0,
     leaseNamespace: config.leaderElectionNamespace,
     leaseName: config.leaderElectionId,
     logger: logger.child({ part: "startup" }),
@@ -46,6 +56,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   const served = await serveMetricsAndProbes(config, metrics, client, logger, {
     controller,
     resolver,
+    shards,
     problem: () => startup.problem?.message,
     shuttingDown: () => shuttingDown,
   });
@@ -86,14 +97,19 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   const begin = () => {
     // Caches, then writers, then leadership; the manager campaigns for the Lease.
-    manager = managerFor(config, { controller, resolver, client, logger }, () => {
+    manager = managerFor(config, { controller, resolver, client, logger, metrics, shards }, () => {
       if (shuttingDown) return;
       logger.error({}, "lost the leader lease: exiting");
       void shutdown("lost leadership", 1);
     });
     void manager.start();
     logger.info(
-      { version: VERSION, leaderElect: config.leaderElect, concurrency: config.concurrency },
+      {
+        version: VERSION,
+        leaderElect: config.leaderElect,
+        shards: config.shards,
+        concurrency: config.concurrency,
+      },
       "controller started",
     );
   };
@@ -171,6 +187,7 @@ async function serveMetricsAndProbes(
   client: KubeClient,
   logger: Logger,
   parts: Pick<Built, "controller" | "resolver"> & {
+    shards: ShardGate | undefined;
     problem: () => string | undefined;
     shuttingDown: () => boolean;
   },
@@ -200,6 +217,8 @@ async function serveMetricsAndProbes(
     () => {
       metrics.setReferableCounts(controller.countByReason());
       metrics.setUnfinishedWork(controller.unfinishedWork());
+      metrics.shardReferables.set(controller.countOwned());
+      metrics.shardBuckets.set(parts.shards?.held.size ?? 0);
       metrics.sourceInformers.set(resolver.informerCount);
       metrics.watchesOpen.set(client.activeWatches);
     },
@@ -279,10 +298,21 @@ async function serveWebhook(
  */
 function managerFor(
   config: Config,
-  parts: Pick<Built, "controller" | "resolver"> & { client: KubeClient; logger: Logger },
+  parts: Pick<Built, "controller" | "resolver" | "metrics"> & {
+    client: KubeClient;
+    logger: Logger;
+    shards: ShardGate | undefined;
+  },
   onLost: () => void,
 ): Manager {
-  const { controller, resolver, client, logger } = parts;
+  const { controller, resolver, client, logger, shards } = parts;
+  if (shards)
+    return new Manager({
+      controller,
+      resolver,
+      logger: logger.child({ part: "manager" }),
+      elector: shardElector(config, { ...parts, shards }),
+    });
   return new Manager({
     controller,
     resolver,
@@ -301,6 +331,41 @@ function managerFor(
       },
     }),
   });
+}
+
+/**
+ * Sharded (--shards): the coordinator in the elector's place. The controller writes from the
+ * start, but only what the gate admits (the buckets whose Leases this replica holds); the
+ * manager drains the writers before the coordinator releases the buckets on stop. A bucket
+ * lost is not a reason to exit: the others are still served, and it is taken again when free.
+ */
+function shardElector(
+  config: Config,
+  parts: Pick<Built, "controller" | "metrics"> & { client: KubeClient; logger: Logger; shards: ShardGate },
+): ManagedElector {
+  const { controller, metrics, client, logger, shards } = parts;
+  const coordinator = new ShardCoordinator({
+    client,
+    namespace: config.leaderElectionNamespace,
+    name: config.leaderElectionId,
+    identity: config.identity,
+    gate: shards,
+    leaseDurationMs: config.leaseDurationMs,
+    renewDeadlineMs: config.renewDeadlineMs,
+    retryPeriodMs: config.retryPeriodMs,
+    logger: logger.child({ part: "shards" }),
+    observer: {
+      onHandover: (kind) => metrics.shardHandovers.labels(kind).inc(),
+      onMembers: (live) => metrics.shardMembers.set(live),
+    },
+  });
+  return {
+    run: () => {
+      controller.setLeader(true);
+      return coordinator.run();
+    },
+    stop: () => coordinator.stop(),
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -58,6 +58,10 @@ export class ControllerMetrics {
   readonly workqueueLongestRunningProcessor: Gauge<"name" | "controller">;
   readonly buildInfo: Gauge<"version" | "node_version">;
   readonly leaderStatus: Gauge<"name">;
+  readonly shardBuckets: Gauge;
+  readonly shardReferables: Gauge;
+  readonly shardMembers: Gauge;
+  readonly shardHandovers: Counter<"kind">;
   readonly restRequests: Counter<"code" | "method" | "host">;
   readonly restLatency: Histogram<"verb">;
   readonly referables: Gauge<"ready" | "reason">;
@@ -204,6 +208,30 @@ export class ControllerMetrics {
       registers,
     });
     this.leaderStatus.labels(options.leaseName ?? "referable-controller").set(0);
+    // Sharding (--shards); without it the buckets and members stay 0 and the Referables owned
+    // are all of them while leading.
+    this.shardBuckets = new Gauge({
+      name: "referable_shard_buckets",
+      help: "Buckets this replica serves (holds the Lease of) when sharded with --shards",
+      registers,
+    });
+    this.shardReferables = new Gauge({
+      name: "referable_shard_referables_owned",
+      help: "Referables this replica serves: those of its buckets when sharded, else all of them while leading",
+      registers,
+    });
+    this.shardMembers = new Gauge({
+      name: "referable_shard_members",
+      help: "Live replicas this replica sees (member Leases renewed), itself included, when sharded",
+      registers,
+    });
+    this.shardHandovers = new Counter({
+      name: "referable_shard_handovers_total",
+      help: "Buckets that changed hands at this replica, by kind: acquired, released (handed over after a drain), lost (not renewed in time, or taken)",
+      labelNames: ["kind"],
+      registers,
+    });
+    for (const kind of ["acquired", "released", "lost"]) this.shardHandovers.labels(kind).inc(0);
     this.restRequests = new Counter({
       name: "rest_client_requests_total",
       help: "Number of HTTP requests, partitioned by status code, method, and host",

@@ -8,6 +8,7 @@ import type { Discovery, ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { ControllerMetrics } from "../metrics.ts";
 import { Resolver, type ResolverOptions, type ResolverWiring } from "../resolver/resolver.ts";
+import type { ShardGate } from "../runtime/shard-gate.ts";
 import { ReferableController } from "./controller.ts";
 import { EventRecorder } from "./events.ts";
 
@@ -74,6 +75,8 @@ export interface BuildOptions {
   referableSelector?: string;
   /** Name of the Lease (--leader-election-id), the label of the leader gauge. */
   leaderElectionId?: string;
+  /** Sharding (--shards): the buckets this replica serves. @default none (one leader) */
+  shardGate?: ShardGate;
 }
 
 /** The parts {@link buildController} makes. */
@@ -137,6 +140,7 @@ export function buildController(options: BuildOptions): Built {
       watchdogMs: options.watchdogMs,
       labelSelector: options.referableSelector,
       leaseName: options.leaderElectionId,
+      shards: options.shardGate,
     }),
   });
   return { controller, resolver, events, metrics };

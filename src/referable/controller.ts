@@ -16,6 +16,7 @@ import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
+import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
@@ -54,6 +55,12 @@ export interface ReferableControllerOptions {
   maxRepairIntervalMs?: number;
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
+  /**
+   * Sharding (--shards): this replica reconciles, subscribes and writes only the Referables of
+   * the buckets the gate serves; the Referable cache and the reference graph stay whole.
+   * @default none: every Referable (one leader)
+   */
+  shards?: ShardGate;
 }
 
 const NAME = "referable";
@@ -79,12 +86,20 @@ export class ReferableController {
     this.subscriptions = new Subscriptions(this.states, options.resolver, (name) =>
       this.runtime.enqueue(name),
     );
-    const reconciler = this.reconciler();
+    const shards = options.shards;
+    const reconciler = shards ? shards.wrap(this.reconciler()) : this.reconciler();
     const runtime: ConstructorParameters<typeof Controller>[0] = {
       name: NAME,
       reconciler,
       logger: this.logger,
     };
+    if (shards) {
+      runtime.admit = (name) => shards.admits(name);
+      shards.listen({
+        onBucketAdded: (bucket) => this.serveBucket(bucket),
+        onBucketRemoved: (bucket) => this.forgetBucket(bucket),
+      });
+    }
     if (options.concurrency !== undefined) runtime.concurrency = options.concurrency;
     if (options.metrics) runtime.observer = controllerObserver(options.metrics);
     this.runtime = new Controller(runtime);
@@ -124,9 +139,11 @@ export class ReferableController {
   setLeader(leader: boolean): void {
     if (this.leadership.leading === leader) return;
     this.leadership.leading = leader;
-    this.options.metrics?.leaderStatus
-      .labels(this.options.leaseName ?? "referable-controller")
-      .set(leader ? 1 : 0);
+    // Sharded, "leading" only means "writes the buckets it serves": there is no one leader.
+    if (!this.options.shards)
+      this.options.metrics?.leaderStatus
+        .labels(this.options.leaseName ?? "referable-controller")
+        .set(leader ? 1 : 0);
     this.states.changeLeadership();
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     if (leader) for (const obj of this.informer.list()) this.runtime.enqueue(obj.metadata?.name ?? "");
@@ -135,6 +152,42 @@ export class ReferableController {
   /** The work queue's work in progress (the stuck-worker gauges), measured now. */
   unfinishedWork(): UnfinishedWork {
     return this.runtime.unfinishedWork();
+  }
+
+  /** The Referables this replica serves: all of them, or (sharded) those of its buckets. */
+  countOwned(): number {
+    const shards = this.options.shards;
+    if (!shards && !this.leadership.leading) return 0;
+    let owned = 0;
+    for (const obj of this.informer.list()) if (!shards || shards.admits(obj.metadata?.name ?? "")) owned++;
+    return owned;
+  }
+
+  /** A bucket is served from now on: subscribe its Referables (in one go, as at start) and queue them. */
+  private serveBucket(bucket: number): void {
+    const shards = this.options.shards!;
+    const names: string[] = [];
+    for (const obj of this.informer.list()) {
+      const name = obj.metadata?.name ?? "";
+      if (shards.bucketOf(name) !== bucket) continue;
+      if (this.primed) this.subscriptions.track(obj as unknown as Referable);
+      names.push(name);
+    }
+    for (const name of names) this.runtime.enqueue(name);
+  }
+
+  /**
+   * A bucket is no longer served and none of its reconciles runs: the one place its
+   * Referables' state is dropped, subscriptions closed (another replica serves them now).
+   */
+  private forgetBucket(bucket: number): void {
+    const shards = this.options.shards!;
+    for (const obj of this.informer.list()) {
+      const name = obj.metadata?.name ?? "";
+      if (shards.bucketOf(name) !== bucket) continue;
+      const state = this.states.delete(name);
+      if (state?.uid) this.options.events?.forget(state.uid);
+    }
   }
 
   /** Referables by their Ready reason, for the gauge. */
@@ -234,7 +287,10 @@ export class ReferableController {
         // a second read. Reconciles then find their subscriptions made.
         if (state.phase === "Synced" && !this.primed) {
           this.primed = true;
-          for (const obj of informer.list()) this.subscriptions.track(obj as unknown as Referable);
+          const shards = this.options.shards;
+          for (const obj of informer.list())
+            if (!shards || shards.admits(obj.metadata?.name ?? ""))
+              this.subscriptions.track(obj as unknown as Referable);
         }
       },
     });

@@ -41,6 +41,11 @@ export interface ControllerOptions {
   rateLimiter?: RateLimiter;
   /** Metric hooks. @default none */
   observer?: ControllerObserver;
+  /**
+   * Which keys are queued at all (sharding: those of the buckets this replica serves); a key
+   * refused is dropped, not deferred. @default every key
+   */
+  admit?: (key: string) => boolean;
   /** @default silentLogger */
   logger?: Logger;
 }
@@ -68,6 +73,7 @@ export class Controller {
 
   /** Queues `key` for a reconcile (once, however often it is added before a worker takes it). */
   enqueue(key: string): void {
+    if (this.options.admit && !this.options.admit(key)) return;
     this.queue.add(key);
   }
 

@@ -67,7 +67,7 @@ export class LeaderElectionConfigError extends Error {
 }
 
 /** The fields of a Lease's spec that make client-go's `LeaderElectionRecord`. */
-interface LeaseRecord {
+export interface LeaseRecord {
   holderIdentity: string;
   leaseDurationSeconds: number;
   acquireTime: string | undefined;
@@ -75,14 +75,16 @@ interface LeaseRecord {
   leaseTransitions: number;
 }
 
-type Lease = KubeObject & { spec?: Record<string, unknown> };
+/** A `coordination.k8s.io/v1` Lease as read. */
+export type Lease = KubeObject & { spec?: Record<string, unknown> };
 
 /** A `metav1.MicroTime` as the API server writes it: RFC 3339, UTC, six fractional digits. */
-function microTime(date: Date): string {
+export function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 }
 
-function recordOf(lease: Lease): LeaseRecord {
+/** The leader-election record of `lease` (missing fields empty or 0). */
+export function recordOf(lease: Lease): LeaseRecord {
   const spec = lease.spec ?? {};
   const str = (v: unknown) => (typeof v === "string" ? v : undefined);
   const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);

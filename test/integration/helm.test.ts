@@ -244,6 +244,29 @@ describe("helm template", () => {
   );
 
   it(
+    "with sharding.shards=16 and three replicas renders what deploy/overlays/sharded renders",
+    async () => {
+      const chart = await template("referable", "referable-system", "sharding.shards=16", "replicaCount=3");
+      const overlay = (await kustomize("deploy/overlays/sharded")).filter((o) => o.kind !== "Namespace");
+      expect(chart.map(key).sort()).toEqual(overlay.map(key).sort());
+      for (const o of overlay)
+        expect({ object: key(o), essence: essence(find(chart, o.kind!, o.metadata!.name!)) }).toEqual({
+          object: key(o),
+          essence: essence(o),
+        });
+      const args = controllerContainer(find<Deployment>(chart, "Deployment", "referable-controller")).args;
+      expect(args).toContain("--shards=16");
+      // One replica at a time: the others take its buckets over, so every bucket stays served.
+      expect(
+        find<Obj & { spec: unknown }>(chart, "PodDisruptionBudget", "referable-controller").spec,
+      ).toMatchObject({
+        maxUnavailable: 1,
+      });
+    },
+    STEP_MS,
+  );
+
+  it(
     "with serviceMonitor, prometheusRule and grafanaDashboard enabled renders deploy/overlays/prometheus-operator's",
     async () => {
       const chart = await template(
@@ -852,6 +875,16 @@ describe("helm template refuses contradictory values, saying the fix", () => {
       says: "leaderElection.enabled=false with replicaCount=2 makes 2 controllers write the same statuses and exports: set leaderElection.enabled=true, or replicaCount=1",
     },
     {
+      reason: "fewer buckets than replicas leaves a replica with nothing to serve",
+      set: ["sharding.shards=2", "replicaCount=3"],
+      says: "sharding.shards=2 with replicaCount=3 leaves a replica with no bucket to serve: set sharding.shards=3 or more",
+    },
+    {
+      reason: "sharding without leader election has no Lease settings for its buckets",
+      set: ["sharding.shards=4", "leaderElection.enabled=false"],
+      says: "sharding.shards=4 needs leaderElection.enabled=true",
+    },
+    {
       reason: "a heap cap at the memory limit",
       set: ["heapCapMiB=512"],
       says: "heapCapMiB=512 is at or above resources.limits.memory=512Mi (512 MiB)",
@@ -886,6 +919,7 @@ describe("helm template refuses contradictory values, saying the fix", () => {
       for (const set of [
         ["replicaCount=1", "podDisruptionBudget.enabled=false", "leaderElection.enabled=false"],
         ["replicaCount=3", "podDisruptionBudget.minAvailable=2"],
+        ["replicaCount=3", "sharding.shards=3"],
         ["heapCapMiB=512", "resources.limits.memory=1Gi"],
       ])
         await expect(template("rel", "ops", ...set)).resolves.toEqual(expect.any(Array));

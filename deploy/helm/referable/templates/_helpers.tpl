@@ -91,8 +91,15 @@ here): each would render, install, and then fail in a way that is hard to trace 
 {{- if and .Values.podDisruptionBudget.enabled (kindIs "string" .Values.podDisruptionBudget.minAvailable) (eq .Values.podDisruptionBudget.minAvailable "100%") -}}
 {{- fail "podDisruptionBudget.minAvailable=100% lets no pod be evicted, so every node drain blocks: set a lower minAvailable (1 with two replicas), or podDisruptionBudget.enabled=false" -}}
 {{- end -}}
-{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "string" .Values.podDisruptionBudget.minAvailable)) (ge (int .Values.podDisruptionBudget.minAvailable) $replicas) -}}
+{{- if and .Values.podDisruptionBudget.enabled (not .Values.sharding.shards) (not (kindIs "string" .Values.podDisruptionBudget.minAvailable)) (ge (int .Values.podDisruptionBudget.minAvailable) $replicas) -}}
 {{- fail (printf "podDisruptionBudget.minAvailable=%v with replicaCount=%d lets no pod be evicted, so every node drain blocks: set replicaCount=%d or more, or a lower minAvailable, or podDisruptionBudget.enabled=false" .Values.podDisruptionBudget.minAvailable $replicas (add (int .Values.podDisruptionBudget.minAvailable) 1)) -}}
+{{- end -}}
+{{- $shards := int .Values.sharding.shards -}}
+{{- if and (gt $shards 0) (not .Values.leaderElection.enabled) -}}
+{{- fail (printf "sharding.shards=%d needs leaderElection.enabled=true: its id and timings are the buckets' Leases'" $shards) -}}
+{{- end -}}
+{{- if and (gt $shards 0) (lt $shards $replicas) -}}
+{{- fail (printf "sharding.shards=%d with replicaCount=%d leaves a replica with no bucket to serve: set sharding.shards=%d or more" $shards $replicas $replicas) -}}
 {{- end -}}
 {{- if and (not .Values.leaderElection.enabled) (gt $replicas 1) -}}
 {{- fail (printf "leaderElection.enabled=false with replicaCount=%d makes %d controllers write the same statuses and exports: set leaderElection.enabled=true, or replicaCount=1" $replicas $replicas) -}}

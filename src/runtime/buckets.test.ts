@@ -1,0 +1,143 @@
+import { bucketOf, fairShare, fnv1a32, planBuckets, preference, type BucketView } from "./buckets.ts";
+
+describe("fnv1a32 and bucketOf", () => {
+  it.each([
+    { reason: "the offset basis for no bytes", text: "", want: 0x811c9dc5 },
+    { reason: "the published test vector for 'a'", text: "a", want: 0xe40c292c },
+    { reason: "the published test vector for 'foobar'", text: "foobar", want: 0xbf9cf968 },
+    { reason: "UTF-8 bytes, not UTF-16 code units", text: "é", want: fnvOfBytes([0xc3, 0xa9]) },
+  ])("$reason", ({ text, want }) => {
+    expect(fnv1a32(text)).toBe(want);
+  });
+
+  it("puts a name in the same bucket every time, within range", () => {
+    for (const name of ["a", "db-url", "x".repeat(253)]) {
+      const bucket = bucketOf(name, 16);
+      expect(bucket).toBe(bucketOf(name, 16));
+      expect(bucket).toBeGreaterThanOrEqual(0);
+      expect(bucket).toBeLessThan(16);
+    }
+  });
+
+  it("spreads many names over the buckets roughly evenly", () => {
+    const counts = new Array<number>(16).fill(0);
+    for (let i = 0; i < 16_000; i++) counts[bucketOf(`referable-${i}`, 16)]! += 1;
+    expect(Math.min(...counts)).toBeGreaterThan(800);
+    expect(Math.max(...counts)).toBeLessThan(1200);
+  });
+});
+
+/** FNV-1a of raw bytes, written out to check the UTF-8 encoding. */
+function fnvOfBytes(bytes: number[]): number {
+  let hash = 0x811c9dc5;
+  for (const byte of bytes) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+describe("fairShare", () => {
+  it.each([
+    { reason: "even split", buckets: 12, live: 3, want: { min: 4, max: 4 } },
+    { reason: "uneven split", buckets: 16, live: 3, want: { min: 5, max: 6 } },
+    { reason: "more replicas than buckets", buckets: 2, live: 3, want: { min: 0, max: 1 } },
+    { reason: "no live replica counts as one", buckets: 4, live: 0, want: { min: 4, max: 4 } },
+  ])("$reason", ({ buckets, live, want }) => {
+    expect(fairShare(buckets, live)).toEqual(want);
+  });
+});
+
+/** A view of `buckets` buckets, `holders` given as a compact string: "a" holds, "." free. */
+function view(identity: string, live: string[], holders: string, held?: number[]): BucketView {
+  const list = [...holders].map((c) => (c === "." ? undefined : c));
+  const mine = held ?? list.flatMap((h, i) => (h === identity ? [i] : []));
+  return { buckets: list.length, identity, live, holders: list, held: new Set(mine) };
+}
+
+describe("planBuckets", () => {
+  const byPreference = (identity: string, buckets: number[]) =>
+    [...buckets].sort((a, b) => preference(identity, b) - preference(identity, a) || a - b);
+
+  it.each([
+    {
+      reason: "alone: takes every free bucket",
+      view: view("a", ["a"], "...."),
+      want: { acquire: 4, release: 0 },
+    },
+    {
+      reason: "three live, all free, the others with none yet: takes up to the floor",
+      view: view("a", ["a", "b", "c"], "................"),
+      want: { acquire: 5, release: 0 },
+    },
+    {
+      reason: "the others at the floor: takes up to the ceiling",
+      view: view("a", ["a", "b", "c"], "......bbbbbccccc"),
+      want: { acquire: 6, release: 0 },
+    },
+    {
+      reason: "at its share already: nothing to do",
+      view: view("a", ["a", "b", "c"], "aaaabbbbcccc"),
+      want: { acquire: 0, release: 0 },
+    },
+    {
+      reason: "above the ceiling (a replica joined): gives the extras back",
+      view: view("a", ["a", "b", "c"], "aaaaaaaabbbb"),
+      want: { acquire: 0, release: 4 },
+    },
+    {
+      reason: "nothing free while another is below the floor: gives one back",
+      view: view("a", ["a", "b", "c"], "aaaaabbbbbbc", [0, 1, 2, 3, 4]),
+      want: { acquire: 0, release: 1 },
+    },
+    {
+      reason: "at the floor while another starves: keeps what it has",
+      view: view("a", ["a", "b", "c"], "aaaabbbbbbbc"),
+      want: { acquire: 0, release: 0 },
+    },
+    {
+      reason: "free buckets while another starves: stops at the floor, leaving the rest",
+      view: view("a", ["a", "b", "c"], "aaa.........".replace(/\.{3}$/, "ccc")),
+      want: { acquire: 1, release: 0 },
+    },
+    {
+      reason: "a holder that is not live still counts while its Lease is valid",
+      view: view("a", ["a", "b"], "ddddddbbbbbb"),
+      want: { acquire: 0, release: 0 },
+    },
+    {
+      reason: "more replicas than buckets: at most one each",
+      view: view("a", ["a", "b", "c"], ".."),
+      want: { acquire: 1, release: 0 },
+    },
+  ])("$reason", ({ view: v, want }) => {
+    const plan = planBuckets(v);
+    expect({ acquire: plan.acquire.length, release: plan.release.length }).toEqual(want);
+    for (const bucket of plan.acquire) expect(v.holders[bucket]).toBeUndefined();
+    for (const bucket of plan.release) expect(v.held.has(bucket)).toBe(true);
+  });
+
+  it("takes the free buckets it prefers most, and gives back those it prefers least", () => {
+    const free = planBuckets(view("a", ["a", "b"], "........"));
+    expect(free.acquire).toEqual(byPreference("a", [0, 1, 2, 3, 4, 5, 6, 7]).slice(0, 4));
+    const extras = planBuckets(view("a", ["a", "b"], "aaaaaaaa"));
+    expect(extras.release).toEqual(byPreference("a", [0, 1, 2, 3, 4, 5, 6, 7]).slice(4).reverse());
+  });
+
+  it("settles three replicas that start together into shares of 5 or 6 of 16, none zero", () => {
+    const live = ["r0", "r1", "r2"];
+    const holders: (string | undefined)[] = new Array<string | undefined>(16).fill(undefined);
+    // Rounds in turn, each replica seeing the others' Leases as they are, until nothing changes.
+    for (let round = 0; round < 20; round++) {
+      let changed = false;
+      for (const identity of live) {
+        const held = new Set(holders.flatMap((h, i) => (h === identity ? [i] : [])));
+        const plan = planBuckets({ buckets: 16, identity, live, holders, held });
+        for (const b of plan.release) holders[b] = undefined;
+        for (const b of plan.acquire) if (holders[b] === undefined) holders[b] = identity;
+        changed ||= plan.acquire.length + plan.release.length > 0;
+      }
+      if (!changed) break;
+    }
+    const counts = live.map((r) => holders.filter((h) => h === r).length);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(16);
+    for (const count of counts) expect([5, 6]).toContain(count);
+  });
+});

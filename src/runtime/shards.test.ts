@@ -1,0 +1,269 @@
+/**
+ * The hand-over state machine of {@link ShardCoordinator}, over a fake of our own small Lease
+ * client (an in-memory store with resourceVersions and 409s) and a fake clock: the tests drive
+ * the rounds themselves. The real API server's side is test/integration/sharding.test.ts.
+ */
+import { ApiError, type KubeClient, type RequestOptions } from "../kube/client.ts";
+import type { Lease } from "./leader-election.ts";
+import { DONE, type Result } from "./reconciler.ts";
+import { ShardGate } from "./shard-gate.ts";
+import {
+  BUCKETS_ANNOTATION,
+  memberLeaseName,
+  ROLE_LABEL,
+  SHARD_SET_LABEL,
+  ShardCoordinator,
+} from "./shards.ts";
+
+const NS = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+const SET = "rc";
+const LEASE_MS = 3_000;
+const RENEW_MS = 2_000;
+const RETRY_MS = 500;
+
+/** Leases in memory, as the API server keeps them: a resourceVersion guards every write. */
+class LeaseStore {
+  readonly leases = new Map<string, Lease>();
+  private version = 0;
+
+  /** A client of the store; `down()` makes its requests fail as a partitioned replica's would. */
+  client(): Pick<KubeClient, "request"> & { down: boolean } {
+    const client = {
+      down: false,
+      request: <T>(method: string, path: string, options: RequestOptions = {}): Promise<T> =>
+        client.down
+          ? Promise.reject(new ApiError(method, path, 503, "ServiceUnavailable", "the network is down"))
+          : Promise.resolve(this.handle(method, path, options) as T),
+    };
+    return client;
+  }
+
+  holder(name: string): string | undefined {
+    return this.leases.get(name)?.spec?.holderIdentity as string | undefined;
+  }
+
+  private handle(method: string, path: string, options: RequestOptions): unknown {
+    const name = path.startsWith(`${NS}/`) ? path.slice(NS.length + 1) : undefined;
+    const body = structuredClone(options.body) as Lease;
+    const conflict = () => new ApiError(method, path, 409, "Conflict", "the object has been modified");
+    if (method === "GET" && name === undefined) {
+      const [key, value] = String(options.query?.labelSelector).split("=");
+      return { items: [...this.leases.values()].filter((l) => l.metadata?.labels?.[key!] === value) };
+    }
+    const current = name === undefined ? undefined : this.leases.get(name);
+    if (method === "GET") {
+      if (!current) throw new ApiError(method, path, 404, "NotFound", "not found");
+      return structuredClone(current);
+    }
+    if (method === "POST") {
+      const created = body.metadata?.name ?? "";
+      if (this.leases.has(created)) throw new ApiError(method, path, 409, "AlreadyExists", "exists");
+      return this.store(created, body);
+    }
+    if (!current) throw new ApiError(method, path, 404, "NotFound", "not found");
+    if (method === "PUT") {
+      if (body.metadata?.resourceVersion !== current.metadata?.resourceVersion) throw conflict();
+      return this.store(name!, body);
+    }
+    if (method === "DELETE") {
+      const want = (options.body as { preconditions?: { resourceVersion?: string } } | undefined)
+        ?.preconditions;
+      if (want?.resourceVersion && want.resourceVersion !== current.metadata?.resourceVersion)
+        throw conflict();
+      this.leases.delete(name!);
+      return {};
+    }
+    throw new Error(`unexpected ${method} ${path}`);
+  }
+
+  private store(name: string, lease: Lease): Lease {
+    lease.metadata = { ...lease.metadata, name, resourceVersion: String(++this.version) };
+    this.leases.set(name, lease);
+    return structuredClone(lease);
+  }
+}
+
+/** A reconciler whose reconciles of chosen keys end only when the test says so. */
+function blockingReconciler() {
+  const blocked = new Map<string, () => void>();
+  return {
+    block: (key: string) => blocked.set(key, () => undefined),
+    finish: (key: string) => blocked.get(key)?.(),
+    reconcile: (key: string) =>
+      blocked.has(key)
+        ? new Promise<Result>((resolve) => blocked.set(key, () => resolve(DONE)))
+        : Promise.resolve(DONE),
+  };
+}
+
+interface Replica {
+  identity: string;
+  gate: ShardGate;
+  coordinator: ShardCoordinator;
+  client: ReturnType<LeaseStore["client"]>;
+  handovers: string[];
+}
+
+/** A world of replicas sharing one store and one clock. */
+function world(buckets: number) {
+  const store = new LeaseStore();
+  const clock = { now: 0 };
+  const replicas: Replica[] = [];
+  const replica = (identity: string, options: { buckets?: number } = {}): Replica => {
+    const gate = new ShardGate(options.buckets ?? buckets);
+    const client = store.client();
+    const handovers: string[] = [];
+    const coordinator = new ShardCoordinator({
+      client,
+      namespace: "ns",
+      name: SET,
+      identity,
+      gate,
+      leaseDurationMs: LEASE_MS,
+      renewDeadlineMs: RENEW_MS,
+      retryPeriodMs: RETRY_MS,
+      now: () => clock.now,
+      observer: { onHandover: (kind) => handovers.push(kind) },
+    });
+    const r = { identity, gate, coordinator, client, handovers };
+    replicas.push(r);
+    return r;
+  };
+  /** One round of each replica given, in turn, then the clock moves on a retry period. */
+  const round = async (...who: Replica[]) => {
+    for (const r of who) await r.coordinator.tick();
+    await flush();
+    clock.now += RETRY_MS;
+  };
+  const bucketLease = (b: number) => `${SET}-bucket-${b}-of-${buckets}`;
+  const holders = () => Array.from({ length: buckets }, (_, b) => store.holder(bucketLease(b)) ?? "");
+  return { store, clock, replica, round, bucketLease, holders };
+}
+
+const flush = async () => {
+  for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+};
+
+const count = (holders: string[], identity: string) => holders.filter((h) => h === identity).length;
+
+describe("ShardCoordinator", () => {
+  it("announces itself first, then three replicas settle on four buckets of twelve each", async () => {
+    const w = world(12);
+    const [a, b, c] = [w.replica("a"), w.replica("b"), w.replica("c")];
+    await w.round(a, b, c);
+    expect({ buckets: w.holders().filter(Boolean).length, members: w.store.leases.size }).toEqual({
+      buckets: 0,
+      members: 3,
+    });
+    for (let i = 0; i < 6; i++) await w.round(a, b, c);
+    const holders = w.holders();
+    expect([a, b, c].map((r) => count(holders, r.identity))).toEqual([4, 4, 4]);
+    for (const r of [a, b, c])
+      expect([...r.gate.held].sort()).toEqual(
+        holders.flatMap((h, i) => (h === r.identity ? [i] : [])).sort(),
+      );
+  });
+
+  it("hands a bucket over only after the reconcile running in it ended, then the newcomer takes it", async () => {
+    const w = world(2);
+    const a = w.replica("a");
+    const work = blockingReconciler();
+    const reconciler = a.gate.wrap(work);
+    await w.round(a);
+    await w.round(a);
+    expect(w.holders()).toEqual(["a", "a"]);
+
+    // A reconcile runs in every bucket of a's when b joins.
+    const keys = [0, 1].map((bucket) => keyIn(a.gate, bucket));
+    for (const key of keys) work.block(key);
+    const running = keys.map((key) => reconciler.reconcile(key));
+    const b = w.replica("b");
+    for (let i = 0; i < 4; i++) await w.round(b, a);
+    // a gives one back (the ceiling is 1 each) but it drains first: still a's Lease, renewed.
+    const leaving = [0, 1].find((bucket) => !a.gate.held.has(bucket))!;
+    expect(leaving).toBeDefined();
+    expect(w.holders()[leaving]).toBe("a");
+    expect(b.gate.held.size).toBe(0);
+
+    work.finish(keys[leaving]!);
+    await Promise.all([running[leaving]]);
+    await flush();
+    expect(w.holders()[leaving]).toBe("");
+    await w.round(b, a);
+    expect(w.holders()[leaving]).toBe("b");
+    expect(b.gate.held.has(leaving)).toBe(true);
+    expect(a.handovers).toContain("released");
+    work.finish(keys[1 - leaving]!);
+    await Promise.all(running);
+  });
+
+  it("takes over a dead replica's buckets only once their Leases expired", async () => {
+    const w = world(4);
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    for (let i = 0; i < 4; i++) await w.round(a, b);
+    expect([count(w.holders(), "a"), count(w.holders(), "b")]).toEqual([2, 2]);
+
+    // a dies: it makes no more rounds. Until its Leases have gone unrenewed for their duration
+    // (as b's clock measures it), b leaves them alone.
+    const rounds = Math.floor(LEASE_MS / RETRY_MS) - 1;
+    for (let i = 0; i < rounds; i++) await w.round(b);
+    expect(count(w.holders(), "a")).toBe(2);
+    for (let i = 0; i < 3; i++) await w.round(b);
+    expect(w.holders()).toEqual(["b", "b", "b", "b"]);
+    expect(b.gate.held.size).toBe(4);
+  });
+
+  it("stops serving a bucket it could not renew within the renew deadline, before anyone may take it", async () => {
+    const w = world(2);
+    const a = w.replica("a");
+    await w.round(a);
+    await w.round(a);
+    expect(a.gate.held.size).toBe(2);
+    a.client.down = true;
+    const rounds = Math.ceil(RENEW_MS / RETRY_MS) + 1;
+    for (let i = 0; i < rounds; i++) await w.round(a);
+    expect(a.gate.held.size).toBe(0);
+    expect(a.handovers.filter((h) => h === "lost")).toHaveLength(2);
+    // Well before the Leases expire for anyone else.
+    expect(rounds * RETRY_MS).toBeLessThan(LEASE_MS);
+  });
+
+  it("takes nothing while a live replica runs with another number of buckets", async () => {
+    const w = world(4);
+    const old = w.replica("old", { buckets: 8 });
+    const a = w.replica("a");
+    for (let i = 0; i < 3; i++) await w.round(old, a);
+    expect(a.gate.held.size).toBe(0);
+    const member = w.store.leases.get(memberLeaseName(SET, "old"));
+    expect(member?.metadata?.annotations?.[BUCKETS_ANNOTATION]).toBe("8");
+  });
+
+  it("on stop, releases every bucket and deletes its member Lease", async () => {
+    const w = world(3);
+    const a = w.replica("a");
+    await w.round(a);
+    await w.round(a);
+    expect(w.holders()).toEqual(["a", "a", "a"]);
+    await a.coordinator.stop();
+    expect(w.holders()).toEqual(["", "", ""]);
+    expect(a.gate.held.size).toBe(0);
+    expect(w.store.leases.has(memberLeaseName(SET, "a"))).toBe(false);
+    const lease = w.store.leases.get(w.bucketLease(0));
+    expect(lease?.metadata?.labels).toEqual({ [SHARD_SET_LABEL]: SET, [ROLE_LABEL]: "bucket" });
+  });
+
+  it("deletes the member Lease of a replica gone for five lease durations", async () => {
+    const w = world(2);
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    await w.round(a, b);
+    const rounds = Math.ceil((6 * LEASE_MS) / RETRY_MS);
+    for (let i = 0; i < rounds; i++) await w.round(b);
+    expect(w.store.leases.has(memberLeaseName(SET, "a"))).toBe(false);
+    expect(w.store.leases.has(memberLeaseName(SET, "b"))).toBe(true);
+  });
+});
+
+/** A key of `bucket`. */
+function keyIn(gate: ShardGate, bucket: number): string {
+  for (let i = 0; ; i++) if (gate.bucketOf(`key-${i}`) === bucket) return `key-${i}`;
+}

@@ -1,0 +1,513 @@
+/**
+ * Sharding over Leases (knative.dev/pkg's buckets, with timebertt/kubernetes-controller-sharding's
+ * drain before a hand-over): the keys fall into `buckets` buckets (see buckets.ts), each bucket is
+ * a Lease, and every replica leads a fair share of them.
+ *
+ * Every `retryPeriodMs` (jittered) a replica makes one round ({@link ShardCoordinator.tick}):
+ *
+ * 1. it lists the Leases of its set (one LIST, by the label `referable.dev/shard-set`);
+ * 2. it renews its member Lease `<name>-member-<fnv1a32(identity) in hex>`: the replicas whose
+ *    member Lease is renewed are the live ones, and the fair share is counted among them;
+ * 3. it renews each bucket it holds, `<name>-bucket-<i>-of-<buckets>`; a bucket it could not
+ *    renew for `renewDeadlineMs`, or that names another holder, is lost: it stops serving it
+ *    at once (no release: someone else may hold it);
+ * 4. it plans ({@link planBuckets}): a bucket above its share is given back only after this
+ *    replica stopped writing it ({@link ShardGate.remove}: stop admitting, wait for the running
+ *    reconciles), then the Lease is released (holder "") for another to take at once; a free
+ *    bucket (no Lease, released, or expired) is taken with a write that carries the version read.
+ *
+ * Expiry is judged as the leader election judges it (leader-election.ts): by how long ago this
+ * replica last saw a Lease's record change, on its own clock, never by comparing the holder's
+ * renewTime with ours; every write carries the resourceVersion it read, so of two replicas
+ * racing for one bucket one wins. A replica takes nothing while any live Lease of the set was
+ * written with another number of buckets (a rollout that changes `--shards`): the two
+ * assignments would give one key two buckets.
+ *
+ * On {@link ShardCoordinator.stop} (after the writers drained) every bucket is released and the
+ * member Lease deleted, so the others rebalance at once. A member Lease left by a replica that
+ * died is deleted by the others once it has been expired for five lease durations.
+ */
+import { asError } from "../errors.ts";
+import { isApiError, type KubeClient } from "../kube/client.ts";
+import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { fnv1a32, planBuckets } from "./buckets.ts";
+import { JITTER_FACTOR, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
+import type { ShardGate } from "./shard-gate.ts";
+import { sleep } from "./sleep.ts";
+
+/** The label on every Lease of a shard set; its value is the set's name. */
+export const SHARD_SET_LABEL = "referable.dev/shard-set";
+/** The annotation on a member Lease: the number of buckets that replica runs with. */
+export const BUCKETS_ANNOTATION = "referable.dev/buckets";
+
+/** How a bucket changed hands, for the hand-overs counter. */
+export type Handover = "acquired" | "released" | "lost";
+
+/** Receives the coordinator's measurements. Must not throw. */
+export interface ShardObserver {
+  /** A bucket changed hands. */
+  onHandover?(kind: Handover): void;
+  /** The live replicas seen in the last round, this one included. */
+  onMembers?(live: number): void;
+}
+
+/** Options for {@link ShardCoordinator}. */
+export interface ShardCoordinatorOptions {
+  /** Needs list, get, create, update and delete on leases in `namespace`. */
+  client: Pick<KubeClient, "request">;
+  namespace: string;
+  /** The set's name: the prefix of its Lease names and the value of {@link SHARD_SET_LABEL}. */
+  name: string;
+  /** This replica's identity, unique among replicas (e.g. the pod name). */
+  identity: string;
+  /** Which buckets are served; the number of buckets is its. */
+  gate: ShardGate;
+  /** How long a Lease not renewed stays valid. @default 15000 */
+  leaseDurationMs?: number;
+  /** How long a holder keeps trying to renew a bucket before it stops serving it. @default 10000 */
+  renewDeadlineMs?: number;
+  /** Time between rounds (jittered by up to 1.2 times more). @default 2000 */
+  retryPeriodMs?: number;
+  observer?: ShardObserver;
+  /** @default silentLogger */
+  logger?: Logger;
+  /** The monotonic clock, in ms. @default performance.now */
+  now?: () => number;
+}
+
+/** One Lease as last seen, and when its record last changed (on our clock). */
+interface Seen {
+  lease: Lease;
+  record: LeaseRecord;
+  raw: string;
+  changedAt: number;
+}
+
+/** Leads a fair share of the buckets; see the module comment. */
+export class ShardCoordinator {
+  private readonly client: Pick<KubeClient, "request">;
+  private readonly collection: string;
+  private readonly options: ShardCoordinatorOptions;
+  private readonly gate: ShardGate;
+  private readonly identity: string;
+  private readonly memberName: string;
+  private readonly leaseDurationSeconds: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryPeriodMs: number;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly stopping = new AbortController();
+  private running: Promise<void> | undefined;
+  private readonly seen = new Map<string, Seen>();
+  /** When each bucket this replica holds was last renewed. */
+  private readonly renewedAt = new Map<number, number>();
+  /** Buckets being given back (draining, then released), or lost and draining. */
+  private readonly leaving = new Set<number>();
+  /** Acquisitions and hand-overs under way, awaited by stop(). */
+  private readonly pending = new Set<Promise<void>>();
+  private rounds = 0;
+  private lastFailure = "";
+
+  constructor(options: ShardCoordinatorOptions) {
+    const leaseDurationMs = options.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = options.retryPeriodMs ?? 2_000;
+    if (!options.identity) throw new RangeError("sharding needs a non-empty identity");
+    if (!(
+      leaseDurationMs > this.renewDeadlineMs && this.renewDeadlineMs > JITTER_FACTOR * this.retryPeriodMs
+    ))
+      throw new RangeError(
+        `sharding needs leaseDurationMs > renewDeadlineMs > ${JITTER_FACTOR} times retryPeriodMs`,
+      );
+    this.options = options;
+    this.client = options.client;
+    this.gate = options.gate;
+    this.identity = options.identity;
+    this.collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.memberName = memberLeaseName(options.name, options.identity);
+    this.leaseDurationSeconds = Math.ceil(leaseDurationMs / 1000);
+    this.now = options.now ?? (() => performance.now());
+    this.logger = childLogger(options.logger ?? silentLogger, { shards: options.gate.buckets });
+  }
+
+  /** Makes rounds until {@link stop}. Never rejects; calling it again returns the same promise. */
+  run(): Promise<void> {
+    this.running ??= this.loop().catch((err: unknown) => {
+      this.logger.error(
+        { err: asError(err).message },
+        "sharding ended unexpectedly (a bug: please report it)",
+      );
+    });
+    return this.running;
+  }
+
+  /**
+   * Stops making rounds, releases every bucket held (each after its reconciles finished) and
+   * deletes the member Lease. Call it after the writers drained.
+   */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.running;
+    await Promise.all([...this.pending]);
+    const held = [...this.gate.held];
+    await Promise.all(held.map((bucket) => this.release(bucket)));
+    await this.deleteMember();
+  }
+
+  /** One round (see the module comment); exposed for tests, which drive the rounds themselves. */
+  async tick(): Promise<void> {
+    let leases: Lease[];
+    try {
+      const list = await this.client.request<{ items?: Lease[] }>("GET", this.collection, {
+        query: { labelSelector: `${SHARD_SET_LABEL}=${this.options.name}` },
+        timeoutMs: this.renewDeadlineMs,
+      });
+      leases = list.items ?? [];
+    } catch (err) {
+      this.failed("list", err);
+      this.loseUnrenewed();
+      return;
+    }
+    this.observe(leases);
+    await this.renewMember();
+    // The first round only announces this replica: the others' member Leases are seen before
+    // any bucket is taken, so replicas that start together do not all take every bucket.
+    if (this.rounds++ === 0) return;
+    await this.renewBuckets();
+    await this.plan();
+  }
+
+  private async loop(): Promise<void> {
+    const stopped = this.stopping.signal;
+    while (!stopped.aborted) {
+      await this.tick();
+      // A little jitter only: a round renews the buckets held, and must come well within the
+      // renew deadline (which is more than JITTER_FACTOR retry periods, as leader election asks).
+      await sleep(this.retryPeriodMs * (1 + Math.random() * 0.1), stopped);
+    }
+  }
+
+  /** Keeps each Lease, restarting its expiry clock when its record changed; forgets those gone. */
+  private observe(leases: Lease[], now = this.now()): void {
+    const names = new Set<string>();
+    for (const lease of leases) {
+      const name = lease.metadata?.name;
+      if (!name) continue;
+      names.add(name);
+      this.keep(lease, false, now);
+    }
+    for (const name of this.seen.keys()) if (!names.has(name)) this.seen.delete(name);
+  }
+
+  private keep(lease: Lease, ours: boolean, now = this.now()): void {
+    const name = lease.metadata?.name ?? "";
+    const record = recordOf(lease);
+    const raw = JSON.stringify(record);
+    const before = this.seen.get(name);
+    const changed = ours || before === undefined || before.raw !== raw;
+    this.seen.set(name, { lease, record, raw, changedAt: changed ? now : before.changedAt });
+  }
+
+  /** Whether a Lease seen has a holder and was renewed within its duration (on our clock). */
+  private valid(seen: Seen | undefined, now = this.now()): boolean {
+    if (!seen || !seen.record.holderIdentity) return false;
+    return seen.changedAt + seen.record.leaseDurationSeconds * 1000 > now;
+  }
+
+  private bucketName(bucket: number): string {
+    return `${this.options.name}-bucket-${bucket}-of-${this.gate.buckets}`;
+  }
+
+  private async renewMember(): Promise<void> {
+    const seen = this.seen.get(this.memberName);
+    const record = this.record(seen, this.identity);
+    const annotations = { [BUCKETS_ANNOTATION]: String(this.gate.buckets) };
+    try {
+      this.keep(await this.write(this.memberName, seen?.lease, record, annotations), true);
+    } catch (err) {
+      this.failed("member", err);
+    }
+  }
+
+  /** Renews every bucket held (those being given back too: they are written until released). */
+  private async renewBuckets(): Promise<void> {
+    const held = [...new Set([...this.gate.held, ...this.leaving])].filter((b) => this.renewedAt.has(b));
+    await Promise.all(
+      held.map(async (bucket) => {
+        const seen = this.seen.get(this.bucketName(bucket));
+        if (!seen || seen.record.holderIdentity !== this.identity) return this.lose(bucket, "taken");
+        try {
+          const lease = await this.write(
+            this.bucketName(bucket),
+            seen.lease,
+            this.record(seen, this.identity),
+          );
+          this.keep(lease, true);
+          this.renewedAt.set(bucket, this.now());
+        } catch (err) {
+          this.failed("renew", err);
+          if (this.now() - this.renewedAt.get(bucket)! > this.renewDeadlineMs)
+            this.lose(bucket, "not renewed");
+        }
+      }),
+    );
+  }
+
+  /** After a failed list: a bucket not renewed for the renew deadline is not served any more. */
+  private loseUnrenewed(): void {
+    for (const [bucket, at] of this.renewedAt)
+      if (this.now() - at > this.renewDeadlineMs) this.lose(bucket, "not renewed");
+  }
+
+  /** Stops serving a bucket that may be someone else's now: no release. */
+  private lose(bucket: number, why: string): void {
+    this.renewedAt.delete(bucket);
+    if (this.leaving.has(bucket) && !this.gate.held.has(bucket)) return; // already leaving
+    this.logger.warn({ bucket, why }, "lost a bucket: no longer serving its Referables");
+    this.notify((o) => o.onHandover?.("lost"));
+    this.leaving.add(bucket);
+    void this.gate.remove(bucket).finally(() => this.leaving.delete(bucket));
+  }
+
+  /** Plans, starts the hand-overs (which drain in the background) and makes the acquisitions. */
+  private async plan(): Promise<void> {
+    const now = this.now();
+    const live: string[] = [];
+    let foreign = false;
+    const holders: (string | undefined)[] = new Array<string | undefined>(this.gate.buckets).fill(undefined);
+    for (const [name, seen] of this.seen) {
+      if (!this.valid(seen, now) && seen.record.holderIdentity !== this.identity) {
+        this.collectMember(name, seen, now);
+        continue;
+      }
+      const member = seen.lease.metadata?.labels?.[ROLE_LABEL] === "member";
+      if (member) {
+        live.push(seen.record.holderIdentity);
+        const buckets = seen.lease.metadata?.annotations?.[BUCKETS_ANNOTATION];
+        if (buckets !== String(this.gate.buckets)) foreign = true;
+        continue;
+      }
+      const bucket = parseBucket(name, this.options.name);
+      if (!bucket) continue;
+      if (bucket.of !== this.gate.buckets) {
+        foreign = true;
+        continue;
+      }
+      const mine = seen.record.holderIdentity === this.identity;
+      // Held in a previous life (a restart with the same identity) or expired: free to take.
+      if (
+        !this.valid(seen, now) ||
+        (mine && !this.gate.held.has(bucket.index) && !this.leaving.has(bucket.index))
+      )
+        continue;
+      holders[bucket.index] = seen.record.holderIdentity;
+    }
+    this.notify((o) => o.onMembers?.(new Set([...live, this.identity]).size));
+    const plan = planBuckets({
+      buckets: this.gate.buckets,
+      identity: this.identity,
+      live,
+      holders,
+      held: this.gate.held,
+    });
+    for (const bucket of plan.release) this.handBack(bucket);
+    if (foreign) {
+      this.warnOnce(
+        "foreign",
+        "Leases of this shard set use another number of buckets: taking none until they are gone",
+      );
+      return;
+    }
+    const acquiring = plan.acquire.filter((bucket) => !this.leaving.has(bucket)).map((b) => this.acquire(b));
+    for (const work of acquiring) this.track(work);
+    await Promise.all(acquiring);
+  }
+
+  /** Gives a bucket back: stop admitting, drain, release; renewed meanwhile. */
+  private handBack(bucket: number): void {
+    this.logger.info({ bucket }, "handing a bucket over: draining it");
+    this.leaving.add(bucket);
+    this.track(this.release(bucket).finally(() => this.leaving.delete(bucket)));
+  }
+
+  private track(work: Promise<void>): void {
+    const done = work.finally(() => this.pending.delete(done));
+    this.pending.add(done);
+  }
+
+  /** Drains the bucket, then writes its Lease with no holder so that another takes it at once. */
+  private async release(bucket: number): Promise<void> {
+    await this.gate.remove(bucket);
+    if (!this.renewedAt.delete(bucket)) return; // lost meanwhile: not ours to release
+    const name = this.bucketName(bucket);
+    const now = microTime(new Date());
+    const released = (seen: Seen): LeaseRecord => ({
+      ...seen.record,
+      holderIdentity: "",
+      leaseDurationSeconds: 1,
+      acquireTime: now,
+      renewTime: now,
+    });
+    try {
+      let seen = this.seen.get(name);
+      if (!seen) return;
+      try {
+        this.keep(await this.write(name, seen.lease, released(seen)), true);
+      } catch (err) {
+        if (!isApiError(err, 409)) throw err;
+        const current = await this.client.request<Lease>("GET", `${this.collection}/${name}`, {
+          timeoutMs: this.renewDeadlineMs,
+        });
+        this.keep(current, false);
+        seen = this.seen.get(name)!;
+        if (seen.record.holderIdentity !== this.identity) return;
+        this.keep(await this.write(name, seen.lease, released(seen)), true);
+      }
+      this.notify((o) => o.onHandover?.("released"));
+      this.logger.info({ bucket }, "released a bucket");
+    } catch (err) {
+      this.logger.warn({ bucket, err: asError(err).message }, "could not release a bucket; it will expire");
+    }
+  }
+
+  /** Takes a free bucket; of several replicas racing for it, the resourceVersion lets one win. */
+  private async acquire(bucket: number): Promise<void> {
+    const name = this.bucketName(bucket);
+    const seen = this.seen.get(name);
+    const record = this.record(seen, this.identity);
+    if (seen && seen.record.holderIdentity !== this.identity) record.leaseTransitions += 1;
+    try {
+      this.keep(await this.write(name, seen?.lease, record), true);
+    } catch (err) {
+      if (isApiError(err, 409)) this.logger.debug({ bucket }, "another replica took the bucket first");
+      else this.failed("acquire", err);
+      return;
+    }
+    // Served even when stop() began meanwhile: stop() awaits this, then releases every bucket served.
+    this.renewedAt.set(bucket, this.now());
+    this.logger.info({ bucket }, "took a bucket: serving its Referables");
+    this.notify((o) => o.onHandover?.("acquired"));
+    this.gate.add(bucket);
+  }
+
+  /** The record this replica writes: `holder`, now, keeping acquireTime while it holds it. */
+  private record(seen: Seen | undefined, holder: string): LeaseRecord {
+    const now = microTime(new Date());
+    const same = seen?.record.holderIdentity === holder;
+    return {
+      holderIdentity: holder,
+      leaseDurationSeconds: this.leaseDurationSeconds,
+      acquireTime: (same ? seen?.record.acquireTime : undefined) ?? now,
+      renewTime: now,
+      leaseTransitions: seen?.record.leaseTransitions ?? 0,
+    };
+  }
+
+  /** Creates (when `current` is undefined) or updates a Lease of the set, guarded by its version. */
+  private write(
+    name: string,
+    current: Lease | undefined,
+    record: LeaseRecord,
+    annotations?: Record<string, string>,
+  ): Promise<Lease> {
+    const request = { timeoutMs: this.renewDeadlineMs };
+    const role = name === this.memberName ? "member" : "bucket";
+    if (!current)
+      return this.client.request<Lease>("POST", this.collection, {
+        ...request,
+        body: {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: {
+            name,
+            labels: { [SHARD_SET_LABEL]: this.options.name, [ROLE_LABEL]: role },
+            ...(annotations && { annotations }),
+          },
+          spec: { ...record },
+        },
+      });
+    const metadata = annotations
+      ? { ...current.metadata, annotations: { ...current.metadata?.annotations, ...annotations } }
+      : current.metadata;
+    return this.client.request<Lease>("PUT", `${this.collection}/${name}`, {
+      ...request,
+      body: { ...current, metadata, spec: { ...current.spec, ...record } },
+    });
+  }
+
+  /** Deletes the member Lease of a replica gone for five lease durations (guarded by its version). */
+  private collectMember(name: string, seen: Seen, now: number): void {
+    if (seen.lease.metadata?.labels?.[ROLE_LABEL] !== "member") return;
+    if (seen.changedAt + 5 * Math.max(1, seen.record.leaseDurationSeconds) * 1000 > now) return;
+    this.seen.delete(name);
+    const preconditions = { resourceVersion: seen.lease.metadata?.resourceVersion };
+    this.client
+      .request("DELETE", `${this.collection}/${name}`, {
+        body: { preconditions },
+        timeoutMs: this.renewDeadlineMs,
+      })
+      .then(
+        () =>
+          this.logger.info(
+            { member: seen.record.holderIdentity },
+            "deleted the member Lease of a replica gone",
+          ),
+        (err: unknown) => this.logger.debug({ err: asError(err).message }, "could not delete a member Lease"),
+      );
+  }
+
+  private async deleteMember(): Promise<void> {
+    try {
+      await this.client.request("DELETE", `${this.collection}/${this.memberName}`, {
+        timeoutMs: this.renewDeadlineMs,
+      });
+    } catch (err) {
+      if (!isApiError(err, 404)) this.failed("member", err);
+    }
+  }
+
+  private failed(verb: string, err: unknown): void {
+    const code = isApiError(err) ? err.statusCode : 0;
+    const kind = `${verb}:${code}`;
+    const fields = { verb, code, err: asError(err).message };
+    if (code === 409 || kind === this.lastFailure)
+      this.logger.debug(fields, "a shard Lease request failed; retrying");
+    else this.logger.warn(fields, "a shard Lease request failed; retrying");
+    this.lastFailure = kind;
+  }
+
+  private warnOnce(kind: string, message: string): void {
+    if (this.lastFailure === kind) return;
+    this.lastFailure = kind;
+    this.logger.warn({}, message);
+  }
+
+  private notify(call: (observer: ShardObserver) => void): void {
+    const observer = this.options.observer;
+    if (!observer) return;
+    try {
+      call(observer);
+    } catch {
+      // a metrics hook must not break sharding
+    }
+  }
+}
+
+/** The label that tells member Leases from bucket Leases. */
+export const ROLE_LABEL = "referable.dev/shard-role";
+
+/** The member Lease of `identity` in the set `name`. */
+export function memberLeaseName(name: string, identity: string): string {
+  return `${name}-member-${fnv1a32(identity).toString(16).padStart(8, "0")}`;
+}
+
+/** The bucket a Lease of the set `set` stands for, from its name; undefined for another Lease. */
+export function parseBucket(name: string, set: string): { index: number; of: number } | undefined {
+  const prefix = `${set}-bucket-`;
+  if (!name.startsWith(prefix)) return undefined;
+  const match = /^(\d{1,4})-of-(\d{1,4})$/.exec(name.slice(prefix.length));
+  if (!match) return undefined;
+  const index = Number(match[1]);
+  const of = Number(match[2]);
+  return index < of ? { index, of } : undefined;
+}

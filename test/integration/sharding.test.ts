@@ -1,0 +1,251 @@
+/**
+ * Sharding (--shards) against the real API server, with three controller processes: each
+ * serves a share of 300 Referables, every value follows its source, a replica killed with
+ * SIGKILL has its Referables taken over within the lease duration plus a few seconds, no
+ * Referable is ever written by two replicas in the same second, and a replica started again
+ * gets its share back.
+ *
+ * The test has its own namespace (ConfigMaps, Leases) and its own label on its Referables (the
+ * processes see only those), so it runs beside any other test file.
+ */
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { SHARD_LABEL } from "../harness/controller.ts";
+import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
+import {
+  killAllProcesses,
+  metricValue,
+  startControllerProcess,
+  type ControllerProcess,
+} from "../harness/process.ts";
+
+const RF = "/apis/referable.dev/v1alpha1/referables";
+const REFERABLES = 300;
+/** Sources: each ConfigMap is read by REFERABLES / CONFIG_MAPS Referables. */
+const CONFIG_MAPS = 30;
+const BUCKETS = 12;
+const LEASE_MS = 3_000;
+const RETRY_MS = 500;
+/** "A few seconds" beyond the lease duration: one round to see the expiry, the take-over, a write. */
+const TAKEOVER_SLACK_MS = 5_000;
+const WAIT_MS = 60_000;
+
+let admin: KubeClient;
+let ns: string;
+let label: string;
+const processes = new Map<string, ControllerProcess[]>();
+
+beforeAll(async () => {
+  admin = adminClient();
+  ns = await createNamespace(admin, "sharding");
+  label = uniqueName("sharding");
+});
+afterAll(async () => {
+  await killAllProcesses();
+  await admin
+    .request("DELETE", RF, { query: { labelSelector: `${SHARD_LABEL}=${label}` } })
+    .catch(() => undefined);
+  await closeTestClients();
+});
+
+/** Starts replica `identity` (again, when it ran before: its earlier processes' logs are kept). */
+async function startReplica(identity: string): Promise<ControllerProcess> {
+  const p = await startControllerProcess([
+    "--referable-selector",
+    `${SHARD_LABEL}=${label}`,
+    "--leader-election-namespace",
+    ns,
+    "--identity",
+    identity,
+    `--shards=${BUCKETS}`,
+    "--leader-election-lease-duration",
+    `${LEASE_MS}ms`,
+    "--leader-election-renew-deadline",
+    "2s",
+    "--leader-election-retry-period",
+    `${RETRY_MS}ms`,
+  ]);
+  processes.set(identity, [...(processes.get(identity) ?? []), p]);
+  return p;
+}
+
+const configMap = (i: number) => `cm-${i}`;
+const referable = (j: number) => `${label}-${j}`;
+const sourceOf = (j: number) => j % CONFIG_MAPS;
+
+async function setSources(round: string): Promise<void> {
+  await Promise.all(
+    Array.from({ length: CONFIG_MAPS }, (_, i) =>
+      admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${configMap(i)}`, {
+        body: { data: { v: `${round}-${i}` } },
+        contentType: "application/merge-patch+json",
+      }),
+    ),
+  );
+}
+
+/** Waits until every Referable's status.value is its source's value of `round`. */
+async function waitForValues(round: string, timeoutMs = WAIT_MS): Promise<void> {
+  let behind: string[] = [];
+  try {
+    await waitFor(
+      `every Referable to show the sources' "${round}" values`,
+      async () => {
+        const list = await admin.request<{ items: KubeObject[] }>("GET", RF, {
+          query: { labelSelector: `${SHARD_LABEL}=${label}` },
+        });
+        const values = new Map(
+          list.items.map((item) => [item.metadata?.name, (item.status as { value?: unknown })?.value]),
+        );
+        behind = Array.from({ length: REFERABLES }, (_, j) => j)
+          .filter((j) => values.get(referable(j)) !== `${round}-${sourceOf(j)}`)
+          .map(referable);
+        return behind.length === 0;
+      },
+      { timeoutMs, intervalMs: 200 },
+    );
+  } catch (err) {
+    throw new Error(
+      `${(err as Error).message}; ${behind.length} behind, e.g. ${behind.slice(0, 3).join(", ")}`,
+    );
+  }
+}
+
+/** Each running replica's Referables served and buckets held, from its metrics. */
+async function shares(running: ControllerProcess[]): Promise<Array<{ owned: number; buckets: number }>> {
+  return Promise.all(
+    running.map(async (p) => {
+      const text = await p.metrics();
+      return {
+        owned: metricValue(text, "referable_shard_referables_owned") ?? 0,
+        buckets: metricValue(text, "referable_shard_buckets") ?? 0,
+      };
+    }),
+  );
+}
+
+/** Waits until every running replica serves a share (none zero) and the shares add up to all. */
+async function waitForFairShares(
+  running: ControllerProcess[],
+): Promise<Array<{ owned: number; buckets: number }>> {
+  let last: Array<{ owned: number; buckets: number }> = [];
+  const min = Math.floor(BUCKETS / running.length);
+  try {
+    return await waitFor(
+      `${running.length} replicas to each serve a fair share`,
+      async () => {
+        last = await shares(running);
+        const owned = last.reduce((sum, s) => sum + s.owned, 0);
+        const buckets = last.reduce((sum, s) => sum + s.buckets, 0);
+        return (
+          owned === REFERABLES &&
+          buckets === BUCKETS &&
+          last.every((s) => s.owned > 0 && s.buckets >= min) &&
+          last
+        );
+      },
+      { timeoutMs: WAIT_MS, intervalMs: 250 },
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last)}`);
+  }
+}
+
+/**
+ * The status writes of every Referable, by second and by replica, from the "status written"
+ * log lines of every process that ran: the pairs (Referable, second) written by two replicas.
+ */
+function writtenByTwoInOneSecond(): { writes: number; clashes: string[] } {
+  const writers = new Map<string, Set<string>>();
+  let writes = 0;
+  for (const [identity, runs] of processes)
+    for (const p of runs)
+      for (const line of p.logs()) {
+        if (line.msg !== "status written" || typeof line.referable !== "string") continue;
+        writes++;
+        const key = `${line.referable}@${Math.floor(Number(line.time) / 1000)}`;
+        writers.set(key, (writers.get(key) ?? new Set()).add(identity));
+      }
+  const clashes = [...writers]
+    .filter(([, who]) => who.size > 1)
+    .map(([key, who]) => `${key}: ${[...who].join(",")}`);
+  return { writes, clashes };
+}
+
+describe("sharding across three replicas", () => {
+  it("shares 300 Referables out, takes over a killed replica's within the lease duration, and rebalances when it returns", async () => {
+    await Promise.all(
+      Array.from({ length: CONFIG_MAPS }, (_, i) =>
+        admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+          body: {
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            metadata: { name: configMap(i) },
+            data: { v: `a-${i}` },
+          },
+        }),
+      ),
+    );
+    for (let start = 0; start < REFERABLES; start += 50)
+      await Promise.all(
+        Array.from({ length: Math.min(50, REFERABLES - start) }, (_, k) => start + k).map((j) =>
+          admin.request("POST", RF, {
+            body: {
+              apiVersion: "referable.dev/v1alpha1",
+              kind: "Referable",
+              metadata: { name: referable(j), labels: { [SHARD_LABEL]: label } },
+              spec: {
+                source: {
+                  apiVersion: "v1",
+                  kind: "ConfigMap",
+                  namespace: ns,
+                  name: configMap(sourceOf(j)),
+                  fieldPath: "data.v",
+                },
+              },
+            },
+          }),
+        ),
+      );
+
+    const replicas = await Promise.all(["replica-0", "replica-1", "replica-2"].map(startReplica));
+    await waitForValues("a");
+    const first = await waitForFairShares(replicas);
+    expect(first.every((s) => s.owned > 0)).toBe(true);
+    expect(first.reduce((sum, s) => sum + s.owned, 0)).toBe(REFERABLES);
+
+    await setSources("b");
+    await waitForValues("b");
+
+    // The victim holds a share; its Referables must follow a change made right after its death.
+    const [victim, ...survivors] = replicas as [ControllerProcess, ...ControllerProcess[]];
+    expect(await victim.kill()).toEqual({ code: null, signal: "SIGKILL" });
+    const killedAt = performance.now();
+    await setSources("c");
+    await waitForValues("c", LEASE_MS + TAKEOVER_SLACK_MS + WAIT_MS);
+    const followedMs = performance.now() - killedAt;
+    expect(followedMs).toBeLessThan(LEASE_MS + TAKEOVER_SLACK_MS);
+    const afterKill = await waitForFairShares(survivors);
+    expect(afterKill.reduce((sum, s) => sum + s.owned, 0)).toBe(REFERABLES);
+
+    // Back again with the same identity: the others hand buckets over until each has a share.
+    const returned = await startReplica("replica-0");
+    const rebalanced = await waitForFairShares([returned, ...survivors]);
+    expect(rebalanced.every((s) => s.owned > 0)).toBe(true);
+    const handedOver = await Promise.all(
+      survivors.map(
+        async (p) =>
+          metricValue(await p.metrics(), "referable_shard_handovers_total", { kind: "released" }) ?? 0,
+      ),
+    );
+    expect(handedOver.reduce((sum, n) => sum + n, 0)).toBeGreaterThan(0);
+    await setSources("d");
+    await waitForValues("d");
+
+    const { writes, clashes } = writtenByTwoInOneSecond();
+    expect(writes).toBeGreaterThanOrEqual(4 * REFERABLES);
+    expect(clashes).toEqual([]);
+
+    for (const p of [returned, ...survivors])
+      expect(await p.stop("SIGTERM")).toEqual({ code: 0, signal: null });
+  }, 300_000);
+});
