@@ -121,7 +121,11 @@ export class RetryingClient implements BenchClient {
     ) as Promise<T>;
   }
 
-  watch(path: string, query: RequestOptions["query"], onEvent: Parameters<KubeClient["watch"]>[2]): WatchStream {
+  watch(
+    path: string,
+    query: RequestOptions["query"],
+    onEvent: Parameters<KubeClient["watch"]>[2],
+  ): WatchStream {
     return this.inner.watch(path, query, onEvent);
   }
 }
@@ -167,7 +171,11 @@ export async function forEachPage(
 }
 
 /** Runs `task` over `items` with at most `limit` in flight; the first failure is thrown after all settle. */
-export async function pool<T>(items: readonly T[], limit: number, task: (item: T) => Promise<unknown>): Promise<void> {
+export async function pool<T>(
+  items: readonly T[],
+  limit: number,
+  task: (item: T) => Promise<unknown>,
+): Promise<void> {
   let next = 0;
   let failure: unknown;
   let failed = false;
