@@ -852,6 +852,8 @@ interface Cost {
   externalMiB: number;
   watches: number;
   informers: number;
+  /** CPU (user + system) the process used since it started, from /proc: robust to load from others. */
+  cpuSeconds: number;
 }
 
 async function cost(c: Controller): Promise<Cost> {
@@ -865,6 +867,7 @@ async function cost(c: Controller): Promise<Cost> {
     externalMiB: Number(mib(m.get("nodejs_external_memory_bytes") ?? NaN)),
     watches: m.get("referable_watches_open") ?? NaN,
     informers: m.get("referable_source_informers") ?? NaN,
+    cpuSeconds: await cpuSeconds(c.proc.pid!).catch(() => NaN),
   };
 }
 
@@ -1983,13 +1986,13 @@ function printScale(r: ScaleResult, p: (line: string) => void): void {
     `scale: ${r.n} Referables over sources of their own (created in ${r.setupSeconds.toFixed(0)} s); floor = ${r.n} status writes straight to the API server, ${r.floorConcurrency} in flight; heap cap ${r.heapCapMiB.single} MiB (one replica), ${r.heapCapMiB.shard} MiB (each shard)`,
   );
   p(
-    "| replicas | floor s | cold start s | cold start / floor | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | bytes/Referable | propagation p50 / p99 ms (floor p50 / p99 in the header) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
+    "| replicas | floor s | cold start s | cold start / floor | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | bytes/Referable | propagation p50 / p99 ms (floor p50 / p99 in the header) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
   );
-  p("|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|---|");
+  p("|---:|---:|---:|---:|---|---|---|---:|---:|---|---|---:|---|");
   const phases: ScalePhase[] = [r.single, ...("replicas" in r.sharded ? [r.sharded] : [])].filter(Boolean);
   for (const ph of phases)
     p(
-      `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${ph.bytesPerReferable ?? "-"} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`,
+      `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${ph.bytesPerReferable ?? "-"} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`,
     );
   if ("skipped" in r.sharded) p(`shards: skipped: ${r.sharded.skipped}`);
 }

@@ -263,9 +263,18 @@ export class ReferableController {
         pool,
         name === undefined ? undefined : informer.get(undefined, name),
       );
-      // The echo of this replica's status write holds the status it wrote: one copy, not two.
-      const own = name === undefined ? undefined : this.states.get(name)?.own;
-      if (own !== undefined && slim.status !== undefined && statusEquals(slim.status as ReferableStatus, own))
+      // The echo of this replica's status write holds the status it wrote: one copy, not two
+      // (the version it wrote says so without a comparison; any other is compared).
+      const state = name === undefined ? undefined : this.states.get(name);
+      const own = state?.own;
+      if (
+        own !== undefined &&
+        slim.status !== undefined &&
+        ((state!.overlay?.resourceVersion !== undefined &&
+          state!.overlay.resourceVersion === slim.metadata?.resourceVersion &&
+          state!.overlay.status === own) ||
+          statusEquals(slim.status as ReferableStatus, own))
+      )
         slim.status = own;
       return slim;
     };

@@ -47,27 +47,73 @@ export function projectReferable(
   const m = obj.metadata ?? {};
   const pm = previous?.metadata;
   const same = pm !== undefined && pm.uid !== undefined && pm.uid === m.uid ? pm : undefined;
-  const metadata: Record<string, unknown> = { name: same?.name ?? m.name };
-  if (m.uid !== undefined) metadata.uid = same?.uid ?? m.uid;
-  if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
-  if (m.generation !== undefined) metadata.generation = m.generation;
-  if (m.labels !== undefined)
-    metadata.labels =
-      same && sameStrings(same.labels, m.labels) ? same.labels : pooledStrings(m.labels, pool);
-  if (m.deletionTimestamp !== undefined) metadata.deletionTimestamp = m.deletionTimestamp;
-  if (m.finalizers !== undefined) metadata.finalizers = m.finalizers;
+  // Every field in one literal, in one order, an absent one undefined (a delete would turn the
+  // object into a dictionary): all projections share one hidden class with the fields in the
+  // object itself (added one by one, they would spill into a second array each).
+  const metadata: Record<string, unknown> = {
+    name: same?.name ?? m.name,
+    uid: same?.uid ?? m.uid,
+    resourceVersion: m.resourceVersion,
+    generation: m.generation,
+    labels:
+      m.labels === undefined
+        ? undefined
+        : same && sameStrings(same.labels, m.labels)
+          ? same.labels
+          : pooledLabels(m.labels, pool),
+    deletionTimestamp: m.deletionTimestamp,
+    finalizers: m.finalizers,
+  };
+  const spec =
+    obj.spec === undefined
+      ? undefined
+      : same && m.generation !== undefined && same.generation === m.generation && previous!.spec !== undefined
+        ? previous!.spec
+        : pooled(obj.spec, pool, 0);
+  const status =
+    obj.status === undefined ? undefined : pooledStatus(obj.status as Record<string, unknown>, pool);
   const slim: KubeObject = {
     apiVersion: intern(obj.apiVersion, pool),
     kind: intern(obj.kind, pool),
     metadata,
+    spec,
+    status,
   };
-  if (obj.spec !== undefined)
-    slim.spec =
-      same && m.generation !== undefined && same.generation === m.generation && previous!.spec !== undefined
-        ? previous!.spec
-        : pooled(obj.spec, pool, 0);
-  if (obj.status !== undefined) slim.status = pooledStatus(obj.status as Record<string, unknown>, pool);
   return slim;
+}
+
+/** Label sets pooled at most, and the longest set (as JSON) pooled. */
+const LABEL_SETS_MAX = 1000;
+const LABEL_SET_MAX_CHARS = 1024;
+
+/**
+ * Label sets shared among Referables (most carry the same few: a team, an app, a chart's
+ * labels): one frozen object per distinct set, at most {@link LABEL_SETS_MAX} of them (past it
+ * the pool starts again), none longer than {@link LABEL_SET_MAX_CHARS}.
+ */
+class LabelSets {
+  private readonly sets = new Map<string, Readonly<Record<string, string>>>();
+
+  intern(labels: Record<string, string>, pool: StringPool): Record<string, string> {
+    const key = JSON.stringify(labels);
+    if (key.length > LABEL_SET_MAX_CHARS) return labels;
+    const hit = this.sets.get(key);
+    if (hit) return hit as Record<string, string>;
+    if (this.sets.size >= LABEL_SETS_MAX) this.sets.clear();
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(labels)) out[k] = intern(v, pool);
+    this.sets.set(key, Object.freeze(out));
+    return out;
+  }
+}
+
+const labelSets = new WeakMap<StringPool, LabelSets>();
+
+function pooledLabels(labels: Record<string, string>, pool: StringPool | undefined): Record<string, string> {
+  if (!pool) return labels;
+  let sets = labelSets.get(pool);
+  if (!sets) labelSets.set(pool, (sets = new LabelSets()));
+  return sets.intern(labels, pool);
 }
 
 function intern<T>(s: T, pool: StringPool | undefined): T {
@@ -82,13 +128,6 @@ function pooled(value: unknown, pool: StringPool | undefined, depth: number): un
   if (typeof value !== "object" || value === null) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[k] = pooled(v, pool, depth + 1);
-  return out;
-}
-
-function pooledStrings(labels: Record<string, string>, pool: StringPool | undefined): Record<string, string> {
-  if (!pool) return labels;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(labels)) out[k] = intern(v, pool);
   return out;
 }
 

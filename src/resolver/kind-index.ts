@@ -122,7 +122,9 @@ export class KindIndex implements KindInterest {
   }
 
   private nameKey(sub: Sub): string {
-    return objectKey(this.namespaced ? sub.request.namespace : undefined, sub.request.name!);
+    const namespace = this.namespaced ? sub.request.namespace : undefined;
+    // The same text as objectKey, as one flat string: this one is kept as long as the subscription.
+    return namespace ? [namespace, "/", sub.request.name!].join("") : sub.request.name!;
   }
 
   private scopeOf(sub: Sub): string {

@@ -141,11 +141,13 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     transformText === undefined
       ? undefined
       : compileTransform(transformText, { mode, hasDefault }, f("transform"));
+  // Joined, not a template: a template makes a rope of pieces ("ConfigMap ", "team-a/", the
+  // name) kept apart for the life of the request; join makes one flat string.
   const describe =
     target === "external"
       ? `an external value`
       : target === "name"
-        ? `${kind} ${namespace ? `${namespace}/` : ""}${name}`
+        ? [kind, " ", namespace ? namespace : "", namespace ? "/" : "", name].join("")
         : `${kind} objects matching "${selector!.describe() || "everything"}"${namespace ? ` in namespace ${namespace}` : ""}`;
   return {
     target,
