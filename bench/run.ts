@@ -12,7 +12,7 @@
  * Numbers go in the table, never in assertions.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -55,6 +55,11 @@ const flags = parseOrExit({
       help: "where results go",
     },
     profile: { type: "boolean", group: "Run", help: "write a CPU profile of the controller process" },
+    "heap-snapshots": {
+      type: "boolean",
+      group: "Run",
+      help: "measure the live heap (after a full GC) from a heap snapshot of the controller wherever its memory is measured (sizes up to about 30,000 Referables)",
+    },
     sizes: {
       type: "string",
       group: "Scenario sizes",
@@ -259,6 +264,9 @@ const controllerScenarios = [
   "scale",
 ].filter((s) => scenarios.has(s));
 const profile = flags.profile === true;
+/** Heap snapshots of the controller (they force a full GC): the live heap, not heap used. */
+const heapSnapshots = flags["heap-snapshots"] === true;
+const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
@@ -359,6 +367,7 @@ async function startController(
   const [metricsPort, probePort] = [await freePort(), await freePort()];
   const args = [
     ...(profile ? ["--cpu-prof", `--cpu-prof-dir=${join(repoRoot, "bench", "profiles")}`] : []),
+    ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${SNAPSHOT_DIR}`] : []),
     await compiledMain(),
     `--kubeconfig=${kubeconfig}`,
     ...extraArgs,
@@ -854,6 +863,42 @@ interface Cost {
   informers: number;
   /** CPU (user + system) the process used since it started, from /proc: robust to load from others. */
   cpuSeconds: number;
+  /** With --heap-snapshots: the heap reachable after a full GC (the snapshot's objects), MiB. */
+  liveHeapMiB?: number;
+}
+
+/**
+ * The live heap of `c`: it writes a heap snapshot on SIGUSR2 (which runs a full GC first); the
+ * sum of its objects' sizes is what is reachable. The file is deleted once read.
+ */
+async function liveHeapMiB(c: Controller): Promise<number> {
+  await mkdir(SNAPSHOT_DIR, { recursive: true });
+  const before = new Set(await readdir(SNAPSHOT_DIR));
+  c.proc.kill("SIGUSR2");
+  const file = await until(
+    "the controller's heap snapshot",
+    async () => {
+      const fresh = (await readdir(SNAPSHOT_DIR)).find((f) => !before.has(f) && f.endsWith(".heapsnapshot"));
+      if (!fresh) return undefined;
+      // Written in one go when complete: it parses once the process has closed it.
+      try {
+        return { name: fresh, snapshot: JSON.parse(await readFile(join(SNAPSHOT_DIR, fresh), "utf8")) };
+      } catch {
+        return undefined;
+      }
+    },
+    300_000,
+  );
+  await rm(join(SNAPSHOT_DIR, file.name), { force: true });
+  const { snapshot, nodes } = file.snapshot as {
+    snapshot: { meta: { node_fields: string[] } };
+    nodes: number[];
+  };
+  const fields = snapshot.meta.node_fields;
+  const size = fields.indexOf("self_size");
+  let total = 0;
+  for (let i = size; i < nodes.length; i += fields.length) total += nodes[i]!;
+  return Number(mib(total));
 }
 
 async function cost(c: Controller): Promise<Cost> {
@@ -868,6 +913,7 @@ async function cost(c: Controller): Promise<Cost> {
     watches: m.get("referable_watches_open") ?? NaN,
     informers: m.get("referable_source_informers") ?? NaN,
     cpuSeconds: await cpuSeconds(c.proc.pid!).catch(() => NaN),
+    ...(heapSnapshots && { liveHeapMiB: await liveHeapMiB(c) }),
   };
 }
 
@@ -879,6 +925,8 @@ interface SizeResult {
   coldStartSeconds: number;
   cost: Cost;
   bytesPerReferable: number;
+  /** With --heap-snapshots: the live heap over the idle controller's, per Referable. */
+  liveBytesPerReferable?: number;
   propagation: Propagation[];
   restart: { coldStartSeconds: number; statusWrites: number; reconciles: number };
 }
@@ -888,6 +936,7 @@ async function runSize(
   plane: ControlPlane,
   n: number,
   baselineHeapMiB: number,
+  baselineLiveMiB?: number,
 ): Promise<SizeResult> {
   log(`size ${n}: creating ${n} sources and ${n} Referables`);
   const t0 = performance.now();
@@ -936,6 +985,10 @@ async function runSize(
     coldStartSeconds,
     cost: settled,
     bytesPerReferable: Math.round(((settled.heapMiB - baselineHeapMiB) * 1024 * 1024) / n),
+    ...(settled.liveHeapMiB !== undefined &&
+      baselineLiveMiB !== undefined && {
+        liveBytesPerReferable: Math.round(((settled.liveHeapMiB - baselineLiveMiB) * 1024 * 1024) / n),
+      }),
     propagation,
     restart: {
       coldStartSeconds: restartSeconds,
@@ -1698,6 +1751,8 @@ interface ScalePhase {
   peakRssMiB: number;
   /** Heap per Referable of the single replica over the idle baseline (not after a forced GC). */
   bytesPerReferable?: number;
+  /** With --heap-snapshots: the same from the live heaps (after a full GC). */
+  liveBytesPerReferable?: number;
   propagation: { rate: number; updates: number; seen: number; latency: Stats };
   /** Buckets each replica held (sharded only), from referable_shard_buckets. */
   buckets?: number[];
@@ -1790,6 +1845,7 @@ async function scaleColdStart(
   heapCapMiB: number,
   floorSeconds: number,
   baselineHeapMiB: number,
+  baselineLiveMiB: number | undefined,
 ): Promise<{ phase: ScalePhase; controllers: Controller[] }> {
   const n = fx.names.length;
   const selector = `bench-set=${fx.label}`;
@@ -1840,9 +1896,11 @@ async function scaleColdStart(
     peakRssMiB: Math.max(...peak.map((p) => p.rssMiB)),
     propagation: { rate: prop.rate, updates: prop.updates, seen: prop.seen, latency: prop.latency },
   };
-  if (replicas === 1)
+  if (replicas === 1) {
     phase.bytesPerReferable = Math.round(((costs[0]!.heapMiB - baselineHeapMiB) * 1024 * 1024) / n);
-  else
+    if (costs[0]!.liveHeapMiB !== undefined && baselineLiveMiB !== undefined)
+      phase.liveBytesPerReferable = Math.round(((costs[0]!.liveHeapMiB - baselineLiveMiB) * 1024 * 1024) / n);
+  } else
     phase.buckets = await Promise.all(
       controllers.map(async (c) => (await scrape(c)).get("referable_shard_buckets") ?? NaN),
     );
@@ -1939,6 +1997,7 @@ async function runScale(
       heapCapMiB.single,
       floor1,
       report.baseline!.heapMiB,
+      report.baseline!.liveHeapMiB,
     );
     running = single.controllers;
     result.single = single.phase;
@@ -1963,6 +2022,7 @@ async function runScale(
         heapCapMiB.shard,
         floor2,
         report.baseline!.heapMiB,
+        report.baseline!.liveHeapMiB,
       );
       running = sharded.controllers;
       result.sharded = sharded.phase;
@@ -1994,6 +2054,8 @@ function printScale(r: ScaleResult, p: (line: string) => void): void {
     p(
       `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${ph.bytesPerReferable ?? "-"} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`,
     );
+  if (r.single?.liveBytesPerReferable !== undefined)
+    p(`one replica's live heap (after a full GC): ${r.single.liveBytesPerReferable} bytes per Referable`);
   if ("skipped" in r.sharded) p(`shards: skipped: ${r.sharded.skipped}`);
 }
 
@@ -2101,7 +2163,9 @@ async function main(): Promise<void> {
 
     await scenario("sizes", async () => {
       for (const n of sizes) {
-        report.sizes.push(await runSize(client, plane, n, report.baseline!.heapMiB));
+        report.sizes.push(
+          await runSize(client, plane, n, report.baseline!.heapMiB, report.baseline!.liveHeapMiB),
+        );
         await save();
       }
       await measured("sizes");
@@ -2249,6 +2313,11 @@ function printTable(r: Report, part: Part): void {
         `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} / ${s.cost.heapTotalMiB} | ${s.cost.externalMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
       );
     }
+    for (const s of r.sizes)
+      if (s.liveBytesPerReferable !== undefined)
+        p(
+          `live heap (after a full GC, from a heap snapshot): idle ${r.baseline?.liveHeapMiB} MiB, ${s.n} Referables ${s.cost.liveHeapMiB} MiB: ${s.liveBytesPerReferable} bytes per Referable`,
+        );
   }
   if (part === "sizes") p("");
   if (part === "hot" && r.hot) {
