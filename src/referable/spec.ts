@@ -120,14 +120,18 @@ function intern<T>(s: T, pool: StringPool | undefined): T {
   return pool && typeof s === "string" && s.length <= POOLED_MAX ? (pool.intern(s) as T) : s;
 }
 
-/** `value` with its short strings pooled, to a depth of 8 (a spec is small and schema-bound). */
+/**
+ * `value` with its short strings pooled, to a depth of 8 (a spec is small and schema-bound),
+ * except names (`name` fields: a source's, an export target's), which are each Referable's own
+ * and would only fill the pool.
+ */
 function pooled(value: unknown, pool: StringPool | undefined, depth: number): unknown {
   if (!pool || depth > 8) return value;
   if (typeof value === "string") return intern(value, pool);
   if (Array.isArray(value)) return value.map((v) => pooled(v, pool, depth + 1));
   if (typeof value !== "object" || value === null) return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = pooled(v, pool, depth + 1);
+  for (const [k, v] of Object.entries(value)) out[k] = k === "name" ? v : pooled(v, pool, depth + 1);
   return out;
 }
 
