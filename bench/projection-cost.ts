@@ -6,9 +6,9 @@
  * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
  */
 import { numberFlag, parseOrExit } from "../src/cli.ts";
-import type { KubeClient, KubeObject, RequestOptions, WatchStream } from "../src/kube/client.ts";
-import type { ResourceInfo } from "../src/kube/discovery.ts";
+import type { KubeClient, KubeObject, RequestOptions } from "../src/kube/client.ts";
 import { InformerSourceCache } from "../src/informers/source-cache.ts";
+import { CONFIGMAPS, answerAsJson, silentWatch } from "../test/harness/fake-kube.ts";
 
 const flags = parseOrExit({
   usage: "node --expose-gc bench/projection-cost.ts [options]",
@@ -51,26 +51,15 @@ const client: Pick<KubeClient, "request" | "watch"> = {
     );
     const next = start + limit < N ? String(start + limit) : undefined;
     // Through JSON text, as the real client reads a page: what is kept must not pin the text.
-    const text = JSON.stringify({ metadata: { resourceVersion: String(200_000), continue: next }, items });
-    options.onBodyLength?.(text.length);
-    return JSON.parse(text) as T;
+    return answerAsJson<T>(
+      { metadata: { resourceVersion: String(200_000), continue: next }, items },
+      options,
+    );
   },
-  watch(): WatchStream {
-    // A watch that stays open and silent until closed, as the real one: the list is what is measured.
-    let end!: () => void;
-    const done = new Promise<void>((resolve) => (end = resolve));
-    return { done, close: () => end() };
-  },
+  watch: silentWatch,
 };
 
-const configMaps: ResourceInfo = {
-  group: "",
-  version: "v1",
-  resource: "configmaps",
-  kind: "ConfigMap",
-  namespaced: true,
-  verbs: ["list", "watch"],
-};
+const configMaps = CONFIGMAPS;
 
 /** Caches the kind, waits for its list, and returns the heap after a full GC, with a way out. */
 async function cacheAll(): Promise<{ heap: number; kept: number; stop: () => Promise<void> }> {

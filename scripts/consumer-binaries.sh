@@ -14,21 +14,18 @@
 #
 # REFERABLE_CONSUMERS_DIR=/path uses a folder laid out as above as it is and builds nothing.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 KRO_VERSION="${REFERABLE_KRO_VERSION:-v0.9.3}"
 PK_VERSION="${REFERABLE_PROVIDER_KUBERNETES_VERSION:-v1.2.1}"
 KRO_MODULE=github.com/kubernetes-sigs/kro
 PK_MODULE=github.com/crossplane-contrib/provider-kubernetes
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/consumers/kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
 
 log() { printf '[consumers] %s\n' "$*" >&2; }
 
-if [[ -n "${REFERABLE_CONSUMERS_DIR:-}" ]]; then
-  log "using REFERABLE_CONSUMERS_DIR=$REFERABLE_CONSUMERS_DIR"
-  echo "$REFERABLE_CONSUMERS_DIR"
-  exit 0
-fi
+use_given REFERABLE_CONSUMERS_DIR
 
 # The binaries carry no version flag worth trusting (kro's comes from ldflags), so a stamp
 # written after a complete build names what the folder holds.
@@ -39,28 +36,8 @@ have_pinned() {
   compgen -G "$OUT/kro-crds/*.yaml" >/dev/null && compgen -G "$OUT/provider-kubernetes-crds/*.yaml" >/dev/null
 }
 
-if have_pinned; then
-  log "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
-  echo "$OUT"
-  exit 0
-fi
-
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-ensure_go
-
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/consumers/build-kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
-mkdir -p "$WORK" "$OUT"
-# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
-exec 9>"$WORK.lock"
-if ! flock -n 9; then
-  log "another build is running; waiting for it"
-  flock 9
-  if have_pinned; then echo "$OUT"; exit 0; fi
-fi
-GO_LOG="$WORK/go.log"
-: >"$GO_LOG"
+reuse_or_lock "$WORK" "$OUT" "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
 rm -f "$OUT/built"
 
 # build NAME MODULE VERSION PACKAGE LDFLAGS: a throwaway module per tool that requires only that

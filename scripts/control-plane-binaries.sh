@@ -11,20 +11,17 @@
 # it cannot be `go install`ed. We require it from a module of our own that replaces each staging
 # module, read from that release's own go.mod, with its published v0.x.y.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 K8S_VERSION="${REFERABLE_K8S_VERSION:-v1.36.3}"
 # The etcd release that Kubernetes release pins (go.etcd.io/etcd/server/v3 in its go.mod).
 ETCD_VERSION="${REFERABLE_ETCD_VERSION:-v3.6.8}"
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/control-plane/$K8S_VERSION"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
-  log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
-  echo "$KUBEBUILDER_ASSETS"
-  exit 0
-fi
+use_given KUBEBUILDER_ASSETS
 if [[ -n "${TEST_ASSET_KUBE_APISERVER:-}" && -n "${TEST_ASSET_ETCD:-}" ]]; then
   log "using TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD"
   echo "$(dirname "$TEST_ASSET_KUBE_APISERVER")"
@@ -44,31 +41,9 @@ have_pinned() {
   [[ "$v" == *"Client Version: $K8S_VERSION"* ]] || return 1
 }
 
-if have_pinned; then
-  log "cached binaries report $K8S_VERSION and etcd $ETCD_VERSION: $OUT"
-  echo "$OUT"
-  exit 0
-fi
-
-# Kubernetes 1.36 needs Go >= 1.26; without one on the PATH, the toolchain comes from the proxy.
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-ensure_go
-
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/control-plane/build-$K8S_VERSION"
-mkdir -p "$WORK" "$OUT"
-# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
-exec 9>"$WORK.lock"
-if ! flock -n 9; then
-  log "another build is running; waiting for it"
-  flock 9
-  if have_pinned; then echo "$OUT"; exit 0; fi
-fi
+reuse_or_lock "$WORK" "$OUT" "cached binaries report $K8S_VERSION and etcd $ETCD_VERSION: $OUT"
 cd "$WORK"
-# Go's own output (a line per module downloaded) goes here, not to the terminal.
-GO_LOG="$WORK/go.log"
-: >"$GO_LOG"
 
 log "reading the go.mod of k8s.io/kubernetes@$K8S_VERSION from the module proxy"
 K8S_MOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GO_LOG" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')

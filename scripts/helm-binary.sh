@@ -6,18 +6,15 @@
 #
 # REFERABLE_HELM_BIN=/path/to/helm uses that binary as it is and builds nothing.
 set -euo pipefail
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
 HELM_VERSION="${REFERABLE_HELM_VERSION:-v4.3.1}"
-CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
 OUT="$CACHE_ROOT/helm/$HELM_VERSION"
 
 log() { printf '[helm] %s\n' "$*" >&2; }
 
-if [[ -n "${REFERABLE_HELM_BIN:-}" ]]; then
-  log "using REFERABLE_HELM_BIN=$REFERABLE_HELM_BIN"
-  echo "$REFERABLE_HELM_BIN"
-  exit 0
-fi
+use_given REFERABLE_HELM_BIN
 
 # The version is read into a variable before it is matched (see control-plane-binaries.sh).
 have_pinned() {
@@ -27,29 +24,9 @@ have_pinned() {
   [[ "$v" == "$HELM_VERSION" ]]
 }
 
-if have_pinned; then
-  log "cached helm reports $HELM_VERSION: $OUT/helm"
-  echo "$OUT/helm"
-  exit 0
-fi
-
-# shellcheck source=lib/go-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-ensure_go
-
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 WORK="$CACHE_ROOT/helm/build-$HELM_VERSION"
-mkdir -p "$WORK" "$OUT"
-# One build at a time: parallel test runs on a cold cache would otherwise write the same files.
-exec 9>"$WORK.lock"
-if ! flock -n 9; then
-  log "another build is running; waiting for it"
-  flock 9
-  if have_pinned; then echo "$OUT/helm"; exit 0; fi
-fi
+reuse_or_lock "$WORK" "$OUT/helm" "cached helm reports $HELM_VERSION: $OUT/helm"
 cd "$WORK"
-GO_LOG="$WORK/go.log"
-: >"$GO_LOG"
 
 # A throwaway module that requires helm, so `go build` resolves exactly helm's own go.mod.
 MAJOR="${HELM_VERSION%%.*}"

@@ -457,6 +457,29 @@ describe("helpText", () => {
       want: "default false",
     },
   ];
+  // What the binary's --help was checked for (test/integration/process.test.ts: it prints this text).
+  const shown: Array<[flag: string, want: string]> = [
+    ["--kubeconfig=VALUE", 'env KUBECONFIG; default ""'],
+    ["--context=VALUE", 'env REFERABLE_CONTEXT; default ""'],
+    ["--leader-election-renew-deadline=VALUE", "default 10s"],
+    ["--leader-election-retry-period=VALUE", "default 2s"],
+    ["--shards=VALUE", "env REFERABLE_SHARDS; default 0"],
+    ["--concurrency=VALUE", "default 16"],
+    ["--status-write-rate=VALUE", "default 25"],
+    ["--status-write-burst=VALUE", "default 5"],
+    ["--status-write-budget=VALUE", "default 500"],
+    ["--status-write-budget-burst=VALUE", "default 1000"],
+    ["--allow-secret-export[=true|false]", "default false"],
+    ["--metrics-secure[=true|false]", "env REFERABLE_METRICS_SECURE; default false"],
+    ["--metrics-cert-dir=VALUE", 'default ""'],
+    ["--log-format=VALUE", "text (one readable line per record"],
+    ["--version", "print the version and exit"],
+  ];
+  it.each(shown)("shows %s with %s", (flag, want) => {
+    const lines = text.split("\n");
+    expect(lines[lines.indexOf(`  ${flag}`) + 1]).toContain(want);
+    expect(lines).toContain(`  ${flag}`);
+  });
   it("groups the options under headings, in order", () => {
     const headings = text.split("\n").filter((l) => /^[A-Z][a-z ]+:$/.test(l));
     expect(headings).toEqual([
@@ -481,6 +504,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
+    // 34 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(36);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

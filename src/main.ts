@@ -33,25 +33,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   const connected = await connect(config, env, logger);
   if (!connected) return 2;
   const { client, metrics } = connected;
-  const discovery = new Discovery({ client });
-  const shards = config.shards > 0 ? new ShardGate(config.shards, logger) : undefined;
-  const { controller, resolver } = buildController({
-    ...config,
-    client,
-    discovery,
-    logger,
-    metrics,
-    ...(shards && { shardGate: shards }),
-  });
+  const { discovery, shards, controller, resolver } = buildParts(config, client, logger, metrics);
 
   let shuttingDown = false;
-  const startup = new StartupGate({
-    client,
-    leaderElect: config.leaderElect || config.shards > 0,
-    leaseNamespace: config.leaderElectionNamespace,
-    leaseName: config.leaderElectionId,
-    logger: logger.child({ part: "startup" }),
-  });
+  const startup = startupGateFor(config, client, logger);
   const stopChecks = new AbortController();
   const served = await serveMetricsAndProbes(config, metrics, client, logger, {
     controller,
@@ -119,6 +104,33 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     if (passed && !shuttingDown) begin();
   });
   return exited;
+}
+
+/** The controller and resolver `main` runs, with the shard gate when `--shards` is on. */
+function buildParts(config: Config, client: KubeClient, logger: Logger, metrics: ControllerMetrics) {
+  const discovery = new Discovery({ client });
+  const shards = config.shards > 0 ? new ShardGate(config.shards, logger) : undefined;
+  const built = buildController({
+    ...config,
+    client,
+    discovery,
+    logger,
+    metrics,
+    ...(shards && { shardGate: shards }),
+  });
+  return { discovery, shards, ...built };
+}
+
+/** The start-up checks for this configuration (CRD, RBAC, the Lease's namespace). */
+function startupGateFor(config: Config, client: KubeClient, logger: Logger): StartupGate {
+  return new StartupGate({
+    client,
+    leaderElect: config.leaderElect || config.shards > 0,
+    shards: config.shards > 0,
+    leaseNamespace: config.leaderElectionNamespace,
+    leaseName: config.leaderElectionId,
+    logger: logger.child({ part: "startup" }),
+  });
 }
 
 /**
@@ -218,8 +230,14 @@ async function serveMetricsAndProbes(
       metrics.setReferableCounts(controller.countByReason());
       metrics.setUnfinishedWork(controller.unfinishedWork());
       metrics.shardReferables.set(controller.countOwned());
-      metrics.shardBuckets.set(parts.shards?.held.size ?? 0);
+      if (parts.shards) {
+        metrics.shardBuckets.set(parts.shards.held.size);
+        // Sharded, a replica "leads" while it serves a bucket: the NoLeader alert (the sum over
+        // replicas below 1) still fires when nobody writes.
+        metrics.leaderStatus.labels(config.leaderElectionId).set(parts.shards.held.size > 0 ? 1 : 0);
+      }
       metrics.sourceInformers.set(resolver.informerCount);
+      metrics.subscriptions.set(resolver.subscriptionCount);
       metrics.watchesOpen.set(client.activeWatches);
     },
     secureMetrics,

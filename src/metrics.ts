@@ -39,6 +39,246 @@ const READY_OF_REASON: Record<string, "True" | "False" | "Unknown"> = Object.fro
   ]),
 );
 
+const QUEUE = [CONTROLLER, CONTROLLER];
+const exp = (start: number, factor: number, count: number) =>
+  Array.from({ length: count }, (_, i) => start * factor ** i);
+
+/** Each metric's help: controller-runtime's and client-go's own words for theirs. */
+const HELP = {
+  controller_runtime_reconcile_total: "Total number of reconciliations per controller",
+  controller_runtime_reconcile_errors_total: "Total number of reconciliation errors per controller",
+  controller_runtime_reconcile_panics_total: "Total number of reconciliation panics per controller",
+  controller_runtime_terminal_reconcile_errors_total:
+    "Total number of terminal reconciliation errors per controller",
+  controller_runtime_reconcile_time_seconds: "Length of time per reconciliation per controller",
+  controller_runtime_active_workers: "Number of currently used workers per controller",
+  controller_runtime_max_concurrent_reconciles: "Maximum number of concurrent reconciles per controller",
+  workqueue_depth: "Current depth of workqueue",
+  workqueue_adds_total: "Total number of adds handled by workqueue",
+  workqueue_retries_total: "Total number of retries handled by workqueue",
+  workqueue_queue_duration_seconds: "How long in seconds an item stays in workqueue before being requested",
+  workqueue_work_duration_seconds: "How long in seconds processing an item from workqueue takes",
+  workqueue_unfinished_work_seconds:
+    "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+  workqueue_longest_running_processor_seconds:
+    "How many seconds has the longest running processor for workqueue been running.",
+  referable_build_info: "Always 1; the labels say which version of the controller runs, on which Node.js",
+  leader_election_master_status:
+    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+  rest_client_requests_total: "Number of HTTP requests, partitioned by status code, method, and host",
+  rest_client_request_duration_seconds: "Request latency in seconds, broken down by verb",
+  referable_referables: "Referables by the status and reason of their Ready condition",
+  referable_source_informers: "Source informers open (one per source resource and scope)",
+  referable_watches_open:
+    "Watch streams the controller holds open (its own on Referables, plus one per source informer)",
+  referable_informer_restarts_total:
+    "Informer relists and restarts, by cause (relist, expired, watchdog, error)",
+  referable_propagation_seconds:
+    "Time from a source change observed by the controller to the Referable's status written",
+  referable_status_writes_total: "Status writes of Referables, by result (success, conflict, error)",
+  referable_status_repairs_total:
+    "Status writes that put back a status someone else had changed (only the controller writes it)",
+  referable_status_writes_deferred_total:
+    "Status writes the write policy made wait, by reason: rate (one Referable over its rate; coalesced) or budget (the controller over its budget; queued)",
+  referable_export_writes_total:
+    "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
+  referable_events_total: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
+  referable_shard_buckets: "Buckets this replica serves (holds the Lease of) when sharded with --shards",
+  referable_shard_referables_owned:
+    "Referables this replica serves: those of its buckets when sharded, else all of them while leading",
+  referable_shard_members:
+    "Live replicas this replica sees (member Leases renewed), itself included, when sharded",
+  referable_shard_handovers_total:
+    "Buckets that changed hands at this replica, by kind: acquired, released (handed over after a drain), lost (not renewed in time, or taken)",
+  referable_subscriptions_open:
+    "Resolver subscriptions open: one per Referable whose spec could be read, every Referable unsharded (standbys too), sharded only those of the buckets served",
+} as const;
+
+/** A metric's name. */
+type MetricName = keyof typeof HELP;
+
+/**
+ * Makes metrics on one registry. `zero` lists the label values (in `labelNames` order) of the
+ * series made at start, so that they read 0 before their first change.
+ */
+class MetricMaker {
+  private readonly registers: Registry[];
+
+  constructor(registry: Registry) {
+    this.registers = [registry];
+  }
+
+  counter<L extends string>(name: MetricName, labelNames: readonly L[] = [], zero: Series = []): Counter<L> {
+    const metric = new Counter<L>({ name, help: HELP[name], labelNames, registers: this.registers });
+    for (const values of zero) metric.labels(...values).inc(0);
+    return metric;
+  }
+
+  gauge<L extends string>(name: MetricName, labelNames: readonly L[] = [], zero: Series = []): Gauge<L> {
+    const metric = new Gauge<L>({ name, help: HELP[name], labelNames, registers: this.registers });
+    for (const values of zero) metric.labels(...values).set(0);
+    return metric;
+  }
+
+  /** A histogram whose `zero` series exist with no observation. */
+  histogram<L extends string>(
+    name: MetricName,
+    buckets: number[],
+    labelNames: readonly L[] = [],
+    zero: Series = [],
+  ): Histogram<L> {
+    const metric = new Histogram<L>({
+      name,
+      help: HELP[name],
+      buckets,
+      labelNames,
+      registers: this.registers,
+    });
+    for (const values of zero) metric.labels(...values);
+    return metric;
+  }
+}
+
+type Series = ReadonlyArray<readonly string[]>;
+
+/** controller-runtime's reconcile metrics, under its names. */
+function reconcileMetrics(m: MetricMaker) {
+  return {
+    reconcileTotal: m.counter(
+      "controller_runtime_reconcile_total",
+      ["controller", "result"],
+      ["success", "error", "requeue", "requeue_after"].map((result) => [CONTROLLER, result]),
+    ),
+    reconcileErrors: m.counter("controller_runtime_reconcile_errors_total", ["controller"], [[CONTROLLER]]),
+    // As controller-runtime: a panic (here, a programming error such as a TypeError escaping
+    // reconcile) is counted here and as an error, and retried with backoff like one.
+    reconcilePanics: m.counter("controller_runtime_reconcile_panics_total", ["controller"], [[CONTROLLER]]),
+    terminalReconcileErrors: m.counter(
+      "controller_runtime_terminal_reconcile_errors_total",
+      ["controller"],
+      [[CONTROLLER]],
+    ),
+    reconcileTime: m.histogram(
+      "controller_runtime_reconcile_time_seconds",
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      ["controller"],
+      [[CONTROLLER]],
+    ),
+    activeWorkers: m.gauge("controller_runtime_active_workers", ["controller"], [[CONTROLLER]]),
+    maxConcurrentReconciles: m.gauge("controller_runtime_max_concurrent_reconciles", ["controller"]),
+  };
+}
+
+/** client-go's workqueue metrics, under its names, for the one queue. */
+function workqueueMetrics(m: MetricMaker) {
+  const labelNames = ["name", "controller"] as const;
+  const zero = [QUEUE];
+  return {
+    workqueueDepth: m.gauge("workqueue_depth", labelNames, zero),
+    workqueueAdds: m.counter("workqueue_adds_total", labelNames, zero),
+    workqueueRetries: m.counter("workqueue_retries_total", labelNames, zero),
+    workqueueQueueDuration: m.histogram(
+      "workqueue_queue_duration_seconds",
+      exp(1e-8, 10, 11),
+      labelNames,
+      zero,
+    ),
+    workqueueWorkDuration: m.histogram(
+      "workqueue_work_duration_seconds",
+      exp(1e-8, 10, 11),
+      labelNames,
+      zero,
+    ),
+    // Both set at each scrape from the queue (setUnfinishedWork), as client-go's are every 500 ms.
+    workqueueUnfinishedWork: m.gauge("workqueue_unfinished_work_seconds", labelNames, zero),
+    workqueueLongestRunningProcessor: m.gauge(
+      "workqueue_longest_running_processor_seconds",
+      labelNames,
+      zero,
+    ),
+  };
+}
+
+/** The process's identity, its lease and its API requests (client-go's names). */
+function processMetrics(m: MetricMaker, version: string, leaseName: string) {
+  const buildInfo = m.gauge("referable_build_info", ["version", "node_version"]);
+  buildInfo.labels(version, process.versions.node).set(1);
+  return {
+    buildInfo,
+    leaderStatus: m.gauge("leader_election_master_status", ["name"], [[leaseName]]),
+    restRequests: m.counter("rest_client_requests_total", ["code", "method", "host"]),
+    restLatency: m.histogram(
+      "rest_client_request_duration_seconds",
+      [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+      ["verb"],
+    ),
+  };
+}
+
+/**
+ * Sharding (--shards); without it the buckets and members stay 0 and the Referables owned are
+ * all of them while leading.
+ */
+function shardMetrics(m: MetricMaker) {
+  return {
+    shardBuckets: m.gauge("referable_shard_buckets"),
+    shardReferables: m.gauge("referable_shard_referables_owned"),
+    shardMembers: m.gauge("referable_shard_members"),
+    shardHandovers: m.counter(
+      "referable_shard_handovers_total",
+      ["kind"],
+      [["acquired"], ["released"], ["lost"]],
+    ),
+    subscriptions: m.gauge("referable_subscriptions_open"),
+  };
+}
+
+/** Referables, their sources and their writes. */
+function referableMetrics(m: MetricMaker) {
+  return {
+    referables: m.gauge(
+      "referable_referables",
+      ["ready", "reason"],
+      Object.entries(READY_OF_REASON).map(([reason, ready]) => [ready, reason]),
+    ),
+    sourceInformers: m.gauge("referable_source_informers"),
+    watchesOpen: m.gauge("referable_watches_open"),
+    informerSignals: m.counter(
+      "referable_informer_restarts_total",
+      ["signal"],
+      [["relist"], ["expired"], ["watchdog"], ["error"]],
+    ),
+    propagation: m.histogram(
+      "referable_propagation_seconds",
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    ),
+    ...writeMetrics(m),
+  };
+}
+
+/** Writes of statuses, exported keys and Events, by result. */
+function writeMetrics(m: MetricMaker) {
+  return {
+    statusWrites: m.counter(
+      "referable_status_writes_total",
+      ["result"],
+      [["success"], ["conflict"], ["error"]],
+    ),
+    statusRepairs: m.counter("referable_status_repairs_total"),
+    statusWritesDeferred: m.counter(
+      "referable_status_writes_deferred_total",
+      ["reason"],
+      [["rate"], ["budget"]],
+    ),
+    exportWrites: m.counter(
+      "referable_export_writes_total",
+      ["result"],
+      [["success"], ["conflict"], ["forbidden"], ["error"]],
+    ),
+    events: m.counter("referable_events_total", ["type"], [["Normal"], ["Warning"], ["Dropped"]]),
+  };
+}
+
 /** Every metric the controller exports. */
 export class ControllerMetrics {
   readonly registry: Registry;
@@ -62,6 +302,7 @@ export class ControllerMetrics {
   readonly shardReferables: Gauge;
   readonly shardMembers: Gauge;
   readonly shardHandovers: Counter<"kind">;
+  readonly subscriptions: Gauge;
   readonly restRequests: Counter<"code" | "method" | "host">;
   readonly restLatency: Histogram<"verb">;
   readonly referables: Gauge<"ready" | "reason">;
@@ -85,232 +326,50 @@ export class ControllerMetrics {
     } = {},
   ) {
     const registry = (this.registry = options.registry ?? new Registry());
-    const registers = [registry];
-    const queueLabels = { name: CONTROLLER, controller: CONTROLLER };
-    const exp = (start: number, factor: number, count: number) =>
-      Array.from({ length: count }, (_, i) => start * factor ** i);
-
-    this.reconcileTotal = new Counter({
-      name: "controller_runtime_reconcile_total",
-      help: "Total number of reconciliations per controller",
-      labelNames: ["controller", "result"],
-      registers,
+    const m = new MetricMaker(registry);
+    const version = options.version ?? VERSION;
+    const leaseName = options.leaseName ?? "referable-controller";
+    ({
+      reconcileTotal: this.reconcileTotal,
+      reconcileErrors: this.reconcileErrors,
+      reconcilePanics: this.reconcilePanics,
+      terminalReconcileErrors: this.terminalReconcileErrors,
+      reconcileTime: this.reconcileTime,
+      activeWorkers: this.activeWorkers,
+      maxConcurrentReconciles: this.maxConcurrentReconciles,
+      workqueueDepth: this.workqueueDepth,
+      workqueueAdds: this.workqueueAdds,
+      workqueueRetries: this.workqueueRetries,
+      workqueueQueueDuration: this.workqueueQueueDuration,
+      workqueueWorkDuration: this.workqueueWorkDuration,
+      workqueueUnfinishedWork: this.workqueueUnfinishedWork,
+      workqueueLongestRunningProcessor: this.workqueueLongestRunningProcessor,
+      buildInfo: this.buildInfo,
+      leaderStatus: this.leaderStatus,
+      shardBuckets: this.shardBuckets,
+      shardReferables: this.shardReferables,
+      shardMembers: this.shardMembers,
+      shardHandovers: this.shardHandovers,
+      subscriptions: this.subscriptions,
+      restRequests: this.restRequests,
+      restLatency: this.restLatency,
+      referables: this.referables,
+      sourceInformers: this.sourceInformers,
+      watchesOpen: this.watchesOpen,
+      informerSignals: this.informerSignals,
+      propagation: this.propagation,
+      statusWrites: this.statusWrites,
+      statusRepairs: this.statusRepairs,
+      statusWritesDeferred: this.statusWritesDeferred,
+      exportWrites: this.exportWrites,
+      events: this.events,
+    } = {
+      ...reconcileMetrics(m),
+      ...workqueueMetrics(m),
+      ...processMetrics(m, version, leaseName),
+      ...shardMetrics(m),
+      ...referableMetrics(m),
     });
-    for (const result of ["success", "error", "requeue", "requeue_after"])
-      this.reconcileTotal.labels(CONTROLLER, result).inc(0);
-    this.reconcileErrors = new Counter({
-      name: "controller_runtime_reconcile_errors_total",
-      help: "Total number of reconciliation errors per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.reconcileErrors.labels(CONTROLLER).inc(0);
-    // As controller-runtime: a panic (here, a programming error such as a TypeError escaping
-    // reconcile) is counted here and as an error, and retried with backoff like one.
-    this.reconcilePanics = new Counter({
-      name: "controller_runtime_reconcile_panics_total",
-      help: "Total number of reconciliation panics per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.reconcilePanics.labels(CONTROLLER).inc(0);
-    this.terminalReconcileErrors = new Counter({
-      name: "controller_runtime_terminal_reconcile_errors_total",
-      help: "Total number of terminal reconciliation errors per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.terminalReconcileErrors.labels(CONTROLLER).inc(0);
-    this.reconcileTime = new Histogram({
-      name: "controller_runtime_reconcile_time_seconds",
-      help: "Length of time per reconciliation per controller",
-      labelNames: ["controller"],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-      registers,
-    });
-    this.reconcileTime.labels(CONTROLLER);
-    this.activeWorkers = new Gauge({
-      name: "controller_runtime_active_workers",
-      help: "Number of currently used workers per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.activeWorkers.labels(CONTROLLER).set(0);
-    this.maxConcurrentReconciles = new Gauge({
-      name: "controller_runtime_max_concurrent_reconciles",
-      help: "Maximum number of concurrent reconciles per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.workqueueDepth = new Gauge({
-      name: "workqueue_depth",
-      help: "Current depth of workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.workqueueDepth.labels(queueLabels).set(0);
-    this.workqueueAdds = new Counter({
-      name: "workqueue_adds_total",
-      help: "Total number of adds handled by workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.workqueueAdds.labels(queueLabels).inc(0);
-    this.workqueueRetries = new Counter({
-      name: "workqueue_retries_total",
-      help: "Total number of retries handled by workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.workqueueRetries.labels(queueLabels).inc(0);
-    this.workqueueQueueDuration = new Histogram({
-      name: "workqueue_queue_duration_seconds",
-      help: "How long in seconds an item stays in workqueue before being requested",
-      labelNames: ["name", "controller"],
-      buckets: exp(1e-8, 10, 11),
-      registers,
-    });
-    this.workqueueQueueDuration.labels(queueLabels);
-    this.workqueueWorkDuration = new Histogram({
-      name: "workqueue_work_duration_seconds",
-      help: "How long in seconds processing an item from workqueue takes",
-      labelNames: ["name", "controller"],
-      buckets: exp(1e-8, 10, 11),
-      registers,
-    });
-    this.workqueueWorkDuration.labels(queueLabels);
-    // Both set at each scrape from the queue (setUnfinishedWork), as client-go's are every 500 ms.
-    this.workqueueUnfinishedWork = new Gauge({
-      name: "workqueue_unfinished_work_seconds",
-      help: "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.workqueueUnfinishedWork.labels(queueLabels).set(0);
-    this.workqueueLongestRunningProcessor = new Gauge({
-      name: "workqueue_longest_running_processor_seconds",
-      help: "How many seconds has the longest running processor for workqueue been running.",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.workqueueLongestRunningProcessor.labels(queueLabels).set(0);
-    this.buildInfo = new Gauge({
-      name: "referable_build_info",
-      help: "Always 1; the labels say which version of the controller runs, on which Node.js",
-      labelNames: ["version", "node_version"],
-      registers,
-    });
-    this.buildInfo.labels(options.version ?? VERSION, process.versions.node).set(1);
-    this.leaderStatus = new Gauge({
-      name: "leader_election_master_status",
-      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-      labelNames: ["name"],
-      registers,
-    });
-    this.leaderStatus.labels(options.leaseName ?? "referable-controller").set(0);
-    // Sharding (--shards); without it the buckets and members stay 0 and the Referables owned
-    // are all of them while leading.
-    this.shardBuckets = new Gauge({
-      name: "referable_shard_buckets",
-      help: "Buckets this replica serves (holds the Lease of) when sharded with --shards",
-      registers,
-    });
-    this.shardReferables = new Gauge({
-      name: "referable_shard_referables_owned",
-      help: "Referables this replica serves: those of its buckets when sharded, else all of them while leading",
-      registers,
-    });
-    this.shardMembers = new Gauge({
-      name: "referable_shard_members",
-      help: "Live replicas this replica sees (member Leases renewed), itself included, when sharded",
-      registers,
-    });
-    this.shardHandovers = new Counter({
-      name: "referable_shard_handovers_total",
-      help: "Buckets that changed hands at this replica, by kind: acquired, released (handed over after a drain), lost (not renewed in time, or taken)",
-      labelNames: ["kind"],
-      registers,
-    });
-    for (const kind of ["acquired", "released", "lost"]) this.shardHandovers.labels(kind).inc(0);
-    this.restRequests = new Counter({
-      name: "rest_client_requests_total",
-      help: "Number of HTTP requests, partitioned by status code, method, and host",
-      labelNames: ["code", "method", "host"],
-      registers,
-    });
-    this.restLatency = new Histogram({
-      name: "rest_client_request_duration_seconds",
-      help: "Request latency in seconds, broken down by verb",
-      labelNames: ["verb"],
-      buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
-      registers,
-    });
-    this.referables = new Gauge({
-      name: "referable_referables",
-      help: "Referables by the status and reason of their Ready condition",
-      labelNames: ["ready", "reason"],
-      registers,
-    });
-    for (const [reason, ready] of Object.entries(READY_OF_REASON))
-      this.referables.labels(ready, reason).set(0);
-    this.sourceInformers = new Gauge({
-      name: "referable_source_informers",
-      help: "Source informers open (one per source resource and scope)",
-      registers,
-    });
-    this.watchesOpen = new Gauge({
-      name: "referable_watches_open",
-      help: "Watch streams the controller holds open (its own on Referables, plus one per source informer)",
-      registers,
-    });
-    this.informerSignals = new Counter({
-      name: "referable_informer_restarts_total",
-      help: "Informer relists and restarts, by cause (relist, expired, watchdog, error)",
-      labelNames: ["signal"],
-      registers,
-    });
-    for (const signal of ["relist", "expired", "watchdog", "error"])
-      this.informerSignals.labels(signal).inc(0);
-    this.propagation = new Histogram({
-      name: "referable_propagation_seconds",
-      help: "Time from a source change observed by the controller to the Referable's status written",
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
-    this.statusWrites = new Counter({
-      name: "referable_status_writes_total",
-      help: "Status writes of Referables, by result (success, conflict, error)",
-      labelNames: ["result"],
-      registers,
-    });
-    for (const result of ["success", "conflict", "error"]) this.statusWrites.labels(result).inc(0);
-    this.statusRepairs = new Counter({
-      name: "referable_status_repairs_total",
-      help: "Status writes that put back a status someone else had changed (only the controller writes it)",
-      registers,
-    });
-    this.statusWritesDeferred = new Counter({
-      name: "referable_status_writes_deferred_total",
-      help: "Status writes the write policy made wait, by reason: rate (one Referable over its rate; coalesced) or budget (the controller over its budget; queued)",
-      labelNames: ["reason"],
-      registers,
-    });
-    for (const reason of ["rate", "budget"]) this.statusWritesDeferred.labels(reason).inc(0);
-    this.exportWrites = new Counter({
-      name: "referable_export_writes_total",
-      help: "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
-      labelNames: ["result"],
-      registers,
-    });
-    for (const result of ["success", "conflict", "forbidden", "error"])
-      this.exportWrites.labels(result).inc(0);
-    this.events = new Counter({
-      name: "referable_events_total",
-      help: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
-      labelNames: ["type"],
-      registers,
-    });
-    for (const type of ["Normal", "Warning", "Dropped"]) this.events.labels(type).inc(0);
     // The event-loop delay histogram samples once a second, not every 10 ms (prom-client's
     // default): its timer woke an idle controller about 190 times a second, most of its CPU at
     // rest (BENCHMARKS.md, "At rest"). A stall of the loop still shows in the sample it delays,
@@ -338,9 +397,8 @@ export class ControllerMetrics {
 
   /** Sets the work-in-progress gauges from the queue's measurement, taken at scrape time. */
   setUnfinishedWork(work: UnfinishedWork): void {
-    const labels = { name: CONTROLLER, controller: CONTROLLER };
-    this.workqueueUnfinishedWork.labels(labels).set(work.unfinishedWorkSeconds);
-    this.workqueueLongestRunningProcessor.labels(labels).set(work.longestRunningProcessorSeconds);
+    this.workqueueUnfinishedWork.labels(...QUEUE).set(work.unfinishedWorkSeconds);
+    this.workqueueLongestRunningProcessor.labels(...QUEUE).set(work.longestRunningProcessorSeconds);
   }
 
   /** Observes one API request, client-go style. */

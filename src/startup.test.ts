@@ -33,10 +33,16 @@ const deny = (verb: string) => (body: unknown) => {
   const a = (body as { spec: { resourceAttributes: { verb: string } } }).spec.resourceAttributes;
   return { status: { allowed: a.verb !== verb } };
 };
+/** An access review that denies `verb` on leases only. */
+const denyLeases = (verb: string) => (body: unknown) => {
+  const a = (body as { spec: { resourceAttributes: { verb: string; resource: string } } }).spec
+    .resourceAttributes;
+  return { status: { allowed: !(a.resource === "leases" && a.verb === verb) } };
+};
 const err = (code: number, reason: string) => new ApiError("X", "/x", code, reason, reason);
 
-function options(answers: Record<string, Answer>, leaderElect = false): StartupCheckOptions {
-  return { client: new FakeClient(answers), leaderElect, leaseNamespace: "ops", leaseName: "lease" };
+function options(answers: Record<string, Answer>, leaderElect = false, shards = false): StartupCheckOptions {
+  return { client: new FakeClient(answers), leaderElect, leaseNamespace: "ops", leaseName: "lease", shards };
 }
 
 describe("checkStartup", () => {
@@ -45,6 +51,7 @@ describe("checkStartup", () => {
     reason: string;
     answers: Record<string, Answer>;
     leaderElect?: boolean;
+    shards?: boolean;
     check?: string;
     says?: string;
   }> = [
@@ -107,6 +114,20 @@ describe("checkStartup", () => {
       says: "deploy/base/rbac-leader-election.yaml",
     },
     {
+      reason: "sharded, and RBAC allows the shard Leases' verbs",
+      answers: { ...healthy, [LEASE]: { metadata: { name: "lease" } } },
+      leaderElect: true,
+      shards: true,
+    },
+    {
+      reason: "sharded, but RBAC refuses to list leases (the leader-election Role alone)",
+      answers: { ...healthy, [LEASE]: { metadata: { name: "lease" } }, [SSAR]: denyLeases("list") },
+      leaderElect: true,
+      shards: true,
+      check: "lease-rbac",
+      says: "RBAC does not let the controller list leases in ops, which sharding (--shards) needs",
+    },
+    {
       reason: "leader election off: a missing namespace does not matter",
       answers: healthy,
       leaderElect: false,
@@ -124,8 +145,8 @@ describe("checkStartup", () => {
       says: "check that the API server in --kubeconfig is reachable",
     },
   ];
-  it.each(cases)("$reason", async ({ answers, leaderElect, check, says }) => {
-    const problem = await checkStartup(options(answers, leaderElect));
+  it.each(cases)("$reason", async ({ answers, leaderElect, shards, check, says }) => {
+    const problem = await checkStartup(options(answers, leaderElect, shards));
     expect(problem?.check).toBe(check);
     if (says) expect(problem?.message).toContain(says);
   });

@@ -18,6 +18,8 @@ export interface StartupCheckOptions {
   /** Namespace and name of the leader-election Lease. */
   leaseNamespace: string;
   leaseName: string;
+  /** Whether sharding is on (--shards): then list and delete on leases are checked too. @default false */
+  shards?: boolean;
 }
 
 /** One start-up problem: `message` says what is wrong and how to fix it. */
@@ -161,13 +163,38 @@ async function checkLeaseNamespace(options: StartupCheckOptions): Promise<Startu
   }
 }
 
+/**
+ * Sharding lists the Leases of its set and deletes a member Lease left by a replica gone: verbs
+ * the leader-election Role alone does not grant. Without access reviews the coordinator's own
+ * warnings say it.
+ */
+async function checkShardRbac(options: StartupCheckOptions): Promise<StartupProblem | undefined> {
+  const ns = options.leaseNamespace;
+  const missing: string[] = [];
+  for (const verb of ["list", "update", "delete"]) {
+    const ok = await allowed(options.client, {
+      group: "coordination.k8s.io",
+      resource: "leases",
+      namespace: ns,
+      verb,
+    });
+    if (ok === false) missing.push(verb);
+  }
+  if (missing.length === 0) return undefined;
+  return {
+    check: "lease-rbac",
+    message: `RBAC does not let the controller ${missing.join(", ")} leases in ${ns}, which sharding (--shards) needs for its bucket and member Leases: grant get, list, update and delete on leases in ${ns} (deploy/overlays/sharded, or the Helm chart's sharding.shards), or run without --shards`,
+  };
+}
+
 /** Runs every check once; resolves with the first problem found, or undefined when all pass. */
 export async function checkStartup(options: StartupCheckOptions): Promise<StartupProblem | undefined> {
   try {
     return (
       (await checkCrd(options.client)) ??
       (await checkRbac(options.client)) ??
-      (options.leaderElect ? await checkLeaseNamespace(options) : undefined)
+      (options.leaderElect ? await checkLeaseNamespace(options) : undefined) ??
+      (options.shards ? await checkShardRbac(options) : undefined)
     );
   } catch (err) {
     const detail = asError(err).message;

@@ -1,9 +1,48 @@
 # Shared by the scripts that build tools from the Go module proxy (control-plane-binaries.sh,
-# helm-binary.sh): find or fetch a Go toolchain, and run long Go commands quietly, with their
-# output (hundreds of "go: downloading" lines) in a log file and a progress line every ~15 s,
+# consumer-binaries.sh, helm-binary.sh): reuse a cached build or take the build lock, find or
+# fetch a Go toolchain, and run long Go commands quietly, with their output (hundreds of
+# "go: downloading" lines) in a log file and a progress line every ~15 s,
 # so a first build of several minutes is never silent and the useful lines stay readable.
 #
-# The caller defines log() (its prefixed progress line on stderr) and CACHE_ROOT first.
+# Sourced first: it sets CACHE_ROOT. The caller then defines log() (its prefixed progress line
+# on stderr), have_pinned() (true when OUT holds the pinned build) and OUT.
+
+CACHE_ROOT="${REFERABLE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/referable}"
+
+# use_given NAME: when the environment variable NAME is set, the build is given: logs it, prints
+# its value and exits 0.
+use_given() {
+  local name=$1
+  [[ -n "${!name:-}" ]] || return 0
+  log "using $name=${!name}"
+  echo "${!name}"
+  exit 0
+}
+
+# reuse_or_lock WORK RESULT CACHED: when have_pinned, logs CACHED, prints RESULT and exits 0.
+# Otherwise readies a build in WORK: Go (ensure_go), GOTOOLCHAIN=local, WORK and OUT made, and
+# WORK.lock held, one build at a time (parallel test runs on a cold cache would otherwise write
+# the same files); a build that was running meanwhile and left the pinned files ends this script
+# as the cached case does. Sets GO_LOG, emptied, for Go's own output.
+reuse_or_lock() {
+  local work=$1 result=$2 cached=$3
+  if have_pinned; then
+    log "$cached"
+    echo "$result"
+    exit 0
+  fi
+  ensure_go
+  export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+  mkdir -p "$work" "$OUT"
+  exec 9>"$work.lock"
+  if ! flock -n 9; then
+    log "another build is running; waiting for it"
+    flock 9
+    if have_pinned; then echo "$result"; exit 0; fi
+  fi
+  GO_LOG="$work/go.log"
+  : >"$GO_LOG"
+}
 
 # Makes `go` (>= 1.26) available: the one on the PATH, else the toolchain published on the
 # module proxy as golang.org/toolchain, fetched once into $CACHE_ROOT/go-toolchain.

@@ -8,7 +8,6 @@ import {
   type WatchEvent,
   type WatchStream,
 } from "../kube/client.ts";
-import type { ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
 import {
   compareResourceVersions,
@@ -17,15 +16,9 @@ import {
   type InformerOptions,
   type InformerState,
 } from "./informer.ts";
+import { CONFIGMAPS } from "../../test/harness/fake-kube.ts";
 
-const configMaps: ResourceInfo = {
-  group: "",
-  version: "v1",
-  resource: "configmaps",
-  kind: "ConfigMap",
-  namespaced: true,
-  verbs: ["list", "watch"],
-};
+const configMaps = CONFIGMAPS;
 
 /** One watch the informer opened; the test drives it as the API server would. */
 class FakeWatch implements WatchStream {

@@ -19,187 +19,31 @@
  *   that just arrived); what it reads replaces the cache only when it is not older, and a watch
  *   event older than the cache is dropped (resourceVersions compare as integers since Kubernetes
  *   1.35, KEP-5504; ones that do not parse as integers are never compared).
+ *
+ * The jobs live beside it: object-store.ts (the cache and resourceVersion order), list-pager.ts
+ * (paged lists), watch-round.ts (one watch and its watchdog), refresh.ts (out-of-band reads);
+ * this file is the loop that supervises them and tells listeners.
  */
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
-import { nameFieldSelector } from "../kube/field-selector.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { backoffDelay, jittered } from "../runtime/backoff.ts";
+import type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
+import { ListPager } from "./list-pager.ts";
+import { compareResourceVersions, ObjectStore, type Cached } from "./object-store.ts";
+import { planRefreshReads, RefreshQueue, type RefreshTarget } from "./refresh.ts";
+import { Expired, watchRound } from "./watch-round.ts";
 
-/** What an informer knows of its resource. */
-export type InformerState =
-  | { phase: "Pending" }
-  | { phase: "Synced" }
-  /** The list was refused or the resource is gone; retried on the backoff. */
-  | { phase: "Failed"; reason: "Forbidden" | "KindNotFound"; message: string };
-
-/** What an informer can key and order: the identity fields of ObjectMeta. */
-export interface Cached {
-  readonly metadata?:
-    | {
-        readonly name?: string | undefined;
-        readonly namespace?: string | undefined;
-        readonly resourceVersion?: string | undefined;
-      }
-    | undefined;
-}
-
-/** A change to one object; `old` is the cached object it replaces, if any. */
-export interface InformerEvent<T extends Cached = KubeObject> {
-  type: "ADDED" | "MODIFIED" | "DELETED";
-  object: T;
-  old: T | undefined;
-}
-
-/** Receives what an informer learns. Must not throw (what it throws is logged and dropped). */
-export interface InformerListener<T extends Cached = KubeObject> {
-  onEvent(event: InformerEvent<T>): void;
-  onState(state: InformerState): void;
-}
-
-/** Which objects {@link Informer.refresh} reads again: one by name, or those a label selector matches. */
-export type RefreshTarget =
-  { namespace: string | undefined; name: string } | { namespace: string | undefined; labelSelector: string };
-
-/** Options for {@link Informer}. */
-export interface InformerOptions<T extends Cached = KubeObject> {
-  client: Pick<KubeClient, "request" | "watch">;
-  resource: ResourceInfo;
-  /** Only this namespace; all namespaces (or a cluster-scoped kind) when undefined. */
-  namespace?: string;
-  logger?: Logger;
-  /** A watch silent this long is closed and re-opened. @default 90000 */
-  watchdogMs?: number;
-  /** First backoff after an error. @default 250 */
-  minBackoffMs?: number;
-  /** Longest backoff. @default 30000 */
-  maxBackoffMs?: number;
-  /** Most objects per list page. @default 500 */
-  pageSize?: number;
-  /**
-   * About how many bytes of JSON one list page may hold: the page size adapts to the objects
-   * seen so far (the first page has at most 10 objects, so a page of unknown objects stays small).
-   * @default 4194304
-   */
-  pageBytes?: number;
-  /**
-   * What to keep of an object: called on each object decoded from a list page, a watch event or a
-   * refresh, which is dropped afterwards. @default the object without metadata.managedFields
-   */
-  decode?: (obj: KubeObject) => T;
-  /**
-   * Whether a relisted object tells listeners nothing new. @default equal resourceVersions
-   */
-  same?: (a: T, b: T) => boolean;
-  /** Only objects with these labels (a label selector in its string form, sent to the server). */
-  labelSelector?: string;
-  /**
-   * Asked when a list or watch answers 404: true confirms the resource is gone (state
-   * `KindNotFound`); false makes the 404 a transient error (retried on the backoff, nothing
-   * cleared). Custom resources answer 404 for a moment after an API server restart.
-   * @default every 404 means gone
-   */
-  confirmGone?: () => Promise<boolean>;
-  /**
-   * The lifetime the server gives each watch, in seconds, as [least, most] (a random value in
-   * between, so watches do not end together). Reopening a watch is re-authorised, so this bounds
-   * how long a watch outlives the controller's access to its resource.
-   * @default [30, 50]
-   */
-  watchTimeoutSeconds?: [number, number];
-  /** Called with a counter name on notable events, for metrics: relist, watchdog, error, expired. */
-  onSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
-}
-
-/** The cache key of an object: "namespace/name", or "name" when cluster-scoped. */
-export function objectKey(namespace: string | undefined, name: string): string {
-  return namespace ? `${namespace}/${name}` : name;
-}
-
-/**
- * Cached objects by namespace, then name. Two levels rather than one map keyed by
- * "namespace/name": the inner key is the object's own name string, so no key string is made and
- * kept per object (a cache of many small projections pays for every byte of its index).
- */
-class ObjectStore<T extends Cached> {
-  private readonly byNamespace = new Map<string, Map<string, T>>();
-  private count = 0;
-
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.byNamespace.get(namespace ?? "")?.get(name);
-  }
-
-  getLike(obj: Cached): T | undefined {
-    return this.get(obj.metadata?.namespace, obj.metadata?.name ?? "");
-  }
-
-  set(obj: T): void {
-    const ns = obj.metadata?.namespace ?? "";
-    let names = this.byNamespace.get(ns);
-    if (!names) this.byNamespace.set(ns, (names = new Map()));
-    const name = obj.metadata?.name ?? "";
-    if (!names.has(name)) this.count++;
-    names.set(name, obj);
-  }
-
-  delete(obj: Cached): void {
-    const ns = obj.metadata?.namespace ?? "";
-    const names = this.byNamespace.get(ns);
-    if (names?.delete(obj.metadata?.name ?? "")) this.count--;
-    if (names?.size === 0) this.byNamespace.delete(ns);
-  }
-
-  *values(namespace?: string): Iterable<T> {
-    if (namespace !== undefined) {
-      yield* this.byNamespace.get(namespace)?.values() ?? [];
-      return;
-    }
-    for (const names of this.byNamespace.values()) yield* names.values();
-  }
-
-  get size(): number {
-    return this.count;
-  }
-
-  /** Objects in `namespace` (all, when undefined). */
-  countIn(namespace: string | undefined): number {
-    return namespace === undefined ? this.count : (this.byNamespace.get(namespace)?.size ?? 0);
-  }
-}
+export type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
+export { compareResourceVersions, objectKey, type Cached } from "./object-store.ts";
+export type { RefreshTarget } from "./refresh.ts";
 
 /** Drops what nobody reads and everybody pays for. */
 function slim(obj: KubeObject): KubeObject {
   if (obj.metadata && "managedFields" in obj.metadata) delete obj.metadata.managedFields;
   return obj;
 }
-
-const DECIMAL = /^[0-9]{1,30}$/;
-
-/** The refresh queue's key of a target: requests for the same objects are read once. */
-function refreshKey(target: RefreshTarget): string {
-  return "name" in target
-    ? `n:${objectKey(target.namespace, target.name)}`
-    : `s:${target.namespace ?? ""}:${target.labelSelector}`;
-}
-
-/**
- * Orders two resourceVersions: negative when `a` is older, positive when newer, 0 when equal or
- * not comparable (either absent or not a decimal integer, as an aggregated API may send).
- */
-export function compareResourceVersions(a: string | undefined, b: string | undefined): number {
-  if (a === undefined || b === undefined || a === b || !DECIMAL.test(a) || !DECIMAL.test(b)) return 0;
-  const x = a.replace(/^0+(?=.)/, "");
-  const y = b.replace(/^0+(?=.)/, "");
-  return x.length !== y.length ? x.length - y.length : x < y ? -1 : x > y ? 1 : 0;
-}
-
-/** The first page's size, before anything is known of the objects' size. */
-const FIRST_PAGE = 10;
-/** Targets read one by one in a refresh round before a whole namespace is read instead. */
-const REFRESH_BY_NAME_MAX = 32;
-
-class Expired extends Error {}
 
 /** A list-then-watch cache of one resource, supervised; see the module comment. */
 export class Informer<T extends Cached = KubeObject> {
@@ -210,8 +54,6 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly watchdogMs: number;
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
-  private readonly pageSize: number;
-  private readonly pageBytes: number;
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
   private listsStarted = 0;
@@ -221,11 +63,8 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly same: (a: T, b: T) => boolean;
   private readonly listeners = new Set<InformerListener<T>>();
   private store = new ObjectStore<T>();
-  /** Bytes of JSON per object seen in the last list page, to size the next page. */
-  private bytesPerObject: number | undefined;
-  private readonly refreshQueue = new Map<string, RefreshTarget>();
-  private refreshing = false;
-  private refreshFailures = 0;
+  private readonly pager: ListPager<T>;
+  private readonly refreshQueue: RefreshQueue;
   private current: InformerState = { phase: "Pending" };
   private resourceVersion = "";
   private running = false;
@@ -242,14 +81,31 @@ export class Informer<T extends Cached = KubeObject> {
     this.watchdogMs = options.watchdogMs ?? 90_000;
     this.minBackoffMs = options.minBackoffMs ?? 250;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
-    this.pageSize = options.pageSize ?? 500;
-    this.pageBytes = options.pageBytes ?? 4 * 1024 * 1024;
     this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
     this.confirmGone = options.confirmGone;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
     this.labelSelector = options.labelSelector || undefined;
     this.onSignal = options.onSignal;
+    this.pager = new ListPager({
+      client: this.client,
+      decode: this.decode,
+      pageSize: options.pageSize ?? 500,
+      pageBytes: options.pageBytes ?? 4 * 1024 * 1024,
+      isRunning: () => this.running,
+    });
+    this.refreshQueue = new RefreshQueue({
+      readRound: (targets) => this.refreshRound(targets),
+      isRunning: () => this.running,
+      onFailure: (err, failures) => {
+        this.onSignal?.("error");
+        this.logger.warn(
+          { path: this.path, err: asError(err).message },
+          "refresh read failed; retrying with backoff",
+        );
+        return this.backoff(failures);
+      },
+    });
   }
 
   /** The collection path, e.g. /apis/apps/v1/namespaces/x/deployments. */
@@ -384,67 +240,12 @@ export class Informer<T extends Cached = KubeObject> {
     });
   }
 
-  /**
-   * Lists `path` page by page, handing each decoded item to `onItem` as its page arrives; returns
-   * the list's resourceVersion. Stops early (returning undefined) when the informer stops.
-   */
-  private async listPaged(
-    path: string,
-    query: { labelSelector?: string | undefined; fieldSelector?: string | undefined },
-    onItem: (item: T) => void,
-  ): Promise<string | undefined> {
-    let continueToken: string | undefined;
-    let resourceVersion = "";
-    let limit = Math.min(this.pageSize, this.bytesPerObject ? this.pageLimit() : FIRST_PAGE);
-    do {
-      let length = 0;
-      const page = await this.client.request<{
-        metadata?: { resourceVersion?: string; continue?: string };
-        items?: KubeObject[];
-      }>("GET", path, {
-        query: { ...query, limit, continue: continueToken },
-        onBodyLength: (n) => (length = n),
-      });
-      const items = page.items ?? [];
-      if (items.length > 0 && length > 0) {
-        this.bytesPerObject = Math.max(1, length / items.length);
-        limit = this.pageLimit();
-      }
-      // Decode item by item and let go of each whole object at once: the page's array is the
-      // only other reference, and it is dropped with `page` at the end of this turn.
-      for (let i = 0; i < items.length; i++) {
-        const item = items[i]!;
-        items[i] = undefined as unknown as KubeObject;
-        onItem(this.decode(item));
-      }
-      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-      continueToken = page.metadata?.continue || undefined;
-    } while (continueToken && this.running);
-    return this.running ? resourceVersion : undefined;
-  }
-
-  /** Objects per page so a page holds about `pageBytes` of JSON. */
-  private pageLimit(): number {
-    return Math.max(1, Math.min(this.pageSize, Math.floor(this.pageBytes / (this.bytesPerObject ?? 1))));
-  }
-
-  /**
-   * A refresh round's backoff. Not `sleep`: its `wake` belongs to the list/watch loop. A stop
-   * does not cut it short; the round checks `running` when it ends (the timer holds no exit).
-   */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      timer.unref?.();
-    });
-  }
-
   private async relist(): Promise<void> {
     // The first list is the informer starting, not a relist: the counter is a restart signal,
     // and counting every start made each new source informer look like a restart.
     if (this.listsStarted++ > 0) this.onSignal?.("relist");
     const fresh = new ObjectStore<T>();
-    const resourceVersion = await this.listPaged(this.path, { labelSelector: this.labelSelector }, (item) =>
+    const resourceVersion = await this.pager.list(this.path, { labelSelector: this.labelSelector }, (item) =>
       fresh.set(item),
     );
     if (resourceVersion === undefined) return;
@@ -472,64 +273,11 @@ export class Informer<T extends Cached = KubeObject> {
    * read together, one round at a time; a failed round is retried with backoff.
    */
   refresh(target: RefreshTarget): void {
-    this.refreshQueue.set(refreshKey(target), target);
-    if (!this.refreshing) {
-      this.refreshing = true;
-      // After the current burst of requests (a resolver flush asks for many at once).
-      void Promise.resolve().then(() => this.refreshRounds());
-    }
-  }
-
-  private async refreshRounds(): Promise<void> {
-    try {
-      while (this.refreshQueue.size > 0 && this.running) {
-        const targets = [...this.refreshQueue.values()];
-        this.refreshQueue.clear();
-        try {
-          await this.refreshRound(targets);
-          this.refreshFailures = 0;
-        } catch (err) {
-          if (!this.running) return;
-          for (const t of targets) {
-            const key = refreshKey(t);
-            if (!this.refreshQueue.has(key)) this.refreshQueue.set(key, t);
-          }
-          this.refreshFailures++;
-          this.onSignal?.("error");
-          this.logger.warn(
-            { path: this.path, err: asError(err).message },
-            "refresh read failed; retrying with backoff",
-          );
-          await this.pause(this.backoff(this.refreshFailures));
-        }
-      }
-    } finally {
-      // The loop ends with the queue drained (requests made meanwhile joined it) or stopped.
-      this.refreshing = false;
-    }
+    this.refreshQueue.add(target);
   }
 
   private async refreshRound(targets: RefreshTarget[]): Promise<void> {
-    // Group names by namespace: many names in one namespace are cheaper read as one list.
-    const byNamespace = new Map<string, string[]>();
-    const reads: Array<{ namespace: string | undefined; labelSelector?: string; fieldSelector?: string }> =
-      [];
-    for (const t of targets) {
-      if ("labelSelector" in t) reads.push({ namespace: t.namespace, labelSelector: t.labelSelector });
-      else {
-        const ns = this.resource.namespaced ? (t.namespace ?? "") : "";
-        let names = byNamespace.get(ns);
-        if (!names) byNamespace.set(ns, (names = []));
-        names.push(t.name);
-      }
-    }
-    for (const [ns, names] of byNamespace) {
-      const namespace = ns || undefined;
-      // A whole namespace is read when the names asked for are many, and a good share of it.
-      const inNamespace = this.store.countIn(this.resource.namespaced ? namespace : undefined);
-      if (names.length > REFRESH_BY_NAME_MAX && names.length * 4 >= inNamespace) reads.push({ namespace });
-      else for (const name of names) reads.push({ namespace, fieldSelector: nameFieldSelector(name) });
-    }
+    const reads = planRefreshReads(targets, this.resource.namespaced, (ns) => this.store.countIn(ns));
     // A few reads at a time: enough to hide round trips, few enough not to crowd the API server.
     let next = 0;
     const worker = async () => {
@@ -537,7 +285,7 @@ export class Informer<T extends Cached = KubeObject> {
         const r = reads[next++]!;
         const path = this.namespace ? this.path : this.pathIn(r.namespace);
         const labelSelector = [this.labelSelector, r.labelSelector].filter(Boolean).join(",") || undefined;
-        await this.listPaged(path, { labelSelector, fieldSelector: r.fieldSelector }, (item) =>
+        await this.pager.list(path, { labelSelector, fieldSelector: r.fieldSelector }, (item) =>
           this.applyRead(item),
         );
       }
@@ -556,57 +304,18 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private async watchOnce(): Promise<void> {
-    let watchdog: NodeJS.Timeout | undefined;
-    let silent = false;
-    let events = 0;
-    const openedAt = performance.now();
-    let expired = false;
-    const stream = this.client.watch(
-      this.path,
-      {
-        resourceVersion: this.resourceVersion,
-        allowWatchBookmarks: true,
-        labelSelector: this.labelSelector,
-        // The server ends every watch after this; spread them so reopens never line up. Each
-        // reopen is authorised anew, so access withdrawn is noticed within this bound.
-        timeoutSeconds:
-          this.watchTimeoutSeconds[0] +
-          Math.floor(Math.random() * (this.watchTimeoutSeconds[1] - this.watchTimeoutSeconds[0] + 1)),
-      },
-      (event) => {
-        events++;
-        armWatchdog();
-        if (this.handle(event) === "expired") {
-          expired = true;
-          stream.close();
-        }
-      },
-    );
-    const armWatchdog = () => {
-      clearTimeout(watchdog);
-      watchdog = setTimeout(() => {
-        silent = true;
-        stream.close();
-      }, this.watchdogMs);
-    };
-    this.stopWatch = () => stream.close();
-    armWatchdog();
-    try {
-      await stream.done;
-    } catch (err) {
-      if (isApiError(err, 410)) throw new Expired();
-      throw err;
-    } finally {
-      clearTimeout(watchdog);
-      this.stopWatch = undefined;
-    }
-    if (expired) throw new Expired();
-    // A watch the server (or a proxy) ends at once, with nothing on it, would otherwise be
-    // reopened in a hot loop: treat it as an error, so the backoff applies (client-go does too).
-    if (!silent && this.running && events === 0 && performance.now() - openedAt < 1000) {
-      throw new Error(`watch ${this.path} ended immediately without an event`);
-    }
-    if (silent) {
+    const outcome = await watchRound({
+      client: this.client,
+      path: this.path,
+      resourceVersion: this.resourceVersion,
+      labelSelector: this.labelSelector,
+      timeoutSeconds: this.watchTimeoutSeconds,
+      watchdogMs: this.watchdogMs,
+      onEvent: (event) => this.handle(event),
+      setStop: (stop) => (this.stopWatch = stop),
+      isRunning: () => this.running,
+    });
+    if (outcome === "silent") {
       this.onSignal?.("watchdog");
       this.logger.warn(
         { path: this.path, silentMs: this.watchdogMs },

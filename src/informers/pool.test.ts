@@ -3,15 +3,9 @@ import type { KubeClient, RequestOptions, WatchEvent, WatchStream } from "../kub
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { Informer } from "./informer.ts";
 import { InformerPool, informerKey } from "./pool.ts";
+import { CONFIGMAPS } from "../../test/harness/fake-kube.ts";
 
-const configMaps: ResourceInfo = {
-  group: "",
-  version: "v1",
-  resource: "configmaps",
-  kind: "ConfigMap",
-  namespaced: true,
-  verbs: ["list", "watch"],
-};
+const configMaps = CONFIGMAPS;
 const secrets: ResourceInfo = { ...configMaps, resource: "secrets", kind: "Secret" };
 const widgetsV1: ResourceInfo = { ...configMaps, group: "example.com", resource: "widgets", kind: "Widget" };
 const widgetsV2: ResourceInfo = { ...widgetsV1, version: "v2" };

@@ -5,23 +5,15 @@
  */
 import { afterEach, describe, expect, it } from "@jest/globals";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import type { KubeClient, KubeObject, RequestOptions, WatchStream } from "../kube/client.ts";
-import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
+import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
+import type { KindResolver } from "../kube/discovery.ts";
 import { Resolver } from "../resolver/resolver.ts";
 import type { AnyReference } from "../resolver/request.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { UNSELECTABLE_VALUE } from "./label-keys.ts";
 import type { Projection } from "./projection.ts";
 import { InformerSourceCache, type KindHandle } from "./source-cache.ts";
-
-const CONFIGMAPS: ResourceInfo = {
-  group: "",
-  version: "v1",
-  resource: "configmaps",
-  kind: "ConfigMap",
-  namespaced: true,
-  verbs: ["list", "watch"],
-};
+import { CONFIGMAPS, answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
 
 /** The API server, as far as the cache sees it: lists (with selectors) and silent watches. */
 class FakeServer implements Pick<KubeClient, "request" | "watch"> {
@@ -54,16 +46,10 @@ class FakeServer implements Pick<KubeClient, "request" | "watch"> {
       }
       return true;
     });
-    const text = JSON.stringify({ metadata: { resourceVersion: String(this.rv) }, items });
-    options.onBodyLength?.(text.length);
-    return JSON.parse(text) as T;
+    return answerAsJson<T>({ metadata: { resourceVersion: String(this.rv) }, items }, options);
   }
 
-  watch(): WatchStream {
-    let end!: () => void;
-    const done = new Promise<void>((resolve) => (end = resolve));
-    return { done, close: () => end() };
-  }
+  readonly watch = silentWatch;
 }
 
 const discovery: KindResolver = {

@@ -17,15 +17,9 @@ import { Resolver } from "./resolver.ts";
 import type { TransformRunner } from "./transform.ts";
 import type { AnyReference } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
+import { CONFIGMAPS as LISTED_CONFIGMAPS } from "../../test/harness/fake-kube.ts";
 
-const CONFIGMAPS: ResourceInfo = {
-  group: "",
-  version: "v1",
-  resource: "configmaps",
-  kind: "ConfigMap",
-  namespaced: true,
-  verbs: ["get", "list", "watch"],
-};
+const CONFIGMAPS: ResourceInfo = { ...LISTED_CONFIGMAPS, verbs: ["get", "list", "watch"] };
 
 const discovery: KindResolver = {
   peek: (apiVersion, kind) => (apiVersion === "v1" && kind === "ConfigMap" ? CONFIGMAPS : undefined),

@@ -21,6 +21,19 @@ const encoder = new TextEncoder();
 
 /** FNV-1a over the UTF-8 bytes of `text`, as an unsigned 32-bit integer. */
 export function fnv1a32(text: string): number {
+  // Object names are DNS subdomains, ASCII only: hashed without encoding (and allocating) them,
+  // as the bucket of every Referable is computed at each scrape and each hand-over.
+  let hash = FNV_OFFSET;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= 0x80) return fnv1a32Utf8(text);
+    hash ^= code;
+    hash = Math.imul(hash, FNV_PRIME) >>> 0;
+  }
+  return hash >>> 0;
+}
+
+function fnv1a32Utf8(text: string): number {
   let hash = FNV_OFFSET;
   for (const byte of encoder.encode(text)) {
     hash ^= byte;

@@ -15,6 +15,14 @@ export {
 export { JITTER_FACTOR, LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
 export { Manager, type ManagedController, type ManagedElector, type ManagerOptions } from "./manager.ts";
 export { classifyError, DONE, sooner, TerminalError, type Reconciler, type Result } from "./reconciler.ts";
+export { bucketOf, fairShare, planBuckets, type BucketPlan, type BucketView } from "./buckets.ts";
+export { MAX_BUCKETS, ShardGate, type ShardListener } from "./shard-gate.ts";
+export {
+  ShardCoordinator,
+  type Handover,
+  type ShardCoordinatorOptions,
+  type ShardObserver,
+} from "./shards.ts";
 export { sleep } from "./sleep.ts";
 export { TokenBucket } from "./token-bucket.ts";
 export { WorkQueue, type RateLimiter, type WorkQueueObserver } from "./workqueue.ts";

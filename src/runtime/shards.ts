@@ -161,6 +161,8 @@ export class ShardCoordinator {
       const list = await this.client.request<{ items?: Lease[] }>("GET", this.collection, {
         query: { labelSelector: `${SHARD_SET_LABEL}=${this.options.name}` },
         timeoutMs: this.renewDeadlineMs,
+        // stop() need not wait out a slow list: what it releases, it reads again on a conflict.
+        signal: this.stopping.signal,
       });
       leases = list.items ?? [];
     } catch (err) {
@@ -467,6 +469,7 @@ export class ShardCoordinator {
   }
 
   private failed(verb: string, err: unknown): void {
+    if (this.stopping.signal.aborted) return;
     const code = isApiError(err) ? err.statusCode : 0;
     const kind = `${verb}:${code}`;
     const fields = { verb, code, err: asError(err).message };

@@ -143,38 +143,9 @@ function call(node: Node, scope: Map<string, Est>): Est {
   const argNodes = (node.op === "rcall" ? all[2] : all[1]) as Node[];
   const sub = (n: unknown, s = scope) => estimate(n as Node, s);
   const comprehension = ["map", "filter", "all", "exists", "exists_one"].includes(name);
-  if (node.op === "rcall" && comprehension && argNodes.length >= 2) {
-    const range = sub(receiverNode);
-    const variable = String(argNodes[0]!.args);
-    // The body's cost for an empty item and for the largest; a cost that grows with the item
-    // (linearly or faster) is largest, for items whose sizes sum to at most range.total, when
-    // as many items as can be are the largest and the rest empty.
-    const body = (m: number) => {
-      const inner = new Map(scope);
-      inner.set(variable, { cost: 1, size: m, item: m, total: m });
-      return argNodes.slice(1).map((n) => sub(n, inner));
-    };
-    const small = body(0).reduce((c, e) => add(c, e.cost), 2);
-    const steps = body(range.item);
-    const large = steps.reduce((c, e) => add(c, e.cost), 2);
-    const largest = range.item > 0 ? Math.min(range.size, Math.ceil(range.total / range.item)) : 0;
-    const perItems = add(mul(range.size, small), mul(largest, Math.max(0, large - small)));
-    const last = steps[steps.length - 1]!;
-    const item = name === "map" ? last.size : name === "filter" ? range.item : 0;
-    return {
-      cost: add(range.cost, add(perItems, Math.floor(range.size * TRAVERSAL))),
-      size: name === "map" || name === "filter" ? range.size : 0,
-      item,
-      total: name === "filter" ? range.total : name === "map" ? mul(range.size, item) : 0,
-    };
-  }
-  if (name === "bind" && argNodes.length === 3) {
-    const init = sub(argNodes[1]);
-    const inner = new Map(scope);
-    inner.set(String(argNodes[0]!.args), { ...init, cost: 1 });
-    const body = sub(argNodes[2], inner);
-    return { ...body, cost: add(1, add(init.cost, body.cost)) };
-  }
+  if (node.op === "rcall" && comprehension && argNodes.length >= 2)
+    return comprehensionCall(name, receiverNode, argNodes, scope);
+  if (name === "bind" && argNodes.length === 3) return bindCall(argNodes, scope);
   const operands = [...(receiverNode !== undefined ? [receiverNode] : []), ...argNodes].map((n) => sub(n));
   let cost = operands.reduce((c, e) => add(c, e.cost), 1);
   if (name === "has" || name === "or" || name === "orValue") {
@@ -227,4 +198,47 @@ function call(node: Node, scope: Map<string, Est>): Est {
       cost = add(cost, Math.max(Math.ceil(sum * TRAVERSAL), Math.floor(size * TRAVERSAL)));
   }
   return { cost, size, item, total: total ?? mul(size, item) };
+}
+
+/** A macro over a list (map, filter, all, exists, exists_one): the range, then the body per item. */
+function comprehensionCall(
+  name: string,
+  receiverNode: unknown,
+  argNodes: Node[],
+  scope: Map<string, Est>,
+): Est {
+  const sub = (n: unknown, s = scope) => estimate(n as Node, s);
+  const range = sub(receiverNode);
+  const variable = String(argNodes[0]!.args);
+  // The body's cost for an empty item and for the largest; a cost that grows with the item
+  // (linearly or faster) is largest, for items whose sizes sum to at most range.total, when
+  // as many items as can be are the largest and the rest empty.
+  const body = (m: number) => {
+    const inner = new Map(scope);
+    inner.set(variable, { cost: 1, size: m, item: m, total: m });
+    return argNodes.slice(1).map((n) => sub(n, inner));
+  };
+  const small = body(0).reduce((c, e) => add(c, e.cost), 2);
+  const steps = body(range.item);
+  const large = steps.reduce((c, e) => add(c, e.cost), 2);
+  const largest = range.item > 0 ? Math.min(range.size, Math.ceil(range.total / range.item)) : 0;
+  const perItems = add(mul(range.size, small), mul(largest, Math.max(0, large - small)));
+  const last = steps[steps.length - 1]!;
+  const item = name === "map" ? last.size : name === "filter" ? range.item : 0;
+  return {
+    cost: add(range.cost, add(perItems, Math.floor(range.size * TRAVERSAL))),
+    size: name === "map" || name === "filter" ? range.size : 0,
+    item,
+    total: name === "filter" ? range.total : name === "map" ? mul(range.size, item) : 0,
+  };
+}
+
+/** cel.bind(variable, init, body): the init once, then the body with the variable bound. */
+function bindCall(argNodes: Node[], scope: Map<string, Est>): Est {
+  const sub = (n: unknown, s = scope) => estimate(n as Node, s);
+  const init = sub(argNodes[1]);
+  const inner = new Map(scope);
+  inner.set(String(argNodes[0]!.args), { ...init, cost: 1 });
+  const body = sub(argNodes[2], inner);
+  return { ...body, cost: add(1, add(init.cost, body.cost)) };
 }

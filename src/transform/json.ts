@@ -75,29 +75,7 @@ function spendString(budget: Budget, text: string): void {
 
 function convert(value: unknown, depth: number, budget: Budget): unknown {
   if (depth > MAX_DEPTH) tooDeep();
-  switch (typeof value) {
-    case "string":
-      spendString(budget, value);
-      return value;
-    case "boolean":
-      spend(budget, value ? 4 : 5);
-      return value;
-    case "bigint": {
-      const n = exactNumber(value, "int");
-      spend(budget, String(n).length);
-      return n;
-    }
-    case "number":
-      if (!Number.isFinite(value)) runtime(`the transform returned ${value}, which JSON cannot hold`);
-      spend(budget, JSON.stringify(value).length);
-      return value;
-    case "undefined":
-      return runtime("the transform returned no value");
-    case "object":
-      break;
-    default:
-      return runtime(`the transform returned a ${typeof value}, which JSON cannot hold`);
-  }
+  if (typeof value !== "object") return convertScalar(value, budget);
   if (value === null) {
     spend(budget, 4);
     return null;
@@ -156,6 +134,31 @@ function convert(value: unknown, depth: number, budget: Budget): unknown {
     return out;
   }
   return runtime(`the transform returned a ${value.constructor?.name ?? "value"}, which JSON cannot hold`);
+}
+
+/** A value that is not an object: a string, boolean, integer or number (anything else is an error). */
+function convertScalar(value: unknown, budget: Budget): unknown {
+  switch (typeof value) {
+    case "string":
+      spendString(budget, value);
+      return value;
+    case "boolean":
+      spend(budget, value ? 4 : 5);
+      return value;
+    case "bigint": {
+      const n = exactNumber(value, "int");
+      spend(budget, String(n).length);
+      return n;
+    }
+    case "number":
+      if (!Number.isFinite(value)) runtime(`the transform returned ${value}, which JSON cannot hold`);
+      spend(budget, JSON.stringify(value).length);
+      return value;
+    case "undefined":
+      return runtime("the transform returned no value");
+    default:
+      return runtime(`the transform returned a ${typeof value}, which JSON cannot hold`);
+  }
 }
 
 function define(out: Record<string, unknown>, key: string, value: unknown): void {

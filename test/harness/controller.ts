@@ -7,8 +7,8 @@ import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import type { ControllerMetrics } from "../../src/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
-import type { Resolver } from "../../src/resolver/resolver.ts";
-import { adminClient, uniqueName, waitFor } from "./kube.ts";
+import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
+import { adminClient, testKubeConfig, uniqueName, waitFor } from "./kube.ts";
 
 export const SHARD_LABEL = "test.referable.dev/shard";
 
@@ -65,6 +65,13 @@ export async function startTestController(
       await resolver.stop();
     },
   };
+}
+
+/** A started resolver over the test cluster, as the admin, that keeps no informer nobody reads. */
+export async function startedResolver(): Promise<Resolver> {
+  const resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
+  await resolver.start();
+  return resolver;
 }
 
 /** The Ready condition and value of a Referable, as read from the API server. */

@@ -473,18 +473,22 @@ export interface WriteAttempt {
 
 const STATUS_PATH = /^\/apis\/referable\.dev\/v1alpha1\/referables\/([^/]+)\/status$/;
 
-/**
- * Our client's `request` and `watch`, passed through, except that the status writes of the
- * Referables in `plan` fail as planned, in order, before they pass. Records every attempt.
- */
-export class FlakyStatusClient {
-  readonly attempts = new Map<string, WriteAttempt[]>();
-  private readonly inner: KubeClient;
-  private readonly plan: Map<string, WriteFault[]>;
+/** A status write as `request` received it. */
+interface InterceptedWrite {
+  method: string;
+  path: string;
+  options: RequestOptions;
+}
 
-  constructor(inner: KubeClient, plan: Record<string, WriteFault[]>) {
+/**
+ * Our client's `request` and `watch`, passed through, except each status write of a Referable,
+ * which goes to `statusWrite` with the Referable's name.
+ */
+abstract class StatusWriteInterceptor {
+  protected readonly inner: KubeClient;
+
+  constructor(inner: KubeClient) {
     this.inner = inner;
-    this.plan = new Map(Object.entries(plan).map(([name, faults]) => [name, [...faults]]));
   }
 
   readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
@@ -494,9 +498,28 @@ export class FlakyStatusClient {
     path: string,
     options: RequestOptions = {},
   ): Promise<T> => {
-    const match = method === "PATCH" ? STATUS_PATH.exec(path) : null;
-    if (!match) return this.inner.request<T>(method, path, options);
-    const name = match[1]!;
+    const name = method === "PATCH" ? STATUS_PATH.exec(path)?.[1] : undefined;
+    if (name === undefined) return this.inner.request<T>(method, path, options);
+    return this.statusWrite<T>(name, { method, path, options });
+  };
+
+  protected abstract statusWrite<T>(name: string, write: InterceptedWrite): Promise<T>;
+}
+
+/**
+ * Our client's `request` and `watch`, passed through, except that the status writes of the
+ * Referables in `plan` fail as planned, in order, before they pass. Records every attempt.
+ */
+export class FlakyStatusClient extends StatusWriteInterceptor {
+  readonly attempts = new Map<string, WriteAttempt[]>();
+  private readonly plan: Map<string, WriteFault[]>;
+
+  constructor(inner: KubeClient, plan: Record<string, WriteFault[]>) {
+    super(inner);
+    this.plan = new Map(Object.entries(plan).map(([name, faults]) => [name, [...faults]]));
+  }
+
+  protected async statusWrite<T>(name: string, { method, path, options }: InterceptedWrite): Promise<T> {
     const fault = this.plan.get(name)?.shift();
     const attempts = this.attempts.get(name) ?? [];
     this.attempts.set(name, attempts);
@@ -522,7 +545,7 @@ export class FlakyStatusClient {
         await this.inner.request<T>(method, path, options);
         throw connectionReset();
     }
-  };
+  }
 
   /** Faults planned but not injected yet. */
   remaining(name: string): number {
@@ -544,14 +567,13 @@ export interface HeldWrite {
  * its status writes wait (as on a slow network) until the test releases them. `afterWrite` runs
  * when a released write has been answered, before the controller sees the answer.
  */
-export class GatedStatusClient {
+export class GatedStatusClient extends StatusWriteInterceptor {
   readonly held: HeldWrite[] = [];
-  private readonly inner: KubeClient;
   private readonly holding = new Set<string>();
   private readonly afterWrite: ((name: string, code: number) => Promise<void>) | undefined;
 
   constructor(inner: KubeClient, afterWrite?: (name: string, code: number) => Promise<void>) {
-    this.inner = inner;
+    super(inner);
     this.afterWrite = afterWrite;
   }
 
@@ -560,16 +582,8 @@ export class GatedStatusClient {
     this.holding.add(name);
   }
 
-  readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
-
-  readonly request = async <T = KubeObject>(
-    method: string,
-    path: string,
-    options: RequestOptions = {},
-  ): Promise<T> => {
-    const match = method === "PATCH" ? STATUS_PATH.exec(path) : null;
-    if (!match || !this.holding.has(match[1]!)) return this.inner.request<T>(method, path, options);
-    const name = match[1]!;
+  protected async statusWrite<T>(name: string, { method, path, options }: InterceptedWrite): Promise<T> {
+    if (!this.holding.has(name)) return this.inner.request<T>(method, path, options);
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     let answered!: (code: number) => void;
@@ -588,7 +602,7 @@ export class GatedStatusClient {
       await this.afterWrite?.(name, status);
       answered(status);
     }
-  };
+  }
 }
 
 /** What undici's fetch throws when the peer resets the connection. */

@@ -4,6 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -262,10 +263,48 @@ export function mergePatch<T = KubeObject>(client: KubeClient, path: string, bod
   return client.request<T>("PATCH", path, { body, contentType: "application/merge-patch+json" });
 }
 
-/** What most test files start from: the admin client and a namespace of their own. */
-export async function openScope(prefix: string): Promise<{ admin: KubeClient; ns: string }> {
+/**
+ * What most test files start from: the admin client, a namespace of their own, and what `start`
+ * starts once the namespace is there (for {@link closeScope} to stop).
+ */
+export async function openScope<T = undefined>(
+  prefix: string,
+  start?: () => Promise<T>,
+): Promise<{ admin: KubeClient; ns: string; started: T }> {
   const admin = adminClient();
-  return { admin, ns: await createNamespace(admin, prefix) };
+  const ns = await createNamespace(admin, prefix);
+  return { admin, ns, started: (await start?.()) as T };
+}
+
+/** A test's own namespace (sources, Lease) and shard (the label value of its Referables). */
+export interface ShardScope {
+  ns: string;
+  shard: string;
+}
+
+/** A new namespace and shard, both named after `prefix`. */
+export async function newShardScope(admin: KubeClient, prefix: string): Promise<ShardScope> {
+  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
+}
+
+/** A ConfigMap's `data.v` in the scope's namespace, as a Referable's source. */
+export function cmSource(scope: ShardScope, name: string) {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.v" };
+}
+
+/** Writes at `path` a kubeconfig whose current-context ("nowhere") points where nothing listens. */
+export async function writeUnreachableKubeconfig(path: string): Promise<void> {
+  await writeFile(
+    path,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      "current-context": "nowhere",
+      clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
+      users: [{ name: "nobody", user: { token: "x" } }],
+      contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
+    }),
+  );
 }
 
 /** The end of a test file: stops what it started (in order), then closes every test client. */

@@ -68,6 +68,27 @@ export async function killAllProcesses(): Promise<void> {
   running.clear();
 }
 
+/** A lease short enough that a test sees a takeover in seconds. */
+export const TEST_LEASE_MS = 3_000;
+/** How often a candidate retries the lease, with {@link TEST_LEASE_MS}. */
+export const TEST_RETRY_MS = 500;
+/** Slack for process start-up, request latency and timer lateness on a loaded 2-core machine. */
+export const TOLERANCE_MS = 2_500;
+
+/** The flags of leader election with the test lease (and the Lease `id`, when given). */
+export function leaseArgs(id?: string): string[] {
+  return [
+    "--leader-elect=true",
+    ...(id === undefined ? [] : ["--leader-election-id", id]),
+    "--leader-election-lease-duration",
+    `${TEST_LEASE_MS}ms`,
+    "--leader-election-renew-deadline",
+    "2s",
+    "--leader-election-retry-period",
+    `${TEST_RETRY_MS}ms`,
+  ];
+}
+
 /** Options for {@link startControllerProcess}. */
 export interface StartOptions {
   /**

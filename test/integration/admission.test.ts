@@ -17,10 +17,10 @@ import {
   openScope,
   selfAccess,
 } from "../harness/kube.ts";
+import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 
 let admin: KubeClient;
 let ns: string;
@@ -39,21 +39,10 @@ beforeAll(async () => {
   ({ admin, ns } = await openScope("admission"));
   webhook = await startTestWebhook(admin);
   authorRole = uniqueName("referable-author");
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: authorRole },
-      rules: [
-        {
-          apiGroups: ["referable.dev"],
-          resources: ["referables"],
-          verbs: ["create", "update", "patch", "get"],
-        },
-      ],
-    },
-  });
-  cleanup.push(`${RBAC}/clusterroles/${authorRole}`);
+  const authorRules = [
+    { apiGroups: ["referable.dev"], resources: ["referables"], verbs: ["create", "update", "patch", "get"] },
+  ];
+  cleanup.push(await createRole(admin, authorRole, authorRules));
   for (const [name, data] of [
     ["db", { v: "db-value" }],
     ["other", { v: "other-value" }],
@@ -91,17 +80,7 @@ afterAll(async () => {
 async function newUser(prefix: string): Promise<User> {
   const name = uniqueName(prefix);
   const token = await serviceAccountToken(admin, ns, name);
-  const binding = `${authorRole}-${name}`;
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: binding },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: authorRole },
-      subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
-    },
-  });
-  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+  cleanup.push(await bindRole(admin, `${authorRole}-${name}`, authorRole, [serviceAccount(name, ns)]));
   const client = tokenClient(token);
   await waitForAccess(client, { verb: "create", group: "referable.dev", resource: "referables" }, true);
   return { name, username: `system:serviceaccount:${ns}:${name}`, client };
@@ -109,46 +88,20 @@ async function newUser(prefix: string): Promise<User> {
 
 /** Binds the ClusterRole `role` to the (impersonated) user `username`. */
 async function bindUser(username: string, role: string): Promise<void> {
-  const binding = uniqueName(`${role}-user`);
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: binding },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
-      subjects: [{ kind: "User", name: username, apiGroup: "rbac.authorization.k8s.io" }],
-    },
-  });
-  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+  cleanup.push(await bindRole(admin, uniqueName(`${role}-user`), role, [user(username)]));
 }
-
-type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
 
 /** Grants `rules` to `user`: in `namespace` with a Role, or cluster-wide. Returns the revocation. */
 async function grant(
   user: User,
   rules: Rule[],
   namespace?: string,
-  subject: Record<string, string> = { kind: "ServiceAccount", name: user.name, namespace: ns },
+  subject: Subject = serviceAccount(user.name, ns),
 ): Promise<() => Promise<void>> {
   const name = uniqueName(`grant-${user.name}`);
-  const base = namespace ? `${RBAC}/namespaces/${namespace}` : RBAC;
-  const [roleKind, bindingKind] = namespace ? ["Role", "RoleBinding"] : ["ClusterRole", "ClusterRoleBinding"];
-  await admin.request("POST", `${base}/${roleKind.toLowerCase()}s`, {
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: roleKind, metadata: { name }, rules },
-  });
-  await admin.request("POST", `${base}/${bindingKind.toLowerCase()}s`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: bindingKind,
-      metadata: { name },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: roleKind, name },
-      subjects: [subject],
-    },
-  });
   const paths = [
-    `${base}/${roleKind.toLowerCase()}s/${name}`,
-    `${base}/${bindingKind.toLowerCase()}s/${name}`,
+    await createRole(admin, name, rules, namespace),
+    await bindRole(admin, name, name, [subject], namespace, namespace ? "Role" : "ClusterRole"),
   ];
   if (!namespace) cleanup.push(...paths);
   return async () => {
@@ -435,23 +388,13 @@ describe("authorization follows the value: who changes what is written must be a
     const mallory = `mallory-${uniqueName("u")}@example.com`;
     await bindUser(mallory, authorRole);
     const roleName = uniqueName("mallory-reads");
-    await admin.request("POST", `${RBAC}/namespaces/${ns}/roles`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "Role",
-        metadata: { name: roleName },
-        rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list"] }],
-      },
-    });
-    await admin.request("POST", `${RBAC}/namespaces/${ns}/rolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: roleName },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: roleName },
-        subjects: [{ kind: "User", name: mallory, apiGroup: "rbac.authorization.k8s.io" }],
-      },
-    });
+    await createRole(
+      admin,
+      roleName,
+      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list"] }],
+      ns,
+    );
+    await bindRole(admin, roleName, roleName, [user(mallory)], ns, "Role");
     const client = impersonatingClient(mallory);
     await waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name: "other" }, true);
     const missing = `user "${mallory}" may not create secrets in namespace "${victim}" and may not patch secrets "creds" in namespace "${victim}": ${EXPORT_REFUSAL_SUFFIX}`;

@@ -5,15 +5,15 @@
  * same objects) may still hold the object as it was.
  */
 import type { KubeClient } from "../../src/kube/client.ts";
-import { createResolver, isResolutionError, type GenericSelector, type Resolver } from "../../src/index.ts";
+import { isResolutionError, type GenericSelector, type Resolver } from "../../src/index.ts";
 import {
   installTestCrd,
-  testKubeConfig,
   uniqueName,
   createConfigMap as createConfigMapIn,
   openScope,
   closeScope,
 } from "../harness/kube.ts";
+import { startedResolver } from "../harness/controller.ts";
 import { ResultRecorder } from "../harness/recorder.ts";
 
 let admin: KubeClient;
@@ -21,9 +21,7 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("consistent"));
-  resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
-  await resolver.start();
+  ({ admin, ns, started: resolver } = await openScope("consistent", () => startedResolver()));
 });
 afterAll(() => closeScope(resolver));
 

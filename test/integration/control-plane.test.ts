@@ -15,6 +15,7 @@ import {
   waitFor,
   openScope,
 } from "../harness/kube.ts";
+import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 
 let admin: KubeClient;
 let ns: string;
@@ -103,23 +104,8 @@ describe("the test control plane", () => {
     );
     expect(isApiError(refused, 403)).toBe(true);
 
-    await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "Role",
-        metadata: { name: sa },
-        rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list"] }],
-      },
-    });
-    await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: sa },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa },
-        subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
-      },
-    });
+    await createRole(admin, sa, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list"] }], ns);
+    await bindRole(admin, sa, sa, [serviceAccount(sa, ns)], ns, "Role");
     // The authorizer learns of new bindings through its own informer: wait for it, bounded.
     const list = await waitFor("the RoleBinding to take effect", () =>
       asSa.request<{ kind: string }>("GET", path),

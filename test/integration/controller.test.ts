@@ -26,8 +26,11 @@ let ns: string;
 let tc: TestController;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("controller"));
-  tc = await startTestController({ maxValueBytes: 4096 });
+  ({
+    admin,
+    ns,
+    started: tc,
+  } = await openScope("controller", () => startTestController({ maxValueBytes: 4096 })));
 });
 afterAll(() => closeScope(tc));
 

@@ -24,6 +24,7 @@ import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { describeIf } from "../harness/availability.ts";
+import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 import {
   getReferable,
   SHARD_LABEL,
@@ -48,7 +49,6 @@ import {
 jest.setTimeout(30_000);
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let admin: KubeClient;
@@ -78,14 +78,11 @@ function clusterRoleRules(path: string): unknown[] {
 
 async function clusterRole(rules: unknown[]): Promise<string> {
   const name = uniqueName("export-test");
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
-  });
-  cleanup.push(`${RBAC}/clusterroles/${name}`);
+  cleanup.push(await createRole(admin, name, rules));
   return name;
 }
 
-const controllerSubject = () => [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }];
+const controllerSubject = () => [serviceAccount("controller", controllerNs)];
 
 beforeAll(async () => {
   admin = adminClient();
@@ -97,34 +94,15 @@ beforeAll(async () => {
 
   // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
   const base = await clusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  const binding = uniqueName("export-test");
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: binding },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: base },
-      subjects: controllerSubject(),
-    },
-  });
-  cleanup.push(`${RBAC}/clusterrolebindings/${binding}`);
+  cleanup.push(await bindRole(admin, uniqueName("export-test"), base, controllerSubject()));
   // The opt-in of one namespace, as deploy/examples/export-namespace and allow-secret-export do.
   const exportConfigMaps = await clusterRole(deployBaseRules("rbac-export.yaml"));
   exportConfigMapsRole = exportConfigMaps;
   const exportSecrets = await clusterRole(
     clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
   );
-  for (const role of [exportConfigMaps, exportSecrets]) {
-    await admin.request("POST", `${RBAC}/namespaces/${open}/rolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: role },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
-        subjects: controllerSubject(),
-      },
-    });
-  }
+  for (const role of [exportConfigMaps, exportSecrets])
+    await bindRole(admin, role, role, controllerSubject(), open);
   controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
   controllerClient = tokenClient(controllerToken);
   await waitFor("the controller's RBAC to apply", async () => {
@@ -587,15 +565,7 @@ describe("opting a namespace in later", () => {
       export: [target("ConfigMap", later, out, "DB_HOST")],
     });
     await waitForExported(rf, "ExportForbidden");
-    await admin.request("POST", `${RBAC}/namespaces/${later}/rolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: "referable-export-configmaps" },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: exportConfigMapsRole },
-        subjects: controllerSubject(),
-      },
-    });
+    await bindRole(admin, "referable-export-configmaps", exportConfigMapsRole, controllerSubject(), later);
     // The first retries come 1, 2 and 4 s after the refusal.
     await waitForExported(rf, "Exported", () => true, 20_000);
     expect(dataOf(await getObject("ConfigMap", later, out))).toEqual({ DB_HOST: "db.internal" });

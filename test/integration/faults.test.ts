@@ -30,12 +30,23 @@ import {
   type StatusWrite,
   type WriteFault,
 } from "../harness/faults.ts";
-import { createNamespace, installTestCrd, uniqueName, waitFor } from "../harness/kube.ts";
+import {
+  cmSource,
+  installTestCrd,
+  newShardScope,
+  uniqueName,
+  waitFor,
+  type ShardScope,
+} from "../harness/kube.ts";
 import { checkAll, describeMismatch, observeWorld, type Mismatch } from "../harness/oracle.ts";
 import {
   killAllProcesses,
   metricValue,
+  leaseArgs,
   startControllerProcess,
+  TEST_LEASE_MS,
+  TEST_RETRY_MS,
+  TOLERANCE_MS,
   type ControllerProcess,
 } from "../harness/process.ts";
 
@@ -43,19 +54,9 @@ const RF = "/apis/referable.dev/v1alpha1/referables";
 const WIDGET_GROUP = "faults.test.referable.dev";
 /** Deadline of every wait: generous, for a loaded 2-core machine. */
 const WAIT_MS = 60_000;
-const LEASE_MS = 3_000;
-const RETRY_MS = 500;
-const LEASE_ARGS = [
-  "--leader-elect=true",
-  "--leader-election-lease-duration",
-  `${LEASE_MS}ms`,
-  "--leader-election-renew-deadline",
-  "2s",
-  "--leader-election-retry-period",
-  `${RETRY_MS}ms`,
-];
-/** Slack for process start-up, request latency and timer lateness on a loaded machine. */
-const TOLERANCE_MS = 2_500;
+const LEASE_MS = TEST_LEASE_MS;
+const RETRY_MS = TEST_RETRY_MS;
+const LEASE_ARGS = leaseArgs();
 const QUEUE = { name: "referable", controller: "referable" };
 
 let plane: PrivateControlPlane;
@@ -78,15 +79,8 @@ afterAll(async () => {
   await plane?.stop();
 });
 
-/** A test's own namespace (sources, Lease) and shard (Referables). */
-interface Scope {
-  ns: string;
-  shard: string;
-}
-
-async function newScope(prefix: string): Promise<Scope> {
-  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
-}
+type Scope = ShardScope;
+const newScope = (prefix: string) => newShardScope(admin, prefix);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -115,14 +109,6 @@ const setValue = (scope: Scope, name: string, v: string, timeoutMs?: number) =>
 async function createReferable(scope: Scope, name: string, source: Record<string, unknown>, extra = {}) {
   await createReferableAs(admin, { source, ...extra }, { shard: scope.shard, name });
 }
-
-const cmSource = (scope: Scope, name: string) => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: scope.ns,
-  name,
-  fieldPath: "data.v",
-});
 
 const selectorSource = (scope: Scope, app: string) => ({
   apiVersion: "v1",

@@ -89,8 +89,7 @@ let ns: string;
 let stack: Stack;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("hostile"));
-  stack = await startStack();
+  ({ admin, ns, started: stack } = await openScope("hostile", startStack));
 });
 afterAll(() => closeScope(stack));
 afterEach(() => {

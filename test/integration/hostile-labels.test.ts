@@ -17,34 +17,12 @@
  * watches of other test files.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { KubeConfig } from "@kubernetes/client-node";
-import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
-import { clientFor } from "../harness/faults.ts";
-import {
-  closeTestClients,
-  createNamespace,
-  deployBaseNodeOptions,
-  deployBaseRules,
-  kubeConfigWithToken,
-  serviceAccountToken,
-  tokenClient,
-  uniqueName,
-  waitFor,
-} from "../harness/kube.ts";
-import {
-  killAllProcesses,
-  metricValue,
-  startControllerProcess,
-  type ControllerProcess,
-} from "../harness/process.ts";
+import { closeTestClients, deployBaseNodeOptions, waitFor } from "../harness/kube.ts";
+import { killAllProcesses, metricValue, type ControllerProcess } from "../harness/process.ts";
+import { alive, startTenantPlane, type TenantPlane } from "../harness/tenant-plane.ts";
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
-const SHARD_LABEL = "test.referable.dev/shard";
 const NODE_OPTIONS = deployBaseNodeOptions();
 /** ConfigMaps with the largest label sets the API server takes. */
 const HOSTILE_COUNT = 150;
@@ -55,15 +33,14 @@ const MiB = 1024 * 1024;
 const HEAP_BOUND = 20 * MiB;
 const WAIT_MS = 90_000;
 
-let plane: PrivateControlPlane;
-let admin: KubeClient;
+let t: TenantPlane;
 let tenant: KubeClient;
-let sourceNs: string;
 let tenantNs: string;
-let controllerNs: string;
 let shard: string;
-let kubeconfigDir: string;
-let kubeconfigPath: string;
+let setValue: TenantPlane["setValue"];
+let expectStatus: TenantPlane["expectStatus"];
+let createReferable: TenantPlane["createReferable"];
+const startController = () => t.startController(NODE_OPTIONS);
 /** Probes still running when a test fails half-way: stopped in afterAll. */
 const probes = new Set<{ stop(): Promise<unknown> }>();
 
@@ -81,60 +58,6 @@ function hostileLabels(object: number): Record<string, string> {
     labels[`${PREFIX}/${name}`] = `v${object}-${j}-`.padEnd(63, "y");
   }
   return labels;
-}
-
-async function setValue(name: string, value: string): Promise<void> {
-  await admin.request("PATCH", `/api/v1/namespaces/${sourceNs}/configmaps/${name}`, {
-    body: { data: { v: value } },
-    contentType: "application/merge-patch+json",
-  });
-}
-
-async function statusOf(name: string): Promise<{ reason?: string; value?: unknown; values?: unknown }> {
-  const rf = await admin.request<KubeObject>("GET", `${RF}/${name}`);
-  const status = (rf.status ?? {}) as {
-    value?: unknown;
-    values?: unknown;
-    conditions?: Array<{ type: string; reason: string }>;
-  };
-  const out: { reason?: string; value?: unknown; values?: unknown } = {
-    value: status.value,
-    values: status.values,
-  };
-  const reason = status.conditions?.find((c) => c.type === "Ready")?.reason;
-  if (reason !== undefined) out.reason = reason;
-  return out;
-}
-
-async function expectStatus(
-  name: string,
-  want: { reason: string; value?: unknown; values?: unknown },
-): Promise<void> {
-  let last: unknown;
-  await waitFor(
-    `Referable ${name} to be ${JSON.stringify(want)}`,
-    async () => {
-      const got = await statusOf(name);
-      last = got;
-      return (
-        got.reason === want.reason &&
-        ("value" in want ? JSON.stringify(got.value) === JSON.stringify(want.value) : true) &&
-        ("values" in want ? JSON.stringify(got.values) === JSON.stringify(want.values) : true)
-      );
-    },
-    { timeoutMs: WAIT_MS, intervalMs: 100 },
-  ).catch((err: Error) => {
-    throw new Error(`${err.message}; last seen ${JSON.stringify(last)}`);
-  });
-}
-
-/** True while `p` has not exited. */
-async function alive(p: ControllerProcess): Promise<boolean> {
-  const state = await Promise.race([
-    p.exited.then(() => "exited"),
-    new Promise((r) => setImmediate(() => r("running"))),
-  ]);
-  return state === "running";
 }
 
 /** GET /healthz as the kubelet's probe does by default: an answer later than a second fails. */
@@ -235,98 +158,13 @@ async function settledMemory(p: ControllerProcess): Promise<{ rss: number; heap:
 
 const mib = (bytes: number) => (bytes / MiB).toFixed(1);
 
-function startController(): Promise<ControllerProcess> {
-  return startControllerProcess(
-    [
-      "--kubeconfig",
-      kubeconfigPath,
-      "--leader-elect=false",
-      "--referable-selector",
-      `${SHARD_LABEL}=${shard}`,
-    ],
-    { kubeconfig: false, env: { NODE_OPTIONS } },
-  );
-}
-
-async function createReferable(name: string, source: Record<string, unknown>, extra = {}): Promise<void> {
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: shard } },
-      spec: {
-        source: { apiVersion: "v1", kind: "ConfigMap", namespace: sourceNs, fieldPath: "data.v", ...source },
-        ...extra,
-      },
-    },
-  });
-}
-
 beforeAll(async () => {
-  plane = await startControlPlane({
-    private: true,
-    log: (line) => process.stderr.write(`[hostile-labels control-plane] ${line}\n`),
-  });
-  admin = clientFor(plane.kubeconfigPath);
-  const planeConfig = new KubeConfig();
-  planeConfig.loadFromFile(plane.kubeconfigPath);
-  sourceNs = await createNamespace(admin, "labels-src");
-  tenantNs = await createNamespace(admin, "labels-tenant");
-  controllerNs = await createNamespace(admin, "labels-ctrl");
-  shard = uniqueName("labels");
-
-  // The controller: deploy/base's rules, bound to a ServiceAccount of this test.
-  const role = uniqueName("labels-controller");
-  await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: role },
-      rules: deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"),
-    },
-  });
-  await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: role },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
-      subjects: [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }],
-    },
-  });
-  const controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  kubeconfigDir = mkdtempSync(join(tmpdir(), "referable-labels-"));
-  kubeconfigPath = join(kubeconfigDir, "kubeconfig");
-  writeFileSync(kubeconfigPath, kubeConfigWithToken(controllerToken, planeConfig).exportConfig(), {
-    mode: 0o600,
-  });
-
-  // The tenant: ConfigMaps in its own namespace, nothing else.
-  await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${tenantNs}/roles`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "Role",
-      metadata: { name: "configmaps" },
-      rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "list", "delete"] }],
-    },
-  });
-  await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${tenantNs}/rolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: "tenant" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "configmaps" },
-      subjects: [{ kind: "ServiceAccount", name: "tenant", namespace: tenantNs }],
-    },
-  });
-  tenant = tokenClient(await serviceAccountToken(admin, tenantNs, "tenant"), planeConfig);
+  t = await startTenantPlane("labels", WAIT_MS);
+  ({ tenant, tenantNs, shard, setValue, expectStatus, createReferable } = t);
 
   // What the Referables read: a canary by name, two ConfigMaps by a selector, one by a selector
   // on another key that no Referable names until the hostile objects are there.
-  const cm = (name: string, v: string, labels?: Record<string, string>) =>
-    admin.request("POST", `/api/v1/namespaces/${sourceNs}/configmaps`, {
-      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data: { v } },
-    });
+  const cm = t.createSource;
   await cm("canary", "c-1");
   await cm("web-a", "a-1", { app: "web" });
   await cm("web-b", "b-1", { app: "web", tier: "gold" });
@@ -341,9 +179,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const p of [...probes]) await p.stop();
   await killAllProcesses();
-  await admin?.close();
-  await plane?.stop();
-  if (kubeconfigDir) rmSync(kubeconfigDir, { recursive: true, force: true });
+  await t?.stop();
   await closeTestClients();
 });
 

@@ -25,6 +25,7 @@ import {
   uniqueName,
   waitFor,
 } from "../harness/kube.ts";
+import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -72,30 +73,12 @@ describe("access withdrawn", () => {
     const rules = deployBaseRules("rbac-controller.yaml");
     const base = uniqueName("revoke-base");
     const reader = uniqueName("revoke-configmaps");
-    const rbac = "/apis/rbac.authorization.k8s.io/v1";
     for (const [name, roleRules] of [
       [base, rules],
       [reader, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }]],
     ] as const) {
-      await admin.request("POST", `${rbac}/clusterroles`, {
-        body: {
-          apiVersion: "rbac.authorization.k8s.io/v1",
-          kind: "ClusterRole",
-          metadata: { name },
-          rules: roleRules,
-        },
-      });
-      cleanup.push(`${rbac}/clusterroles/${name}`);
-      await admin.request("POST", `${rbac}/clusterrolebindings`, {
-        body: {
-          apiVersion: "rbac.authorization.k8s.io/v1",
-          kind: "ClusterRoleBinding",
-          metadata: { name },
-          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
-          subjects: [{ kind: "ServiceAccount", name: "controller", namespace: ns }],
-        },
-      });
-      cleanup.push(`${rbac}/clusterrolebindings/${name}`);
+      cleanup.push(await createRole(admin, name, [...roleRules]));
+      cleanup.push(await bindRole(admin, name, name, [serviceAccount("controller", ns)]));
     }
     const client = tokenClient(await serviceAccountToken(admin, ns, "controller"));
     const tc = await startTestController({ client, watchTimeoutSeconds: [2, 3] });
@@ -115,7 +98,7 @@ describe("access withdrawn", () => {
     await waitForReason(admin, name, "Available", (v) => v.status.value === "secret-ish");
 
     // The role loses ConfigMaps; the open watch would keep delivering until its lifetime ends.
-    await admin.request("DELETE", `${rbac}/clusterrolebindings/${reader}`);
+    await admin.request("DELETE", `${RBAC}/clusterrolebindings/${reader}`);
     const view = await waitForReason(admin, name, "Forbidden", () => true, 30_000);
     expect(view.message).toContain("configmaps");
   }, 90_000);

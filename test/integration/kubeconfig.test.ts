@@ -3,13 +3,19 @@
  * first file's current-context wins) and a chosen context, for the library (loadKubeConfig and
  * createResolver's `context`) and for the controller's loader (loadClusterAccess, `--context`).
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { loadClusterAccess } from "../../src/kube/access.ts";
 import { KubeClient } from "../../src/kube/client.ts";
 import { createResolver, loadKubeConfig } from "../../src/index.ts";
-import { adminClient, closeTestClients, createNamespace, uniqueName } from "../harness/kube.ts";
+import {
+  adminClient,
+  closeTestClients,
+  createNamespace,
+  uniqueName,
+  writeUnreachableKubeconfig,
+} from "../harness/kube.ts";
 
 let dir: string;
 let kubeconfig: string;
@@ -23,17 +29,7 @@ beforeAll(async () => {
   // The first file sets its own current-context, to a server where nothing listens; the second
   // is the test control plane's admin kubeconfig (context "referable-test").
   const first = join(dir, "first");
-  await writeFile(
-    first,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      "current-context": "nowhere",
-      clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
-      users: [{ name: "nobody", user: { token: "x" } }],
-      contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
-    }),
-  );
+  await writeUnreachableKubeconfig(first);
   kubeconfig = [first, join(dir, "not-there"), testKubeconfig].join(delimiter);
   const admin = adminClient();
   ns = await createNamespace(admin, "kubeconfig");

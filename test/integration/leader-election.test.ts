@@ -17,6 +17,7 @@ import {
   waitFor,
   openScope,
 } from "../harness/kube.ts";
+import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 
 const LEASE_MS = 2000;
 const RENEW_DEADLINE_MS = 1500;
@@ -222,25 +223,11 @@ describe("leader election on a Lease", () => {
     );
     expect(isApiError(missing, 404)).toBe(true);
 
-    await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "Role",
-        metadata: { name: sa },
-        rules: [
-          { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
-        ],
-      },
-    });
-    await admin.request("POST", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: sa },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa },
-        subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
-      },
-    });
+    const leases = [
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
+    ];
+    await createRole(admin, sa, leases, ns);
+    await bindRole(admin, sa, sa, [serviceAccount(sa, ns)], ns, "Role");
     await waitFor("the candidate to lead once RBAC allows it", () => c.elector.isLeader, {
       timeoutMs: 15_000,
     });

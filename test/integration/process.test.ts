@@ -9,19 +9,32 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { helpText } from "../../src/config.ts";
 import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { itIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
 import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
-import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
+import {
+  adminClient,
+  closeTestClients,
+  newShardScope,
+  writeUnreachableKubeconfig,
+  uniqueName,
+  waitFor,
+  type ShardScope,
+} from "../harness/kube.ts";
 import {
   killAllProcesses,
   metricValue,
+  leaseArgs,
   startControllerProcess,
+  TEST_LEASE_MS,
+  TEST_RETRY_MS,
+  TOLERANCE_MS,
   type ControllerProcess,
   type LogLine,
 } from "../harness/process.ts";
@@ -32,21 +45,9 @@ const RF = "/apis/referable.dev/v1alpha1/referables";
  * labelled with the configured id. Each test's Lease lives in its own namespace.
  */
 const LEASE_ID = "referable-under-test";
-const LEASE_MS = 3_000;
-const RETRY_MS = 500;
-const LEASE_ARGS = [
-  "--leader-elect=true",
-  "--leader-election-id",
-  LEASE_ID,
-  "--leader-election-lease-duration",
-  `${LEASE_MS}ms`,
-  "--leader-election-renew-deadline",
-  "2s",
-  "--leader-election-retry-period",
-  `${RETRY_MS}ms`,
-];
-/** Slack for process start-up, request latency and timer lateness on a loaded 2-core machine. */
-const TOLERANCE_MS = 2_500;
+const LEASE_MS = TEST_LEASE_MS;
+const RETRY_MS = TEST_RETRY_MS;
+const LEASE_ARGS = leaseArgs(LEASE_ID);
 /** Deadline of every wait on a process. */
 const WAIT_MS = 30_000;
 const QUEUE = { name: "referable", controller: "referable" };
@@ -62,14 +63,8 @@ afterAll(async () => {
 });
 
 /** A test's own namespace (ConfigMaps, Lease) and shard (Referables). */
-interface Scope {
-  ns: string;
-  shard: string;
-}
-
-async function newScope(prefix: string): Promise<Scope> {
-  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
-}
+type Scope = ShardScope;
+const newScope = (prefix: string) => newShardScope(admin, prefix);
 
 /** Flags for a controller process of `scope`, with short leader-election timings. */
 function controllerArgs(scope: Scope, identity: string, ...extra: string[]): string[] {
@@ -225,49 +220,9 @@ describe("flags", () => {
   it("--help prints every option with its default and exits 0", async () => {
     const p = await startControllerProcess(["--help"], { kubeconfig: false });
     expect(await p.waitForExit(WAIT_MS)).toEqual({ code: 0, signal: null });
-    const help = p.stdout();
-    const documented: Array<[string, string]> = [
-      ["--kubeconfig=VALUE", 'env KUBECONFIG; default ""'],
-      ["--context=VALUE", 'env REFERABLE_CONTEXT; default ""'],
-      ["--metrics-bind-address=VALUE", "default :8080"],
-      ["--health-probe-bind-address=VALUE", "default :8081"],
-      ["--leader-elect[=true|false]", "default false"],
-      ["--leader-election-lease-duration=VALUE", "default 15s"],
-      ["--leader-election-renew-deadline=VALUE", "default 10s"],
-      ["--leader-election-retry-period=VALUE", "default 2s"],
-      ["--concurrency=VALUE", "default 16"],
-      ["--status-write-rate=VALUE", "default 25"],
-      ["--status-write-burst=VALUE", "default 5"],
-      ["--status-write-budget=VALUE", "default 500"],
-      ["--status-write-budget-burst=VALUE", "default 1000"],
-      ["--referable-selector=VALUE", 'default ""'],
-      ["--allow-secret-export[=true|false]", "default false"],
-      ["--metrics-secure[=true|false]", "env REFERABLE_METRICS_SECURE; default false"],
-      ["--metrics-cert-dir=VALUE", 'default ""'],
-      ["--log-format=VALUE", "text (one readable line per record"],
-      ["--version", "print the version and exit"],
-    ];
-    const lines = help.split("\n");
-    for (const [flag, want] of documented) {
-      const at = lines.indexOf(`  ${flag}`);
-      expect({ flag, at: at >= 0 }).toEqual({ flag, at: true });
-      expect(lines[at + 1]).toContain(want);
-    }
-    // 33 options, --help and --version, each on two lines, under headings.
-    expect(lines.filter((l) => /^ {2}--/.test(l))).toHaveLength(35);
-    expect(lines.filter((l) => /^[A-Z][a-z ]+:$/.test(l))).toEqual([
-      "Cluster connection:",
-      "Sources:",
-      "Transforms:",
-      "Reconciling and status writes:",
-      "Export:",
-      "Leader election:",
-      "Admission webhook:",
-      "Metrics and probes:",
-      "Logging:",
-      "Process:",
-      "General:",
-    ]);
+    // Exactly the text config.test.ts checks option by option (defaults, environment variables,
+    // headings in order, the count of options).
+    expect(p.stdout()).toBe(`${helpText()}\n`);
     expect(p.stderr()).toBe("");
   }, 60_000);
 
@@ -328,17 +283,7 @@ describe("which cluster", () => {
   async function kubeconfigList(): Promise<{ list: string; cleanup: () => Promise<void> }> {
     const dir = await mkdtemp(join(tmpdir(), "process-kubeconfig-"));
     const first = join(dir, "first");
-    await writeFile(
-      first,
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        "current-context": "nowhere",
-        clusters: [{ name: "nowhere", cluster: { server: "https://127.0.0.1:1" } }],
-        users: [{ name: "nobody", user: { token: "x" } }],
-        contexts: [{ name: "nowhere", context: { cluster: "nowhere", user: "nobody" } }],
-      }),
-    );
+    await writeUnreachableKubeconfig(first);
     const list = [join(dir, "missing"), first, process.env.REFERABLE_TEST_KUBECONFIG!].join(delimiter);
     return { list, cleanup: () => rm(dir, { recursive: true, force: true }) };
   }

@@ -30,16 +30,18 @@ import {
   type InProcessController,
 } from "../harness/faults.ts";
 import {
-  createNamespace,
+  cmSource,
+  newShardScope,
+  type ShardScope,
   serviceAccountToken,
   uniqueName,
   waitFor,
   createConfigMap as createConfigMapIn,
 } from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
+import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 /** Deadline of every wait: generous, for a loaded 2-core machine. */
 const WAIT_MS = 60_000;
 
@@ -63,14 +65,8 @@ afterAll(async () => {
   await plane?.stop();
 });
 
-interface Scope {
-  ns: string;
-  shard: string;
-}
-
-async function newScope(prefix: string): Promise<Scope> {
-  return { ns: await createNamespace(admin, prefix), shard: uniqueName(`shard-${prefix}`) };
-}
+type Scope = ShardScope;
+const newScope = (prefix: string) => newShardScope(admin, prefix);
 
 async function start(
   scope: Scope,
@@ -114,14 +110,6 @@ const setValue = (scope: Scope, name: string, v: string) =>
     body: { data: { v } },
     contentType: "application/merge-patch+json",
   });
-
-const cmSource = (scope: Scope, name: string) => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: scope.ns,
-  name,
-  fieldPath: "data.v",
-});
 
 /** Writes `status` over a Referable's status, as a user with `patch` on `referables/status` can. */
 async function forgeStatus(name: string, status: Record<string, unknown>): Promise<void> {
@@ -225,24 +213,9 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
         ? [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] }]
         : []),
     ];
-    await admin.request("POST", `${RBAC}/clusterroles`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRole",
-        metadata: { name: role },
-        rules: rules(true),
-      },
-    });
+    await createRole(admin, role, rules(true));
     const token = await serviceAccountToken(admin, scope.ns, "controller");
-    await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-      body: {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRoleBinding",
-        metadata: { name: role },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
-        subjects: [{ kind: "ServiceAccount", name: "controller", namespace: scope.ns }],
-      },
-    });
+    await bindRole(admin, role, role, [serviceAccount("controller", scope.ns)]);
     await createConfigMap(scope, "cm", { v: "readable" });
     const rf = `${scope.shard}-rf`;
     await createReferable(scope, rf, cmSource(scope, "cm"));

@@ -11,6 +11,7 @@ import {
   openScope,
   closeScope,
 } from "../harness/kube.ts";
+import { startedResolver } from "../harness/controller.ts";
 import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
 
 let admin: KubeClient;
@@ -18,9 +19,7 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("resolver-basics"));
-  resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
-  await resolver.start();
+  ({ admin, ns, started: resolver } = await openScope("resolver-basics", () => startedResolver()));
 });
 afterAll(() => closeScope(resolver));
 

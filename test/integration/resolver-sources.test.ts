@@ -24,8 +24,17 @@ let ns: string;
 let resolver: Resolver;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("resolver-sources"));
-  resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0, kindRetryMs: [200, 2000] });
+  // Not started: its first read starts it.
+  const options = {
+    kubeConfig: testKubeConfig(),
+    informerLingerMs: 0,
+    kindRetryMs: [200, 2000] as [number, number],
+  };
+  ({
+    admin,
+    ns,
+    started: resolver,
+  } = await openScope("resolver-sources", async () => createResolver(options)));
 });
 afterAll(() => closeScope(resolver));
 

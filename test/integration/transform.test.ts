@@ -27,8 +27,7 @@ let ns: string;
 let ctl: TestController;
 
 beforeAll(async () => {
-  ({ admin, ns } = await openScope("transform"));
-  ctl = await startTestController();
+  ({ admin, ns, started: ctl } = await openScope("transform", () => startTestController()));
 }, 60_000);
 afterAll(() => closeScope(ctl));
 

@@ -1,0 +1,82 @@
+/**
+ * A paged list whose page size adapts to the objects' size: a page of 1 MiB ConfigMaps is a few
+ * objects, a page of small ones hundreds. Each item is decoded as its page arrives and the page
+ * then dropped, so a list costs what is kept plus one page.
+ */
+import type { KubeClient, KubeObject } from "../kube/client.ts";
+
+/** The first page's size, before anything is known of the objects' size. */
+const FIRST_PAGE = 10;
+
+/** What a list page may be filtered by. */
+export interface ListQuery {
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
+}
+
+/** Options for {@link ListPager}. */
+export interface ListPagerOptions<T> {
+  client: Pick<KubeClient, "request">;
+  /** What to keep of each item. */
+  decode: (obj: KubeObject) => T;
+  /** Most objects per page. */
+  pageSize: number;
+  /** About how many bytes of JSON one page may hold. */
+  pageBytes: number;
+  /** False stops a list between pages. */
+  isRunning: () => boolean;
+}
+
+/** Lists collections page by page; remembers the objects' size from one list to the next. */
+export class ListPager<T> {
+  /** Bytes of JSON per object seen in the last list page, to size the next page. */
+  private bytesPerObject: number | undefined;
+
+  private readonly options: ListPagerOptions<T>;
+
+  constructor(options: ListPagerOptions<T>) {
+    this.options = options;
+  }
+
+  /**
+   * Lists `path` page by page, handing each decoded item to `onItem` as its page arrives; returns
+   * the list's resourceVersion. Stops early (returning undefined) when `isRunning` turns false.
+   */
+  async list(path: string, query: ListQuery, onItem: (item: T) => void): Promise<string | undefined> {
+    const { client, decode, pageSize, isRunning } = this.options;
+    let continueToken: string | undefined;
+    let resourceVersion = "";
+    let limit = Math.min(pageSize, this.bytesPerObject ? this.pageLimit() : FIRST_PAGE);
+    do {
+      let length = 0;
+      const page = await client.request<{
+        metadata?: { resourceVersion?: string; continue?: string };
+        items?: KubeObject[];
+      }>("GET", path, {
+        query: { ...query, limit, continue: continueToken },
+        onBodyLength: (n) => (length = n),
+      });
+      const items = page.items ?? [];
+      if (items.length > 0 && length > 0) {
+        this.bytesPerObject = Math.max(1, length / items.length);
+        limit = this.pageLimit();
+      }
+      // Decode item by item and let go of each whole object at once: the page's array is the
+      // only other reference, and it is dropped with `page` at the end of this turn.
+      for (let i = 0; i < items.length; i++) {
+        const item = items[i]!;
+        items[i] = undefined as unknown as KubeObject;
+        onItem(decode(item));
+      }
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+      continueToken = page.metadata?.continue || undefined;
+    } while (continueToken && isRunning());
+    return isRunning() ? resourceVersion : undefined;
+  }
+
+  /** Objects per page so a page holds about `pageBytes` of JSON. */
+  private pageLimit(): number {
+    const { pageSize, pageBytes } = this.options;
+    return Math.max(1, Math.min(pageSize, Math.floor(pageBytes / (this.bytesPerObject ?? 1))));
+  }
+}
