@@ -8,6 +8,7 @@
  *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
  *   npm run bench -- --quick --scenarios reads   # only the library's cached vs consistent reads
  *   npm run bench -- --quick --scenarios export   # source write → exported ConfigMap key
+ *   npm run bench -- --quick --scenarios field-export   # source write → a managed resource's field
  *
  * Numbers go in the table, never in assertions.
  */
@@ -30,7 +31,7 @@ import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
 
 // ---------- options ----------
 
-const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,hostile";
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
 /** Scenarios run only when named: the scale scenario takes most of an hour at its default size. */
 const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale`;
 const flags = parseOrExit({
@@ -240,7 +241,7 @@ const scaleReferables = num("referables", quick ? 1000 : 100_000);
 const scaleShards = num("shards", 4);
 const scaleBuckets = num("buckets", 16);
 const scaleHeapMiB = arg("scale-heap-mib") === undefined ? undefined : num("scale-heap-mib", 256);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, hostile. @default all */
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile (and scale, only when named). @default all but scale */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
   if (!KNOWN_SCENARIOS.split(",").includes(s)) {
@@ -260,6 +261,7 @@ const controllerScenarios = [
   "labels",
   "idle",
   "export",
+  "field-export",
   "hostile",
   "scale",
 ].filter((s) => scenarios.has(s));
@@ -1334,6 +1336,197 @@ async function runExport(client: BenchClient, plane: ControlPlane, n: number): P
   return { refs: n, status: stats(statusSamples), exported: stats(exportedSamples) };
 }
 
+interface FieldExportResult {
+  refs: number;
+  /** Source write acknowledged → the Referable's status.value shows the value (its watch). */
+  status: Stats;
+  /** Source write acknowledged → the target's spec.forProvider field holds the value (a watch of the kind). */
+  field: Stats;
+  /** Target writes (applies) per source change, from referable_export_writes_total. */
+  writesPerChange: number;
+  /** API GETs per source change (the target read before the write). */
+  readsPerChange: number;
+}
+
+/**
+ * spec.export into fields: `n` Referables over ConfigMaps of their own, each writing its value
+ * into spec.forProvider.sourceLocationArn of a Task of its own (a CRD shaped like a Crossplane
+ * managed resource, typed fields). One source written at a time; for each write, the time until
+ * the status shows the value and until the field does, both seen through watches, and the writes
+ * the controller made per change.
+ */
+async function runFieldExport(
+  client: BenchClient,
+  plane: ControlPlane,
+  n: number,
+): Promise<FieldExportResult> {
+  log(`field-export: ${n} Referables, each writing its value into a field of a managed-resource-shaped Task`);
+  const label = `${RUN}-fld`;
+  const labels = { "bench-set": label };
+  const group = `datasync.${label}.bench.referable.dev`;
+  const crd = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/tasks.${group}`;
+  await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+    body: {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name: `tasks.${group}` },
+      spec: {
+        group,
+        scope: "Namespaced",
+        names: { kind: "Task", plural: "tasks", singular: "task", listKind: "TaskList" },
+        versions: [
+          {
+            name: "v1beta1",
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: {
+                type: "object",
+                properties: {
+                  spec: {
+                    type: "object",
+                    properties: {
+                      forProvider: {
+                        type: "object",
+                        properties: {
+                          sourceLocationArn: { type: "string" },
+                          destinationLocationArn: { type: "string" },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+  });
+  const tasks = `/apis/${group}/v1beta1/namespaces/${NS}/tasks`;
+  await until(
+    "the Task CRD to be served",
+    async () =>
+      await client
+        .request("GET", tasks)
+        .then(() => true)
+        .catch(() => undefined),
+    60_000,
+  );
+  const indexes = Array.from({ length: n }, (_, i) => i);
+  await pool(indexes, 64, (i) =>
+    client.request("POST", tasks, {
+      body: {
+        apiVersion: `${group}/v1beta1`,
+        kind: "Task",
+        metadata: { name: `${label}-t${i}`, labels },
+        spec: { forProvider: { destinationLocationArn: "arn:dest" } },
+      },
+    }),
+  );
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(
+      client,
+      `${label}-rf${i}`,
+      labels,
+      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
+      {
+        export: [
+          {
+            apiVersion: `${group}/v1beta1`,
+            kind: "Task",
+            namespace: NS,
+            name: `${label}-t${i}`,
+            fieldPath: "spec.forProvider.sourceLocationArn",
+          },
+        ],
+      },
+    ),
+  );
+  const fields = new Map<string, string | undefined>();
+  const fieldListeners = new Set<() => void>();
+  const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", tasks);
+  const taskWatch = client.watch(tasks, { resourceVersion: list.metadata.resourceVersion }, (e) => {
+    if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+    const spec = e.object.spec as { forProvider?: { sourceLocationArn?: string } } | undefined;
+    fields.set(e.object.metadata!.name!, spec?.forProvider?.sourceLocationArn);
+    for (const l of fieldListeners) l();
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until(
+    "field Referables to write v0",
+    () => (indexes.every((i) => fields.get(`${label}-t${i}`) === "v0") ? true : undefined),
+    300_000,
+  );
+  // Settled: every status records its field (the intent write, then the field, then the status).
+  await until(
+    "field Referables to be Exported",
+    () => (indexes.every((i) => watch.latest.get(`${label}-rf${i}`)?.value === "v0") ? true : undefined),
+    300_000,
+  );
+  const before = await scrape(c);
+  const statusSamples: number[] = [];
+  const fieldSamples: number[] = [];
+  const rounds = quick ? 30 : 200;
+  for (let round = 1; round <= rounds; round++) {
+    const i = round % n;
+    const value = `x${round}`;
+    let statusAt = 0;
+    let fieldAt = 0;
+    const done = new Promise<void>((resolve) => {
+      const check = () => {
+        const now = performance.now();
+        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
+        if (!fieldAt && fields.get(`${label}-t${i}`) === value) fieldAt = now;
+        if (statusAt && fieldAt) {
+          off();
+          fieldListeners.delete(check);
+          resolve();
+        }
+      };
+      const off = watch.onChange(check);
+      fieldListeners.add(check);
+    });
+    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
+    const acked = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`field-export round ${round}: not seen within 60 s`)),
+          60_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
+    statusSamples.push(Math.max(0, statusAt - acked));
+    fieldSamples.push(Math.max(0, fieldAt - acked));
+  }
+  const after = await scrape(c);
+  const writes =
+    sumOf(after, 'referable_export_writes_total{result="success"}') -
+    sumOf(before, 'referable_export_writes_total{result="success"}');
+  const gets = (requestsByVerb(after).get ?? 0) - (requestsByVerb(before).get ?? 0);
+  await c.stop();
+  watch.close();
+  taskWatch.close();
+  await deleteFixtures(client, label);
+  await client
+    .request("DELETE", tasks, { query: { labelSelector: `bench-set=${label}` } })
+    .catch(() => undefined);
+  await client.request("DELETE", crd).catch(() => undefined);
+  return {
+    refs: n,
+    status: stats(statusSamples),
+    field: stats(fieldSamples),
+    writesPerChange: Number((writes / rounds).toFixed(2)),
+    readsPerChange: Number((gets / rounds).toFixed(2)),
+  };
+}
+
 async function runSelectors(client: BenchClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;
@@ -2125,6 +2318,7 @@ async function main(): Promise<void> {
       idle: undefined,
       reads: undefined,
       export: undefined,
+      fieldExport: undefined,
       hostile: undefined,
       scale: undefined,
       transforms,
@@ -2204,6 +2398,10 @@ async function main(): Promise<void> {
       report.export = await runExport(client, plane, exportRefs);
       await measured("export");
     });
+    await scenario("field-export", async () => {
+      report.fieldExport = await runFieldExport(client, plane, exportRefs);
+      await measured("field-export");
+    });
     await scenario("hostile", async () => {
       report.hostile = await runHostile(client, plane);
       await measured("hostile");
@@ -2237,6 +2435,7 @@ type Part =
   | "idle"
   | "reads"
   | "export"
+  | "field-export"
   | "hostile"
   | "scale"
   | "transforms";
@@ -2261,6 +2460,7 @@ interface Report {
   idle: IdleResult[] | undefined;
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
+  fieldExport: FieldExportResult | undefined;
   hostile: HostilePhase[] | undefined;
   scale: ScaleResult | undefined;
   transforms: TransformResult[];
@@ -2362,6 +2562,11 @@ function printTable(r: Report, part: Part): void {
   if (part === "export" && e)
     p(
       `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
+    );
+  const f = r.fieldExport;
+  if (part === "field-export" && f)
+    p(
+      `field-export: ${f.refs} Referables, one source written at a time (${f.status.n} writes): status.value p50 ${ms(f.status.p50)} ms p99 ${ms(f.status.p99)} ms; target field (spec.forProvider of a managed-resource-shaped Task) p50 ${ms(f.field.p50)} ms p99 ${ms(f.field.p99)} ms; ${f.writesPerChange} target writes and ${f.readsPerChange} GETs per change`,
     );
   if (part === "hostile" && r.hostile) {
     p(
