@@ -258,6 +258,18 @@ export async function createConfigMap(
   });
 }
 
+/** Creates Secret `name` in `ns` with `stringData`, as `client`. */
+export async function createSecret(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  stringData: Record<string, string>,
+): Promise<void> {
+  await client.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
+    body: { apiVersion: "v1", kind: "Secret", metadata: { name }, stringData },
+  });
+}
+
 /** A JSON merge patch of the object at `path`, as `client`; resolves with the object after it. */
 export function mergePatch<T = KubeObject>(client: KubeClient, path: string, body: unknown): Promise<T> {
   return client.request<T>("PATCH", path, { body, contentType: "application/merge-patch+json" });

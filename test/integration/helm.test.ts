@@ -46,6 +46,8 @@ import {
   installTestCrd,
   uniqueName,
   waitFor,
+  createConfigMap,
+  createSecret,
 } from "../harness/kube.ts";
 import { killAllProcesses, startControllerProcess, type ControllerProcess } from "../harness/process.ts";
 
@@ -1092,14 +1094,7 @@ describe("helm install on the control plane", () => {
 
         // Sources: a default kind, the extra kind the values opted in, and a Secret.
         const src = await createNamespace(admin, "helm-src");
-        await admin.request("POST", `/api/v1/namespaces/${src}/configmaps`, {
-          body: {
-            apiVersion: "v1",
-            kind: "ConfigMap",
-            metadata: { name: "db" },
-            data: { host: "db.example" },
-          },
-        });
+        await createConfigMap(admin, src, "db", { host: "db.example" });
         await admin.request("POST", `/apis/${widgetGroup}/v1/namespaces/${src}/widgets`, {
           body: {
             apiVersion: `${widgetGroup}/v1`,
@@ -1108,9 +1103,7 @@ describe("helm install on the control plane", () => {
             spec: { size: 7 },
           },
         });
-        await admin.request("POST", `/api/v1/namespaces/${src}/secrets`, {
-          body: { apiVersion: "v1", kind: "Secret", metadata: { name: "s" }, stringData: { k: "v" } },
-        });
+        await createSecret(admin, src, "s", { k: "v" });
         const cases = [
           {
             reason: "Available",

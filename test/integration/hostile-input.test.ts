@@ -31,6 +31,7 @@ import {
   waitFor,
   openScope,
   closeScope,
+  createSecret,
 } from "../harness/kube.ts";
 
 // Every wait below has its own deadline, with a message; the test's must be longer.
@@ -561,9 +562,7 @@ describe("values never leak", () => {
       const labels = { leak: marker.slice(-8) };
       await createConfigMap(cm, { v: marker, big: marker.repeat(100) }, labels);
       await createConfigMap(twin, { v: marker }, labels);
-      await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
-        body: { apiVersion: "v1", kind: "Secret", metadata: { name: cm }, stringData: { v: marker } },
-      });
+      await createSecret(admin, ns, cm, { v: marker });
       const src = (fieldPath: string, kind = "ConfigMap") => ({
         source: { apiVersion: "v1", kind, namespace: ns, name: cm, fieldPath },
       });

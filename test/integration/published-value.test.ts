@@ -37,6 +37,7 @@ import {
   uniqueName,
   waitFor,
   createConfigMap as createConfigMapIn,
+  createSecret,
 } from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
@@ -162,9 +163,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
       const scope = await newScope("policy");
       const source = uniqueName("src");
       if (kind === "Secret") {
-        await admin.request("POST", `/api/v1/namespaces/${scope.ns}/secrets`, {
-          body: { apiVersion: "v1", kind: "Secret", metadata: { name: source }, stringData: { v: "s3cret" } },
-        });
+        await createSecret(admin, scope.ns, source, { v: "s3cret" });
       } else {
         await createConfigMap(scope, source, { v: "s3cret" });
       }
@@ -242,9 +241,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
 describe("3. the controller owns the whole status", () => {
   it("puts back a forged value, a foreign condition and a changed lastTransitionTime, on a Forbidden Referable and an Available one", async () => {
     const scope = await newScope("forged");
-    await admin.request("POST", `/api/v1/namespaces/${scope.ns}/secrets`, {
-      body: { apiVersion: "v1", kind: "Secret", metadata: { name: "creds" }, stringData: { v: "x" } },
-    });
+    await createSecret(admin, scope.ns, "creds", { v: "x" });
     await createConfigMap(scope, "cm", { v: "real" });
     const forbidden = `${scope.shard}-forbidden`;
     const available = `${scope.shard}-available`;
