@@ -12,15 +12,13 @@
  */
 import { jest } from "@jest/globals";
 import { isResolutionError } from "../../src/errors.ts";
-import type { ReferableController } from "../../src/referable/controller.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
 import type { Logger } from "../../src/log.ts";
-import type { ControllerMetrics } from "../../src/metrics.ts";
-import type { Resolver } from "../../src/resolver/resolver.ts";
 import {
   getReferable,
   SHARD_LABEL,
   startTestController,
+  type TestController,
   waitForReason,
   type ReferableView,
 } from "../harness/controller.ts";
@@ -50,14 +48,7 @@ class CountingClient extends KubeClient {
 }
 
 /** The controller as src/main.ts wires it (see test/harness/controller.ts), on a counting client. */
-interface Stack {
-  client: CountingClient;
-  resolver: Resolver;
-  controller: ReferableController;
-  metrics: ControllerMetrics;
-  shard: string;
-  stop(): Promise<void>;
-}
+type Stack = TestController & { client: CountingClient };
 
 async function startStack(options: { maxValueBytes?: number; logger?: Logger } = {}): Promise<Stack> {
   const client = new CountingClient({ kubeConfig: testKubeConfig() });
@@ -66,13 +57,9 @@ async function startStack(options: { maxValueBytes?: number; logger?: Logger } =
     ...(options.maxValueBytes !== undefined ? { maxValueBytes: options.maxValueBytes } : {}),
     ...(options.logger ? { build: { logger: options.logger } } : {}),
   });
-  const { resolver, controller, metrics, shard } = started;
   return {
+    ...started,
     client,
-    resolver,
-    controller,
-    metrics,
-    shard,
     stop: async () => {
       await started.stop();
       await client.close();

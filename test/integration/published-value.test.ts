@@ -38,6 +38,7 @@ import {
   waitFor,
   createConfigMap as createConfigMapIn,
   createSecret,
+  kubeConfigWithToken,
 } from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
@@ -121,19 +122,10 @@ async function forgeStatus(name: string, status: Record<string, unknown>): Promi
 }
 
 /** A client of the private plane that authenticates as `token`. */
-async function tokenClient(token: string): Promise<KubeClient> {
-  const adminConfig = new KubeConfig();
-  adminConfig.loadFromFile(plane.kubeconfigPath);
-  const cluster = adminConfig.getCurrentCluster();
-  if (!cluster) throw new Error("the private plane's kubeconfig has no cluster");
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name: "sa", token }],
-    contexts: [{ name: "sa", cluster: cluster.name, user: "sa" }],
-    currentContext: "sa",
-  });
-  const client = new KubeClient({ kubeConfig: kc });
+function tokenClient(token: string): KubeClient {
+  const planeConfig = new KubeConfig();
+  planeConfig.loadFromFile(plane.kubeconfigPath);
+  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token, planeConfig) });
   clients.push(client);
   return client;
 }
@@ -218,7 +210,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
     await createConfigMap(scope, "cm", { v: "readable" });
     const rf = `${scope.shard}-rf`;
     await createReferable(scope, rf, cmSource(scope, "cm"));
-    const first = await start(scope, { client: await tokenClient(token) });
+    const first = await start(scope, { client: tokenClient(token) });
     await waitForReason(admin, rf, "Available", (v) => v.status.value === "readable", WAIT_MS);
     await stop(first);
 
@@ -230,7 +222,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
         rules: rules(false),
       },
     });
-    await start(scope, { client: await tokenClient(token) });
+    await start(scope, { client: tokenClient(token) });
     const refused = await waitForReason(admin, rf, "Forbidden", () => true, WAIT_MS);
     expect(refused.message).toContain("may not list/watch configmaps");
     expect(refused.status.value).toBeUndefined();
