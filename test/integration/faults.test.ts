@@ -12,10 +12,11 @@
  * Referable's status from the cluster state on its own.
  */
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import type { PrivateControlPlane } from "../harness/control-plane.ts";
 import { SHARD_LABEL, waitForReason, createReferable as createReferableAs } from "../harness/controller.ts";
 import {
   clientFor,
+  startPrivatePlane,
   compactEtcd,
   etcdRevision,
   FlakyStatusClient,
@@ -60,12 +61,7 @@ let admin: KubeClient;
 let widgetApiVersion: string;
 
 beforeAll(async () => {
-  plane = await startControlPlane({
-    private: true,
-    auditPolicy: STATUS_WRITE_AUDIT_POLICY,
-    log: (line) => process.stderr.write(`[faults control-plane] ${line}\n`),
-  });
-  admin = clientFor(plane.kubeconfigPath);
+  ({ plane, admin } = await startPrivatePlane("faults", { auditPolicy: STATUS_WRITE_AUDIT_POLICY }));
   widgetApiVersion = await installTestCrd(admin, WIDGET_GROUP, "Widget");
 }, 180_000);
 

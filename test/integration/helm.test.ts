@@ -33,10 +33,10 @@ import { load, loadAll } from "js-yaml";
 import { parseConfig } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { repoRoot, startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
 import { itIf } from "../harness/availability.ts";
-import { clientFor } from "../harness/faults.ts";
+import { startPrivatePlane } from "../harness/faults.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import {
@@ -1194,12 +1194,7 @@ describe("helm upgrade upgrades the CRD", () => {
   const CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/referables.referable.dev";
 
   beforeAll(async () => {
-    plane = await startControlPlane({
-      private: true,
-      installCrds: false,
-      log: (line) => process.stderr.write(`[helm-crd control-plane] ${line}\n`),
-    });
-    admin = clientFor(plane.kubeconfigPath);
+    ({ plane, admin } = await startPrivatePlane("helm-crd", { installCrds: false }));
     tmp = await mkdtemp(join(tmpdir(), "referable-helm-crd-"));
   }, STEP_MS);
 

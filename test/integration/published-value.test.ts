@@ -15,7 +15,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { LeaderElector } from "../../src/runtime/leader-election.ts";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { Manager } from "../../src/runtime/manager.ts";
-import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import type { PrivateControlPlane } from "../harness/control-plane.ts";
 import {
   getReferable,
   SHARD_LABEL,
@@ -25,6 +25,7 @@ import {
 } from "../harness/controller.ts";
 import {
   clientFor,
+  startPrivatePlane,
   GatedStatusClient,
   startInProcessController,
   type InProcessController,
@@ -53,11 +54,7 @@ const running: InProcessController[] = [];
 const clients: KubeClient[] = [];
 
 beforeAll(async () => {
-  plane = await startControlPlane({
-    private: true,
-    log: (line) => process.stderr.write(`[published-value control-plane] ${line}\n`),
-  });
-  admin = clientFor(plane.kubeconfigPath);
+  ({ plane, admin } = await startPrivatePlane("published-value"));
 }, 180_000);
 
 afterAll(async () => {
