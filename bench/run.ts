@@ -8,6 +8,7 @@
  *   npm run bench -- --sizes 1000 --rates 50 --seconds 20
  *   npm run bench -- --quick --scenarios reads   # only the library's cached vs consistent reads
  *   npm run bench -- --quick --scenarios export   # source write → exported ConfigMap key
+ *   npm run bench -- --quick --scenarios field-export   # source write → a managed resource's field
  *
  * Numbers go in the table, never in assertions.
  */
@@ -28,7 +29,7 @@ import { measureTransforms, printTransforms, type TransformResult } from "./tran
 
 // ---------- options ----------
 
-const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,hostile";
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
 const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
@@ -198,7 +199,7 @@ const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, hostile. @default all */
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile. @default all */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
   if (!ALL_SCENARIOS.split(",").includes(s)) {
@@ -218,6 +219,7 @@ const controllerScenarios = [
   "labels",
   "idle",
   "export",
+  "field-export",
   "hostile",
 ].filter((s) => scenarios.has(s));
 const profile = flags.profile === true;
@@ -1180,6 +1182,197 @@ async function runExport(client: KubeClient, plane: ControlPlane, n: number): Pr
   return { refs: n, status: stats(statusSamples), exported: stats(exportedSamples) };
 }
 
+interface FieldExportResult {
+  refs: number;
+  /** Source write acknowledged → the Referable's status.value shows the value (its watch). */
+  status: Stats;
+  /** Source write acknowledged → the target's spec.forProvider field holds the value (a watch of the kind). */
+  field: Stats;
+  /** Target writes (applies) per source change, from referable_export_writes_total. */
+  writesPerChange: number;
+  /** API GETs per source change (the target read before the write). */
+  readsPerChange: number;
+}
+
+/**
+ * spec.export into fields: `n` Referables over ConfigMaps of their own, each writing its value
+ * into spec.forProvider.sourceLocationArn of a Task of its own (a CRD shaped like a Crossplane
+ * managed resource, typed fields). One source written at a time; for each write, the time until
+ * the status shows the value and until the field does, both seen through watches, and the writes
+ * the controller made per change.
+ */
+async function runFieldExport(
+  client: KubeClient,
+  plane: ControlPlane,
+  n: number,
+): Promise<FieldExportResult> {
+  log(`field-export: ${n} Referables, each writing its value into a field of a managed-resource-shaped Task`);
+  const label = `${RUN}-fld`;
+  const labels = { "bench-set": label };
+  const group = `datasync.${label}.bench.referable.dev`;
+  const crd = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/tasks.${group}`;
+  await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+    body: {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name: `tasks.${group}` },
+      spec: {
+        group,
+        scope: "Namespaced",
+        names: { kind: "Task", plural: "tasks", singular: "task", listKind: "TaskList" },
+        versions: [
+          {
+            name: "v1beta1",
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: {
+                type: "object",
+                properties: {
+                  spec: {
+                    type: "object",
+                    properties: {
+                      forProvider: {
+                        type: "object",
+                        properties: {
+                          sourceLocationArn: { type: "string" },
+                          destinationLocationArn: { type: "string" },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+  });
+  const tasks = `/apis/${group}/v1beta1/namespaces/${NS}/tasks`;
+  await until(
+    "the Task CRD to be served",
+    async () =>
+      await client
+        .request("GET", tasks)
+        .then(() => true)
+        .catch(() => undefined),
+    60_000,
+  );
+  const indexes = Array.from({ length: n }, (_, i) => i);
+  await pool(indexes, 64, (i) =>
+    client.request("POST", tasks, {
+      body: {
+        apiVersion: `${group}/v1beta1`,
+        kind: "Task",
+        metadata: { name: `${label}-t${i}`, labels },
+        spec: { forProvider: { destinationLocationArn: "arn:dest" } },
+      },
+    }),
+  );
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(
+      client,
+      `${label}-rf${i}`,
+      labels,
+      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
+      {
+        export: [
+          {
+            apiVersion: `${group}/v1beta1`,
+            kind: "Task",
+            namespace: NS,
+            name: `${label}-t${i}`,
+            fieldPath: "spec.forProvider.sourceLocationArn",
+          },
+        ],
+      },
+    ),
+  );
+  const fields = new Map<string, string | undefined>();
+  const fieldListeners = new Set<() => void>();
+  const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", tasks);
+  const taskWatch = client.watch(tasks, { resourceVersion: list.metadata.resourceVersion }, (e) => {
+    if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+    const spec = e.object.spec as { forProvider?: { sourceLocationArn?: string } } | undefined;
+    fields.set(e.object.metadata!.name!, spec?.forProvider?.sourceLocationArn);
+    for (const l of fieldListeners) l();
+  });
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await until(
+    "field Referables to write v0",
+    () => (indexes.every((i) => fields.get(`${label}-t${i}`) === "v0") ? true : undefined),
+    300_000,
+  );
+  // Settled: every status records its field (the intent write, then the field, then the status).
+  await until(
+    "field Referables to be Exported",
+    () => (indexes.every((i) => watch.latest.get(`${label}-rf${i}`)?.value === "v0") ? true : undefined),
+    300_000,
+  );
+  const before = await scrape(c);
+  const statusSamples: number[] = [];
+  const fieldSamples: number[] = [];
+  const rounds = quick ? 30 : 200;
+  for (let round = 1; round <= rounds; round++) {
+    const i = round % n;
+    const value = `x${round}`;
+    let statusAt = 0;
+    let fieldAt = 0;
+    const done = new Promise<void>((resolve) => {
+      const check = () => {
+        const now = performance.now();
+        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
+        if (!fieldAt && fields.get(`${label}-t${i}`) === value) fieldAt = now;
+        if (statusAt && fieldAt) {
+          off();
+          fieldListeners.delete(check);
+          resolve();
+        }
+      };
+      const off = watch.onChange(check);
+      fieldListeners.add(check);
+    });
+    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
+    const acked = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`field-export round ${round}: not seen within 60 s`)),
+          60_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
+    statusSamples.push(Math.max(0, statusAt - acked));
+    fieldSamples.push(Math.max(0, fieldAt - acked));
+  }
+  const after = await scrape(c);
+  const writes =
+    sumOf(after, 'referable_export_writes_total{result="success"}') -
+    sumOf(before, 'referable_export_writes_total{result="success"}');
+  const gets = (requestsByVerb(after).get ?? 0) - (requestsByVerb(before).get ?? 0);
+  await c.stop();
+  watch.close();
+  taskWatch.close();
+  await deleteFixtures(client, label);
+  await client
+    .request("DELETE", tasks, { query: { labelSelector: `bench-set=${label}` } })
+    .catch(() => undefined);
+  await client.request("DELETE", crd).catch(() => undefined);
+  return {
+    refs: n,
+    status: stats(statusSamples),
+    field: stats(fieldSamples),
+    writesPerChange: Number((writes / rounds).toFixed(2)),
+    readsPerChange: Number((gets / rounds).toFixed(2)),
+  };
+}
+
 async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;
@@ -1629,6 +1822,9 @@ async function main(): Promise<void> {
       ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
       : undefined;
     const exported = scenarios.has("export") ? await runExport(client, plane, exportRefs) : undefined;
+    const fieldExport = scenarios.has("field-export")
+      ? await runFieldExport(client, plane, exportRefs)
+      : undefined;
     const hostile = scenarios.has("hostile") ? await runHostile(client, plane) : undefined;
 
     const report = {
@@ -1670,6 +1866,7 @@ async function main(): Promise<void> {
       idle: idleResult,
       reads,
       export: exported,
+      fieldExport,
       hostile,
       transforms,
     };
@@ -1700,6 +1897,7 @@ function printTable(r: {
   idle: IdleResult[] | undefined;
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
+  fieldExport: FieldExportResult | undefined;
   hostile: HostilePhase[] | undefined;
   transforms: TransformResult[];
 }): void {
@@ -1787,6 +1985,11 @@ function printTable(r: {
   if (e)
     p(
       `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
+    );
+  const f = r.fieldExport;
+  if (f)
+    p(
+      `field-export: ${f.refs} Referables, one source written at a time (${f.status.n} writes): status.value p50 ${ms(f.status.p50)} ms p99 ${ms(f.status.p99)} ms; target field (spec.forProvider of a managed-resource-shaped Task) p50 ${ms(f.field.p50)} ms p99 ${ms(f.field.p99)} ms; ${f.writesPerChange} target writes and ${f.readsPerChange} GETs per change`,
     );
   if (r.hostile) {
     p(

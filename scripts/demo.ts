@@ -206,6 +206,23 @@ async function main(): Promise<void> {
       (o) => readyReason(o) === "Available",
     );
     say(`   artifacts-bucket-arn became Available ${bucketMs.toFixed(0)} ms after the status change`);
+    // datasync-source-arn reads the same bucket and writes its ARN into a field of a Task shaped
+    // like a Crossplane managed resource, which reads nothing of ours.
+    const taskPath = "/apis/datasync.demo.referable.dev/v1beta1/namespaces/demo/tasks/nightly-sync";
+    await until("the Task's spec.forProvider.sourceLocationArn to be written", async () => {
+      const task = await client!.request<{ spec?: { forProvider?: { sourceLocationArn?: string } } }>(
+        "GET",
+        taskPath,
+      );
+      return task.spec?.forProvider?.sourceLocationArn ? true : undefined;
+    });
+    say("\n$ kubectl -n demo get task nightly-sync -o jsonpath={.spec.forProvider}");
+    say(
+      await kubectl(plane, "-n", "demo", "get", "task", "nightly-sync", "-o", "jsonpath={.spec.forProvider}"),
+    );
+    say(
+      "   (sourceLocationArn is the Referable's, under its own field manager; the rest is the Task's author's)",
+    );
 
     say("== changing ConfigMap demo/database data.host to db-2.demo.svc.cluster.local");
     const hostMs = await follow(

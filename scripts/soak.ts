@@ -4,7 +4,8 @@
  *
  * For N minutes it creates, updates, relabels and deletes sources (ConfigMaps in three
  * namespaces, a namespaced and a cluster-scoped custom kind) and Referables (names and
- * selectors, Single and Multiple, defaults and Optional, a kind that is never served), one
+ * selectors, Single and Multiple, defaults and Optional, a kind that is never served; some
+ * exporting into a few shared ConfigMap keys, which it also edits by hand and deletes), one
  * operation at a time from a seeded PRNG, so a seed replays the same sequence. After a quiet
  * period the oracle (test/harness/oracle.ts) computes every Referable's status from the final
  * cluster state and compares. Meanwhile /metrics is sampled for memory (heap used, whose
@@ -29,6 +30,7 @@ import { clientFor } from "../test/harness/faults.ts";
 import { installTestCrd, waitFor } from "../test/harness/kube.ts";
 import {
   checkAll,
+  checkExports,
   describeMismatch,
   expectationFor,
   observeWorld,
@@ -172,6 +174,10 @@ const GROUP = "soak.test.referable.dev";
 const CR_VERSION = `${GROUP}/v1`;
 const NAMESPACES = ["soak-a", "soak-b", "soak-c"];
 const LEASE_NAMESPACE = "soak-system";
+/** Where Referables export: a few objects and keys, so targets are shared, edited and deleted. */
+const EXPORT_NAMESPACE = "soak-out";
+const EXPORT_OBJECTS = 3;
+const EXPORT_KEYS = 3;
 const COLORS = ["red", "green", "blue"];
 const SOURCE_NAMES = 6;
 const REFERABLE_NAMES = 40;
@@ -219,6 +225,9 @@ interface SourceSlot {
   name: string;
 }
 
+/** The path of an export target object. */
+const targetPath = (name: string) => `/api/v1/namespaces/${EXPORT_NAMESPACE}/configmaps/${name}`;
+
 function slotPath(slot: SourceSlot, withName = true): string {
   const base = slot.kind.apiVersion.includes("/") ? `/apis/${slot.kind.apiVersion}` : `/api/v1`;
   const ns = slot.namespace ? `/namespaces/${slot.namespace}` : "";
@@ -247,7 +256,9 @@ type OpType =
   | "relabelBurst"
   | "createReferable"
   | "updateReferable"
-  | "deleteReferable";
+  | "deleteReferable"
+  | "editTarget"
+  | "deleteTarget";
 
 const WEIGHTS: Record<OpType, number> = {
   createSource: 18,
@@ -258,6 +269,8 @@ const WEIGHTS: Record<OpType, number> = {
   createReferable: 13,
   updateReferable: 10,
   deleteReferable: 8,
+  editTarget: 4,
+  deleteTarget: 2,
 };
 
 /** The churn: the model of what exists (kept from the API server's answers) and the operations. */
@@ -387,6 +400,20 @@ class Churn {
         await this.admin.request("DELETE", `${RF}/${name}`);
         return;
       }
+      case "editTarget": {
+        // A hand edit of an exported key (or its removal), as kubectl would make it.
+        const key = `K${d.int(EXPORT_KEYS)}`;
+        await this.admin.request("PATCH", targetPath(`out-${d.int(EXPORT_OBJECTS)}`), {
+          body: { data: { [key]: d.chance(0.3) ? null : `hand${++this.serial}` } },
+          contentType: "application/merge-patch+json",
+          query: { fieldManager: "soak-hand" },
+        });
+        return;
+      }
+      case "deleteTarget": {
+        await this.admin.request("DELETE", targetPath(`out-${d.int(EXPORT_OBJECTS)}`));
+        return;
+      }
     }
   }
 
@@ -474,6 +501,15 @@ class Churn {
     const policy = d.int(8);
     if (policy === 0) spec.policy = { resolution: "Optional" };
     else if (policy === 1) spec.default = d.pick(["fallback", 7, ["d1", "d2"], { port: 5432 }]);
+    if (d.chance(0.35)) {
+      // One or two keys of a few shared objects: several Referables name the same key.
+      const keys = new Set<string>();
+      for (let i = 1 + d.int(2); i > 0; i--) keys.add(`out-${d.int(EXPORT_OBJECTS)}/K${d.int(EXPORT_KEYS)}`);
+      spec.export = [...keys].map((k) => {
+        const [name, key] = k.split("/");
+        return { kind: "ConfigMap", namespace: EXPORT_NAMESPACE, name, key };
+      });
+    }
     return spec;
   }
 }
@@ -633,7 +669,7 @@ async function liveHeapBytes(port: number): Promise<number> {
 
 /** Namespaces for the sources and the Lease, and the two custom kinds. */
 async function setUpWorld(admin: KubeClient): Promise<void> {
-  for (const name of [...NAMESPACES, LEASE_NAMESPACE])
+  for (const name of [...NAMESPACES, LEASE_NAMESPACE, EXPORT_NAMESPACE])
     await admin.request("POST", "/api/v1/namespaces", {
       body: { apiVersion: "v1", kind: "Namespace", metadata: { name } },
     });
@@ -690,7 +726,11 @@ async function judge(admin: KubeClient, shard: string) {
     const reason = typeof want === "string" ? "unsupported" : want.reason;
     reasons[reason] = (reasons[reason] ?? 0) + 1;
   }
-  return { checked: list.items.length, reasons, mismatches: checkAll(list.items, world) };
+  return {
+    checked: list.items.length,
+    reasons,
+    mismatches: [...checkAll(list.items, world), ...checkExports(list.items, world)],
+  };
 }
 
 /** What the controller's log says: unhandled rejections, lines only a bug writes, errors by message. */

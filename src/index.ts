@@ -97,6 +97,8 @@ export {
   isExportError,
   fieldManagerFor,
   type ExportTarget,
+  type FieldTarget,
+  type FieldPolicy,
   type ExportKind,
   type ExportOptions,
   type ExportResult,

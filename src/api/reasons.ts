@@ -48,7 +48,11 @@ export type ExportFailureReason =
   /** Another field manager owns the key: server-side apply refused, without forcing. */
   | "ExportConflict"
   /** The API server refused the write for another reason (an immutable object, a key in binaryData...). */
-  | "ExportFailed";
+  | "ExportFailed"
+  /** A field target's object does not exist: objects are never created for a field. */
+  | "TargetNotFound"
+  /** The API server refused the value for a field (its schema, a webhook): the message carries its reason. */
+  | "ExportRejected";
 
 /** The `Exported` reasons the controller writes besides the failures: the value is there, or there is none. */
-export type ExportedReason = ExportFailureReason | "Exported" | "NoValue" | "InvalidSpec";
+export type ExportedReason = ExportFailureReason | "Exported" | "NoValue" | "InvalidSpec" | "Pending";

@@ -36,6 +36,8 @@ export const READY = "Ready";
 export const EXPORTED = "Exported";
 /** The finalizer that keeps a Referable until its exported keys are removed. */
 export const EXPORT_FINALIZER = "referable.dev/export";
+/** The finalizer that keeps a Referable until the fields it wrote (spec.export with fieldPath) are released. */
+export const FIELD_EXPORT_FINALIZER = "referable.dev/export-fields";
 /** Label put on every object a value is exported into: written by referable. */
 export const EXPORTED_LABEL = "referable.dev/exported";
 /** Annotation naming the writer that created the object, which may delete it once it holds nothing else. */
@@ -62,8 +64,19 @@ export interface ReferableSpec {
   default?: unknown;
   /** A CEL expression that shapes the value (see "Transforms" in docs/api.md). */
   transform?: string;
-  /** Keys of ConfigMaps and Secrets that receive the value (see "Export" in docs/api.md). */
-  export?: Array<{ kind?: string; namespace?: string; name?: string; key?: string }>;
+  /**
+   * Keys of ConfigMaps and Secrets (`key`), and fields of any object (`apiVersion` and
+   * `fieldPath`), that receive the value (see "Export" in docs/api.md).
+   */
+  export?: Array<{
+    apiVersion?: string;
+    kind?: string;
+    namespace?: string;
+    name?: string;
+    key?: string;
+    fieldPath?: string;
+    policy?: "Always" | "IfNotPresent";
+  }>;
 }
 
 /** A metav1.Condition. */
@@ -76,12 +89,22 @@ export interface Condition {
   lastTransitionTime: string;
 }
 
-/** One key that holds the value, at the version of its object that the value was written at. */
+/**
+ * One key (`key`) or one field (`apiVersion`, `fieldPath`) that holds the value, or is about to
+ * (a field is recorded before its first write), at the version of its object that the value was
+ * written at.
+ */
 export interface ExportRecord {
+  /** A field's object only (a key's object is core v1). */
+  apiVersion?: string;
   kind: string;
+  /** "" for a cluster-scoped object. */
   namespace: string;
   name: string;
-  key: string;
+  /** A key of a ConfigMap or Secret. */
+  key?: string;
+  /** A field of the object (spec.export[].fieldPath, as written there). */
+  fieldPath?: string;
   resourceVersion?: string;
 }
 

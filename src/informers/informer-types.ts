@@ -1,6 +1,7 @@
 /** The public types of an `Informer`: its state, events, listeners and options. */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import type { ListItemFilter } from "../kube/list-stream.ts";
 import type { Logger } from "../log.ts";
 import type { Cached } from "./object-store.ts";
 
@@ -50,6 +51,11 @@ export interface InformerOptions<T extends Cached = KubeObject> {
    * refresh, which is dropped afterwards. @default the object without metadata.managedFields
    */
   decode?: (obj: KubeObject) => T;
+  /**
+   * What a listed object loses before it is parsed, as its bytes arrive: labels `decode` does
+   * not keep, managedFields. @default managedFields dropped, with the default `decode`
+   */
+  itemFilter?: ListItemFilter;
   /**
    * Whether a relisted object tells listeners nothing new. @default equal resourceVersions
    */

@@ -90,6 +90,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.pager = new ListPager({
       client: this.client,
       decode: this.decode,
+      itemFilter: options.itemFilter ?? (options.decode ? undefined : { dropManagedFields: () => true }),
       pageSize: options.pageSize ?? 500,
       pageBytes: options.pageBytes ?? 4 * 1024 * 1024,
       isRunning: () => this.running,

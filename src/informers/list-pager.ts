@@ -1,9 +1,11 @@
 /**
  * A paged list whose page size adapts to the objects' size: a page of 1 MiB ConfigMaps is a few
- * objects, a page of small ones hundreds. Each item is decoded as its page arrives and the page
- * then dropped, so a list costs what is kept plus one page.
+ * objects, a page of small ones hundreds. Each item is decoded as its bytes arrive (the client
+ * never holds a page whole: a page's bytes are the server's to decide, whatever the limit), so a
+ * list costs what is kept plus one item.
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
+import type { ListItemFilter } from "../kube/list-stream.ts";
 
 /** The first page's size, before anything is known of the objects' size. */
 const FIRST_PAGE = 10;
@@ -19,6 +21,8 @@ export interface ListPagerOptions<T> {
   client: Pick<KubeClient, "request">;
   /** What to keep of each item. */
   decode: (obj: KubeObject) => T;
+  /** What each item loses before it is parsed (see list-stream.ts). */
+  itemFilter?: ListItemFilter | undefined;
   /** Most objects per page. */
   pageSize: number;
   /** About how many bytes of JSON one page may hold. */
@@ -43,22 +47,31 @@ export class ListPager<T> {
    * the list's resourceVersion. Stops early (returning undefined) when `isRunning` turns false.
    */
   async list(path: string, query: ListQuery, onItem: (item: T) => void): Promise<string | undefined> {
-    const { client, decode, pageSize, isRunning } = this.options;
+    const { client, decode, itemFilter, pageSize, isRunning } = this.options;
     let continueToken: string | undefined;
     let resourceVersion = "";
     let limit = Math.min(pageSize, this.bytesPerObject ? this.pageLimit() : FIRST_PAGE);
     do {
       let length = 0;
+      let streamed = 0;
+      // Items are decoded as their bytes arrive; a client that answers with the items in the
+      // page instead (a fake) is read below.
       const page = await client.request<{
         metadata?: { resourceVersion?: string; continue?: string };
         items?: KubeObject[];
       }>("GET", path, {
         query: { ...query, limit, continue: continueToken },
         onBodyLength: (n) => (length = n),
+        onItem: (item) => {
+          streamed++;
+          onItem(decode(item));
+        },
+        itemFilter,
       });
       const items = page.items ?? [];
-      if (items.length > 0 && length > 0) {
-        this.bytesPerObject = Math.max(1, length / items.length);
+      const count = streamed + items.length;
+      if (count > 0 && length > 0) {
+        this.bytesPerObject = Math.max(1, length / count);
         limit = this.pageLimit();
       }
       // Decode item by item and let go of each whole object at once: the page's array is the

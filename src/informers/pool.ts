@@ -30,7 +30,7 @@ export interface InformerPoolOptions<T extends Cached = KubeObject> {
   perInformer?: (
     key: string,
     resource: ResourceInfo,
-  ) => Pick<InformerOptions<T>, "decode" | "same" | "confirmGone">;
+  ) => Pick<InformerOptions<T>, "decode" | "same" | "confirmGone" | "itemFilter">;
 }
 
 interface Entry<T extends Cached> {

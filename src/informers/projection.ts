@@ -49,6 +49,22 @@ export interface Extractor {
   readonly key: string;
   /** Reads from a whole decoded object; must not keep a reference into it beyond the result. */
   read(obj: KubeObject, maxBytes: number): Read;
+  /**
+   * True when the read can never see `metadata.labels` or `metadata.managedFields`, so an
+   * object read only by such reads may lose them before it is parsed. @default false
+   */
+  readonly blindToLabels?: boolean;
+}
+
+/**
+ * Whether a path (either syntax) may see `metadata.labels` or `metadata.managedFields`: when it
+ * names them, reads `metadata` or the whole object, or uses what could reach anything
+ * (wildcards, recursive descent, filters, escapes). Errs on the side of yes.
+ */
+export function pathMaySeeLabels(text: string): boolean {
+  if (/labels|managedFields|\.\.|\*|\?|\\|@|\(/.test(text)) return true;
+  const rest = text.replace(/^[\s{$]+/, "").replace(/[\s}"'\]]+$/, "");
+  return rest.replace(/[.["'\]]/g, "") === "" || /metadata$/.test(rest);
 }
 
 /** What the cache keeps of one object. Immutable once made, except that reads can be pruned. */
@@ -227,6 +243,7 @@ export function pathExtractor(path: CompiledPath): Extractor {
   if (x) return x;
   x = {
     key,
+    blindToLabels: !pathMaySeeLabels(path.source),
     read(obj: KubeObject, maxBytes: number): Read {
       try {
         const result = path.evaluate(obj);
@@ -259,6 +276,7 @@ export function conditionsExtractor(conditions: readonly ConditionRequirement[])
   const key = `conditions:${JSON.stringify(conditions.map((c) => [c.type, c.status]))}`;
   return {
     key,
+    blindToLabels: true,
     read(obj: KubeObject): Read {
       const raw = (obj.status as { conditions?: unknown } | undefined)?.conditions;
       const list = Array.isArray(raw) ? (raw as Array<{ type?: unknown; status?: unknown }>) : [];

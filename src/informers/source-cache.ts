@@ -40,6 +40,12 @@ export type { RefreshTarget } from "./informer.ts";
 export interface KindInterest extends InformerListener<Projection> {
   /** The reads wanted of the object with this identity; asked each time one is decoded. */
   extractorsFor(meta: ProjectedMeta): Iterable<Extractor>;
+  /**
+   * Whether some read of this user may see an object's labels or managedFields whole (a path
+   * naming them, or reading metadata or everything); then the kind's objects keep them until
+   * decoded. @default true
+   */
+  readsLabels?(): boolean;
 }
 
 /** What a source view offers to read: the cache's state and its projections. */
@@ -164,13 +170,20 @@ export class InformerSourceCache implements SourceCache {
     const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
       client: options.client,
       perInformer: (key, resource) => {
-        const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone"> = {
+        const o: Pick<InformerOptions<Projection>, "decode" | "same" | "confirmGone" | "itemFilter"> = {
           decode: (obj) =>
             projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
               pool: this.strings,
               labelKeys: this.labelKeysOf(key),
             }),
           same: sameProjection,
+          // The labels decode keeps, asked as the same object is scanned (decode follows in the
+          // same turn), so a label no selector names never becomes a string; unless a read may
+          // see them, when the object stays whole until decoded, as it always was.
+          itemFilter: {
+            keepLabels: () => (this.readsLabels(key) ? undefined : this.labelKeysOf(key)),
+            dropManagedFields: () => !this.readsLabels(key),
+          },
         };
         const confirm = options.confirmGone;
         if (confirm) o.confirmGone = () => confirm(resource);
@@ -288,20 +301,32 @@ export class InformerSourceCache implements SourceCache {
         ? { fieldSelector: nameFieldSelector(target.name) }
         : { labelSelector: target.labelSelector || undefined };
     const out: Projection[] = [];
+    const blind = extractors.every((x) => x.blindToLabels === true);
     let continueToken: string | undefined;
     do {
       // No resourceVersion: "most recent", never served from a stale cache. Later pages are
       // served at the first page's snapshot, so the pages together are one consistent list.
+      const project = (item: KubeObject) =>
+        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
       const page = await this.client.request<{ metadata?: { continue?: string }; items?: KubeObject[] }>(
         "GET",
         path,
-        { query: { ...query, limit: FRESH_PAGE, continue: continueToken } },
+        {
+          query: { ...query, limit: FRESH_PAGE, continue: continueToken },
+          onItem: project,
+          itemFilter: blind ? { keepLabels: () => keys, dropManagedFields: () => true } : undefined,
+        },
       );
-      for (const item of page.items ?? [])
-        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
+      for (const item of page.items ?? []) project(item);
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
     return out;
+  }
+
+  /** Whether a user of `key` may read its objects' labels or managedFields whole. */
+  private readsLabels(key: string): boolean {
+    for (const interest of this.interests.get(key) ?? []) if (interest.readsLabels?.() ?? true) return true;
+    return false;
   }
 
   private countLabelKey(key: string, labels: KindLabels, labelKey: string, delta: number): void {

@@ -90,6 +90,65 @@ describe("KubeClient and 429 Too Many Requests", () => {
   });
 });
 
+describe("KubeClient lists with onItem", () => {
+  let server: Server | undefined;
+  let client: KubeClient | undefined;
+  afterEach(async () => {
+    await client?.close();
+    await new Promise((resolve) => server?.close(resolve));
+    server = undefined;
+    client = undefined;
+  });
+
+  it("hands out each item before the page has ended, and returns the list without them", async () => {
+    // The second item is sent only once the client has taken the first: a client that waited
+    // for the whole page would wait forever (the test's timeout).
+    let tookFirst!: () => void;
+    const first = new Promise<void>((resolve) => (tookFirst = resolve));
+    const s = await scriptedServer([
+      (res) => {
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.write(
+          '{"kind":"ConfigMapList","metadata":{"continue":"next"},"items":[{"metadata":{"name":"a"}}',
+        );
+        void first.then(() => res.end(',{"metadata":{"name":"b","labels":{"x":"1","y":"2"}}}]}'));
+      },
+    ]);
+    server = s.server;
+    client = clientOf(s.url);
+    const items: unknown[] = [];
+    let length = 0;
+    const list = await client.request("GET", "/api/v1/configmaps", {
+      onItem: (item) => {
+        items.push(item);
+        tookFirst();
+      },
+      itemFilter: { keepLabels: () => ({ keys: ["y"], has: (key) => key === "y" }) },
+      onBodyLength: (n) => (length = n),
+    });
+    expect(items).toEqual([{ metadata: { name: "a" } }, { metadata: { name: "b", labels: { y: "2" } } }]);
+    expect(list).toEqual({ kind: "ConfigMapList", metadata: { continue: "next" }, items: [] });
+    expect(length).toBeGreaterThan(100);
+  });
+
+  it("fails the request, and ends the answer, when an item cannot be read", async () => {
+    const s = await scriptedServer([
+      (res) => {
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end('{"items":[{"a":1},2]}');
+      },
+    ]);
+    server = s.server;
+    client = clientOf(s.url);
+    const items: unknown[] = [];
+    const err: unknown = await client
+      .request("GET", "/api/v1/configmaps", { onItem: (item) => items.push(item) })
+      .catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/a list item is not a JSON object/);
+    expect(items).toEqual([{ a: 1 }]);
+  });
+});
+
 describe("retryAfter", () => {
   const h = (value?: string) => ({
     get: (name: string) => (name === "retry-after" ? (value ?? null) : null),

@@ -11,6 +11,7 @@ import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
 import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
+import { ListStreamParser, MAX_LIST_ITEM_BYTES, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
 
 /** A JSON object as the API server returns it. */
@@ -82,6 +83,9 @@ export interface KubeClientOptions {
   maxRetries?: number;
 }
 
+/** The longest watch event, in characters of JSON (as the longest list item). */
+const MAX_WATCH_LINE = MAX_LIST_ITEM_BYTES;
+
 /** Longest `Retry-After` honoured, so a server (or proxy) cannot park a request for hours. */
 const MAX_RETRY_AFTER_MS = 60_000;
 
@@ -96,6 +100,15 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Told the size of the response body in UTF-16 code units (about bytes for JSON), e.g. to size list pages. */
   onBodyLength?: (length: number) => void;
+  /**
+   * For a list: called with each item of a successful answer as soon as its bytes are in, and
+   * the answer then resolves to the list without them (`items` empty). The page is never held
+   * whole, so it costs one item at a time whatever the server put in it (see list-stream.ts).
+   * An item larger than 16 MiB of JSON fails the request (etcd keeps at most 1.5 MiB an object).
+   */
+  onItem?: (item: KubeObject) => void;
+  /** With `onItem`: what each item loses before it is parsed (see list-stream.ts). */
+  itemFilter?: ListItemFilter;
 }
 
 /** A response from the API server that is not a success, with the fields of its `Status`. */
@@ -202,6 +215,7 @@ export class KubeClient {
       for (let attempt = 0; ; attempt++) {
         const response = await undiciRequest(dispatcher, url, init);
         code = response.statusCode;
+        if (options.onItem && code >= 200 && code < 300) return (await readList(response, options)) as T;
         const text = await response.body.text();
         options.onBodyLength?.(text.length);
         if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
@@ -248,6 +262,7 @@ export class KubeClient {
         // Pieces of the line being received: a 1.5 MiB object arrives in many chunks, and
         // searching or re-joining the whole buffer on each one would copy it over and over.
         let pieces: string[] = [];
+        let pending = 0;
         for await (const chunk of response.body) {
           let text = decoder.decode(chunk as Uint8Array, { stream: true });
           let newline: number;
@@ -256,6 +271,7 @@ export class KubeClient {
             text = text.slice(newline + 1);
             const line = (pieces.length === 1 ? pieces[0]! : pieces.join("")).trim();
             pieces = [];
+            pending = 0;
             if (!line) continue;
             let event: WatchEvent;
             try {
@@ -266,7 +282,14 @@ export class KubeClient {
             onEvent(event);
             if (closed) return;
           }
-          if (text) pieces.push(text);
+          if (text) {
+            pieces.push(text);
+            pending += text.length;
+            // One event is one object (etcd keeps at most 1.5 MiB of one): a line without end
+            // is a broken or hostile server, never a reason to hold more.
+            if (pending > MAX_WATCH_LINE)
+              throw new Error(`watch ${path}: an event is longer than ${MAX_WATCH_LINE} characters`);
+          }
         }
       } catch (err) {
         if (closed) return;
@@ -362,6 +385,23 @@ export function retryAfter(
   const seconds = header !== null && /^\s*\d+\s*$/.test(header) ? Number(header) : undefined;
   if (seconds === undefined) return status === 429 ? 1_000 : undefined;
   return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * Reads a list answer item by item (options.onItem), then returns the list without its items.
+ * A failure half-way (a broken stream, an item over the bound, what onItem throws) ends the
+ * response, so the connection never carries the rest of the page for nothing.
+ */
+async function readList(response: Dispatcher.ResponseData, options: RequestOptions): Promise<unknown> {
+  const parser = new ListStreamParser(options.onItem as (item: unknown) => void, options.itemFilter);
+  try {
+    for await (const chunk of response.body) parser.push(chunk as Buffer);
+  } catch (err) {
+    response.body.destroy();
+    throw asError(err);
+  }
+  options.onBodyLength?.(parser.length);
+  return parser.end();
 }
 
 /** A `get(name)` over undici's response headers (lower-case names; a value may repeat). */

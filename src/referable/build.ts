@@ -4,7 +4,7 @@
  * wired the same way. Options carry the names of the configuration (src/config.ts).
  */
 import type { KubeClient } from "../kube/client.ts";
-import type { Discovery, ResourceInfo } from "../kube/discovery.ts";
+import { Discovery, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { ControllerMetrics } from "../metrics.ts";
 import { Resolver, type ResolverOptions, type ResolverWiring } from "../resolver/resolver.ts";
@@ -71,6 +71,8 @@ export interface BuildOptions {
   statusWriteBurst?: number;
   statusWriteBudget?: number;
   statusWriteBudgetBurst?: number;
+  /** Longest time between two reads of an object a field is exported into. @default 30000 */
+  fieldRereadMs?: number;
   /** Only Referables with these labels (--selector). */
   referableSelector?: string;
   /** Name of the Lease (--leader-election-id), the label of the leader gauge. */
@@ -92,6 +94,8 @@ export function buildController(options: BuildOptions): Built {
   const { client } = options;
   const logger = options.logger ?? silentLogger;
   const metrics = options.metrics ?? new ControllerMetrics({ defaultMetrics: false });
+  // One discovery for the resolver (sources) and the field output (targets).
+  const discovery = options.discovery ?? new Discovery({ client });
   const resolverOptions: ResolverWiring = {
     client,
     logger: logger.child?.({ part: "resolver" }) ?? logger,
@@ -101,8 +105,8 @@ export function buildController(options: BuildOptions): Built {
     }),
     onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
   };
+  resolverOptions.discovery = discovery;
   copyDefined(resolverOptions, options, [
-    "discovery",
     "maxValueBytes",
     "informerLingerMs",
     "watchdogMs",
@@ -135,7 +139,9 @@ export function buildController(options: BuildOptions): Built {
       budgetBurst: options.statusWriteBudgetBurst,
     }),
     allowSecretExport: options.allowSecretExport ?? false,
+    discovery,
     ...definedOnly({
+      fieldRereadMs: options.fieldRereadMs,
       concurrency: options.concurrency,
       watchdogMs: options.watchdogMs,
       labelSelector: options.referableSelector,

@@ -10,6 +10,8 @@ import { Informer, type InformerEvent, type InformerOptions } from "../informers
 import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
+import { Discovery, type KindResolver } from "../kube/discovery.ts";
+import { FieldOutput } from "../outputs/field/output.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
@@ -54,6 +56,10 @@ export interface ReferableControllerOptions {
   maxRepairIntervalMs?: number;
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
+  /** Maps a field target's kind to its resource (share the resolver's). @default one of its own */
+  discovery?: KindResolver;
+  /** Longest time between two reads of an object a field is exported into. @default 30000 */
+  fieldRereadMs?: number;
   /**
    * Sharding (--shards): this replica reconciles, subscribes and writes only the Referables of
    * the buckets the gate serves; the Referable cache and the reference graph stay whole.
@@ -73,6 +79,8 @@ export class ReferableController {
   private readonly states = new ReferableStates();
   private readonly subscriptions: Subscriptions;
   private readonly graph = new ReferenceGraph();
+  /** The field output (made with the reconciler), whose claims a bucket handed over lets go of. */
+  private fields: FieldOutput | undefined;
   private graphFlushScheduled = false;
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
@@ -186,6 +194,8 @@ export class ReferableController {
       if (shards.bucketOf(name) !== bucket) continue;
       const state = this.states.delete(name);
       if (state?.uid) this.options.events?.forget(state.uid);
+      // Its claims on fields too: the replica serving it now claims them there.
+      this.fields?.forget(name);
     }
   }
 
@@ -243,6 +253,15 @@ export class ReferableController {
         allowSecrets: options.allowSecretExport ?? false,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
       }),
+      fields: (this.fields = new FieldOutput({
+        client: options.client,
+        discovery: options.discovery ?? new Discovery({ client: options.client }),
+        policy,
+        logger: this.logger,
+        enqueue: (name) => this.runtime.enqueue(name),
+        onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+        ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
+      })),
       ...(options.events && { events: options.events }),
       logger: this.logger,
       ...(options.now && { now: options.now }),

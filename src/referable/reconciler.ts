@@ -8,7 +8,14 @@
  * for the write policy, a failed export on its backoff) returns `requeueAfterMs`, and never
  * waits for the event its own write will cause.
  */
-import type { Referable, ReferableStatus } from "../api/referable.ts";
+import { FIELD_EXPORT_FINALIZER, type Referable, type ReferableStatus } from "../api/referable.ts";
+import {
+  isFieldRecord,
+  newFieldsMemory,
+  type FieldOutput,
+  type FieldsStep,
+} from "../outputs/field/output.ts";
+import { isFieldEntry } from "../outputs/field/target.ts";
 import { ResolutionError } from "../errors.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { newKeysMemory, type KeysOutput, type KeysStep } from "../outputs/keys/output.ts";
@@ -17,9 +24,10 @@ import type { ResolutionResult } from "../resolver/types.ts";
 import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
 import { backoffDelay } from "../runtime/backoff.ts";
 import type { EventRecorder } from "./events.ts";
-import { describeCycle } from "./reference-graph.ts";
+import { describeCycle, isObjectNode } from "./reference-graph.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
-import { desiredStatus, readyCondition, statusEquals } from "./status.ts";
+import { combineExports, type ExportStep } from "./export-steps.ts";
+import { desiredStatus, readyCondition, releaseStatus, statusEquals } from "./status.ts";
 
 /** Reads Referables from the cache. */
 export interface ReferableReader {
@@ -49,6 +57,8 @@ export interface ReferableReconcilerOptions {
   leadership: Leadership;
   status: Pick<StatusOutput, "write" | "memory">;
   keys: Pick<KeysOutput, "write" | "release" | "finalizing">;
+  /** The fields of spec.export (entries with a fieldPath). @default none: such entries are ignored */
+  fields?: Pick<FieldOutput, "write" | "release" | "finalizing" | "forget">;
   events?: Pick<EventRecorder, "transition" | "forget">;
   logger?: Logger;
   /** Clock for condition timestamps. @default () => new Date() */
@@ -105,6 +115,7 @@ export class ReferableReconciler implements Reconciler {
       return DONE;
     }
     const leading = this.options.leadership.leading;
+    if (this.options.fields?.finalizing(cached)) return leading ? this.releaseFields(cached) : DONE;
     if (this.options.keys.finalizing(cached)) return leading ? this.release(cached) : DONE;
     const state = this.options.track(cached);
     this.options.cycles.flush(name);
@@ -117,17 +128,68 @@ export class ReferableReconciler implements Reconciler {
     const pass: Pass = { name, cached, view: viewOf(cached, state), state, leading };
     const keys = await this.writeKeys(pass, result);
     if (keys?.requeue) return { requeue: true };
-    const after: Result = keys?.retryAfterMs === undefined ? DONE : { requeueAfterMs: keys.retryAfterMs };
-    return sooner(after, await this.writeStatus(pass, result, keys));
+    const fields = await this.writeFields(pass, result);
+    if (fields?.requeue) return { requeue: true };
+    const exports = combineExports(keys, fields, pass.view.status);
+    const after: Result =
+      exports?.retryAfterMs === undefined ? DONE : { requeueAfterMs: exports.retryAfterMs };
+    return sooner(after, await this.writeStatus(pass, result, exports));
+  }
+
+  /** The Referable is being deleted and holds the field finalizer: its fields go first, then (on the next look) its keys. */
+  private async releaseFields(obj: Referable): Promise<Result> {
+    const name = obj.metadata.name;
+    const wait = await this.options.fields!.release(obj, this.options.states.releasingFields(name));
+    if (wait !== undefined) return { requeueAfterMs: wait };
+    // The finalizer's removal brings an event; the keys' finalizer, if any, is let go of then.
+    return DONE;
+  }
+
+  /** spec.export's fields: written by the leader before the status says so, as the keys are. */
+  private async writeFields(pass: Pass, result: ResolutionResult): Promise<FieldsStep | undefined> {
+    const fields = this.options.fields;
+    if (!fields || !pass.leading || (!result.ok && result.error.reason === "Pending")) return undefined;
+    if (pass.view.metadata.deletionTimestamp !== undefined) return undefined;
+    const { state, view } = pass;
+    const owner = state.own ? { ...view, status: state.own } : view;
+    // Most Referables export into no field: no call, and no memory made for them.
+    if (!exportsFields(owner)) return undefined;
+    const step = await fields.write(owner, result, (state.fields ??= newFieldsMemory()));
+    if (step.metadata) {
+      recordWrite(state, view, pass.cached, {
+        resourceVersion: step.metadata.resourceVersion,
+        finalizers: step.metadata.finalizers,
+      });
+      pass.view = viewOf(pass.cached, state);
+    }
+    return step;
   }
 
   /** The Referable is being deleted and holds the export finalizer: its keys go first. */
   private async release(obj: Referable): Promise<Result> {
     const name = obj.metadata.name;
-    const wait = await this.options.keys.release(obj, this.options.states.releasing(name));
-    if (wait !== undefined) return { requeueAfterMs: wait };
+    const memory = this.options.states.releasing(name);
+    const wait = await this.options.keys.release(keysOnly(obj), memory);
+    if (wait !== undefined) {
+      if (memory.releaseProblem) await this.reportRelease(obj, memory.releaseProblem);
+      return { requeueAfterMs: wait };
+    }
     this.options.states.released(name);
     return DONE;
+  }
+
+  /**
+   * A Referable being deleted whose keys could not all be removed says why in its Exported
+   * condition (the rest of its status as it is), so whoever waits on it knows what to restore.
+   */
+  private async reportRelease(obj: Referable, problem: { reason: string; message: string }): Promise<void> {
+    const status = releaseStatus(obj, problem, this.options.now?.() ?? new Date());
+    if (statusEquals(obj.status, status)) return;
+    const state = this.options.states.get(obj.metadata.name);
+    const memory = state
+      ? (state.statusMemory ??= this.options.status.memory())
+      : this.options.status.memory();
+    await this.options.status.write(obj, { status, baseVersion: obj.metadata.resourceVersion }, memory);
   }
 
   /**
@@ -141,7 +203,7 @@ export class ReferableReconciler implements Reconciler {
     const { state, view } = pass;
     // The keys it wrote are those of the status it wrote, when it knows it: a forged
     // status.exports must not send it to release (or read) targets it never wrote.
-    const owner = state.own ? { ...view, status: state.own } : view;
+    const owner = keysOnly(state.own ? { ...view, status: state.own } : view);
     const step = await this.options.keys.write(owner, result, (state.keys ??= newKeysMemory()));
     if (step.metadata) {
       recordWrite(state, view, pass.cached, {
@@ -157,7 +219,7 @@ export class ReferableReconciler implements Reconciler {
   private async writeStatus(
     pass: Pass,
     result: ResolutionResult,
-    keys: KeysStep | undefined,
+    keys: ExportStep | undefined,
   ): Promise<Result> {
     const { state, view, leading } = pass;
     const own = leading ? state.own : undefined;
@@ -231,22 +293,50 @@ export class ReferableReconciler implements Reconciler {
 
   /**
    * `result`, unless the Referable reads itself, directly (a selector that matches it) or
-   * through other Referables (a cycle of any length): then InvalidSpec. Such a loop never
+   * through other Referables or the keys they export (a cycle of any length): then InvalidSpec. Such a loop never
    * settles when the field read changes with every write (metadata.resourceVersion, the status
    * itself), so the controller refuses it rather than write forever.
    */
   private unlessCycle(name: string, result: ResolutionResult): ResolutionResult {
     const path = this.options.cycles.cycleOf(name);
     if (!path) return result;
+    const referables = path.slice(0, -1).filter((n) => !isObjectNode(n)).length;
     const message =
       path.length === 2
         ? "a Referable cannot read itself: spec.source selects this Referable; point spec.source at another object"
-        : `spec.source reads Referables in a cycle of ${path.length - 1} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
+        : path.some(isObjectNode)
+          ? `spec.source reads what Referables export, in a cycle of ${referables} (${describeCycle(path)}): a Referable cannot read its own exported value, directly or through others; point spec.source or spec.export at another object`
+          : `spec.source reads Referables in a cycle of ${referables} (${describeCycle(path)}): a Referable cannot read itself, directly or through others; point spec.source at another object`;
     return { ok: false, error: new ResolutionError("InvalidSpec", message) };
   }
 
   private forget(name: string): void {
+    this.options.fields?.forget(name);
     const state = this.options.states.delete(name);
     if (state?.uid) this.options.events?.forget(state.uid);
   }
+}
+
+/** Whether the field output has anything to do for `obj`: a field named, recorded, or its finalizer held. */
+function exportsFields(obj: Referable): boolean {
+  return (
+    (obj.spec?.export?.some(isFieldEntry) ?? false) ||
+    (obj.status?.exports?.some(isFieldRecord) ?? false) ||
+    (obj.metadata.finalizers?.includes(FIELD_EXPORT_FINALIZER) ?? false)
+  );
+}
+
+/**
+ * `obj` as the key output sees it: spec.export and status.exports without the fields (the
+ * field output's), so each output lets go only of what it wrote.
+ */
+function keysOnly(obj: Referable): Referable {
+  const exports = obj.spec?.export;
+  const records = obj.status?.exports;
+  if (!exports?.some(isFieldEntry) && !records?.some(isFieldRecord)) return obj;
+  const out: Referable = { ...obj };
+  if (obj.spec) out.spec = { ...obj.spec, export: (exports ?? []).filter((e) => !isFieldEntry(e)) };
+  if (obj.status && records)
+    out.status = { ...obj.status, exports: records.filter((r) => !isFieldRecord(r)) };
+  return out;
 }

@@ -1,5 +1,11 @@
 import { compileLabelSelector } from "../informers/label-selector.ts";
-import { describeCycle, ReferenceGraph, type ReadsReferables } from "./reference-graph.ts";
+import {
+  describeCycle,
+  exportObjectNode,
+  exportScopeNode,
+  ReferenceGraph,
+  type ReadsReferables,
+} from "./reference-graph.ts";
 
 const byName = (name: string): ReadsReferables => ({ name });
 const bySelector = (matchLabels: Record<string, string>): ReadsReferables => ({
@@ -156,5 +162,106 @@ describe("describeCycle", () => {
     },
   ])("$why", ({ path, want }) => {
     expect(describeCycle(path)).toBe(want);
+  });
+});
+
+describe("ReferenceGraph through exports", () => {
+  const object = (name: string, ns = "team") => exportObjectNode("ConfigMap", ns, name);
+  const scope = (ns = "team") => exportScopeNode("ConfigMap", ns);
+  const writes = (...names: string[]) => names.map((n) => ({ object: object(n), scope: scope() }));
+
+  it.each([
+    {
+      why: "two Referables exporting into each other's source ConfigMap are a cycle through both objects",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, { object: object("x"), writes: writes("y") });
+        g.set("b", undefined, { object: object("y"), writes: writes("x") });
+      },
+      cyclic: ["a", "b"],
+      path: ["a", object("x"), "b", object("y"), "a"],
+    },
+    {
+      why: "a chain through an export that does not come back is no cycle",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, { object: object("x"), writes: writes("y") });
+        g.set("b", undefined, { object: object("y"), writes: writes("z") });
+      },
+      cyclic: [],
+    },
+    {
+      why: "a selector source that matches exported objects reads every writer of that namespace",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, {
+          scope: scope(),
+          writes: [{ object: object("y", "other"), scope: scope("other") }],
+        });
+        g.set("b", undefined, { object: object("y", "other"), writes: writes("anything") });
+      },
+      cyclic: ["a", "b"],
+      path: ["a", scope(), "b", object("y", "other"), "a"],
+    },
+    {
+      why: "the same namespace but another kind is no edge",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, { object: object("x"), writes: writes("y") });
+        g.set("b", undefined, {
+          object: object("y"),
+          writes: [
+            { object: exportObjectNode("Secret", "team", "x"), scope: exportScopeNode("Secret", "team") },
+          ],
+        });
+      },
+      cyclic: [],
+    },
+    {
+      why: "an export cycle closed by a Referable read by name",
+      build: (g: ReferenceGraph) => {
+        g.set("a", undefined, { object: object("x") });
+        g.set("b", undefined, { name: "a", writes: writes("x") });
+      },
+      cyclic: ["a", "b"],
+      path: ["a", object("x"), "b", "a"],
+    },
+  ])("$why", ({ build, cyclic, path }) => {
+    const graph = new ReferenceGraph();
+    build(graph);
+    graph.flush();
+    expect(["a", "b"].filter((n) => graph.cycleOf(n))).toEqual(cyclic);
+    // Objects are nodes of the path, never members counted as Referables.
+    expect(graph.cyclicCount).toBe(cyclic.length);
+    if (path) expect(graph.cycleOf("a")).toEqual(path);
+  });
+
+  it("follows a target dropped from the spec: the cycle ends, and both members are told", () => {
+    const graph = new ReferenceGraph();
+    graph.set("a", undefined, { object: object("x"), writes: writes("y") });
+    graph.set("b", undefined, { object: object("y"), writes: writes("x") });
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    graph.set("b", undefined, { object: object("y") });
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    expect(graph.cycleOf("a")).toBeUndefined();
+    graph.delete("a");
+    graph.set("a", undefined, { object: object("x"), writes: writes("y") });
+    graph.set("b", undefined, { object: object("y"), writes: writes("x") });
+    graph.flush();
+    graph.delete("b");
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    expect(graph.cycleOf("a")).toBeUndefined();
+  });
+
+  it("costs one edge per reader and per writer of an object, not their product", () => {
+    const graph = new ReferenceGraph();
+    for (let i = 0; i < 2000; i++) graph.set(`w${i}`, undefined, { writes: writes("shared") });
+    for (let i = 0; i < 2000; i++) graph.set(`r${i}`, undefined, { object: object("shared") });
+    graph.flush();
+    expect(graph.cyclicCount).toBe(0);
+    // One reader that writes back closes a cycle with every writer.
+    graph.set("r0", undefined, {
+      object: object("shared"),
+      writes: [{ object: object("w-source"), scope: scope() }],
+    });
+    graph.set("w0", undefined, { object: object("w-source"), writes: writes("shared") });
+    graph.flush();
+    expect(graph.cycleOf("r0")).toEqual(["r0", object("shared"), "w0", object("w-source"), "r0"]);
   });
 });

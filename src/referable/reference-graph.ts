@@ -1,9 +1,22 @@
 /**
- * The graph of Referables reading Referables, and the cycles in it.
+ * The graph of Referables reading Referables, directly or through the keys they export, and
+ * the cycles in it.
  *
  * A Referable reads another by name (`spec.source.name`) or by a label selector that matches it.
- * Such a loop never settles when the field read changes with every write (its
- * `metadata.resourceVersion`, its status), so every member of a cycle, of any length, is refused.
+ * It also reads, through an object, every Referable that exports into that object: its source
+ * is a ConfigMap or Secret by name that another Referable names in `spec.export`, or a label
+ * selector on ConfigMaps or Secrets of a namespace that matches the labels an object created by
+ * export carries (`referable.dev/exported: "true"` and nothing else), where another Referable
+ * exports. Such a loop never settles when the field read changes with every write (its
+ * `metadata.resourceVersion`, its status, a key incremented by a transform), so every member of
+ * a cycle, of any length, is refused.
+ *
+ * The objects between are nodes of their own (`ConfigMap ns/name`, and `ConfigMaps selected in
+ * ns` for a selector): a reader points at the object, the object at its writers, so a thousand
+ * readers of one object with a thousand writers cost two thousand edges, not a million, and a
+ * cycle's message names the objects it runs through. A Referable's writes into an object its own
+ * source may read are not edges: the key output refuses to write there (InvalidSpec on the
+ * Exported condition), so they never feed anything back.
  *
  * The edges come from the specs and labels alone, never from a resolution result: a result can
  * be an error (an ambiguous selector, the very InvalidSpec this graph causes), and a cycle that
@@ -14,12 +27,33 @@
  */
 import type { CompiledSelector } from "../informers/label-selector.ts";
 
-/** What one Referable reads among Referables: by name, by selector, or none. */
+/** What one Referable reads among Referables (by name, by selector, through exports), and where it exports. */
 export interface ReadsReferables {
   /** The Referable it names (`spec.source.name` of a Referable source). */
   name?: string;
   /** The selector of a Referable source. */
   selector?: CompiledSelector;
+  /** Its source, a ConfigMap or Secret by name, as {@link exportObjectNode} names it. */
+  object?: string;
+  /** Its source, a selector on ConfigMaps or Secrets that matches exported objects, as {@link exportScopeNode} names it. */
+  scope?: string;
+  /** The objects it exports into (but not those its own source may read), as {@link exportObjectNode} names them. */
+  writes?: ReadonlyArray<{ object: string; scope: string }>;
+}
+
+/** The node of one ConfigMap or Secret in the graph (and in a cycle's message): `ConfigMap ns/name`. */
+export function exportObjectNode(kind: string, namespace: string, name: string): string {
+  return `${kind} ${namespace}/${name}`;
+}
+
+/** The node of every exported ConfigMap (or Secret) of a namespace: `ConfigMaps selected in ns`. */
+export function exportScopeNode(kind: string, namespace: string): string {
+  return `${kind}s selected in ${namespace}`;
+}
+
+/** Whether a node is an object (or a namespace of them) rather than a Referable, whose names have no space. */
+export function isObjectNode(node: string): boolean {
+  return node.includes(" ");
 }
 
 interface Component {
@@ -45,6 +79,8 @@ export class ReferenceGraph {
   private readonly nodes = new Map<string, Node>();
   /** The Referables that read Referables by selector. */
   private readonly selecting = new Set<string>();
+  /** Writers of each object node and of each namespace node, by node. */
+  private readonly writers = new Map<string, Set<string>>();
   /** Whether an edge changed since the components were computed. */
   private dirty = false;
   /** The component of each Referable on a cycle (its members, shared by them all). */
@@ -64,10 +100,12 @@ export class ReferenceGraph {
       this.nodes.set(name, node);
       this.matchAll(name, node);
       this.matchAgainstSelectors(name, labels);
+      this.index(name, undefined, reads);
       this.dirty = true;
       return;
     }
     if (!sameReads(old.reads, reads)) {
+      this.index(name, old.reads, reads);
       old.reads = reads;
       this.matchAll(name, old);
       this.dirty = true;
@@ -82,6 +120,7 @@ export class ReferenceGraph {
   delete(name: string): void {
     const node = this.nodes.get(name);
     if (!node) return;
+    this.index(name, node.reads, undefined);
     this.nodes.delete(name);
     this.selecting.delete(name);
     for (const s of this.selecting) this.nodes.get(s)!.matched.delete(name);
@@ -127,13 +166,40 @@ export class ReferenceGraph {
     return this.cyclic.size;
   }
 
-  /** The names `name` reads: by name (whether that Referable exists or not) and by selector. */
+  /**
+   * The nodes `name` reads: by name (whether that Referable exists or not), by selector, and the
+   * object or namespace of objects it reads; for an object node, the Referables writing it.
+   */
   private out(name: string): Iterable<string> {
+    if (isObjectNode(name)) return this.writers.get(name) ?? [];
     const node = this.nodes.get(name);
     if (!node) return [];
-    const target = node.reads?.name;
-    if (target === undefined || node.matched.has(target)) return node.matched;
-    return [target, ...node.matched];
+    const reads = node.reads;
+    const target = reads?.name;
+    if (reads?.object === undefined && reads?.scope === undefined)
+      return target === undefined || node.matched.has(target) ? node.matched : [target, ...node.matched];
+    const out: string[] = [];
+    if (target !== undefined && !node.matched.has(target)) out.push(target);
+    out.push(...node.matched);
+    if (reads.object !== undefined) out.push(reads.object);
+    if (reads.scope !== undefined) out.push(reads.scope);
+    return out;
+  }
+
+  /** Moves `name` from the writers of what `before` writes to those of what `after` writes. */
+  private index(name: string, before: ReadsReferables | undefined, after: ReadsReferables | undefined): void {
+    for (const w of before?.writes ?? [])
+      for (const node of [w.object, w.scope]) {
+        const set = this.writers.get(node);
+        set?.delete(name);
+        if (set?.size === 0) this.writers.delete(node);
+      }
+    for (const w of after?.writes ?? [])
+      for (const node of [w.object, w.scope]) {
+        let set = this.writers.get(node);
+        if (!set) this.writers.set(node, (set = new Set()));
+        set.add(name);
+      }
   }
 
   /** Matches `node`'s selector (if any) against every Referable. */
@@ -190,7 +256,7 @@ export class ReferenceGraph {
         const step = frame.edges.next();
         if (!step.done) {
           const to = step.value;
-          if (!this.nodes.has(to)) continue; // names a Referable that does not exist (yet)
+          if (!this.nodes.has(to) && !isObjectNode(to)) continue; // names a Referable that does not exist (yet)
           if (!index.has(to)) visit(to);
           else if (onStack.has(to)) low.set(frame.name, Math.min(low.get(frame.name)!, index.get(to)!));
           continue;
@@ -207,9 +273,11 @@ export class ReferenceGraph {
           members.push(member);
         } while (member !== frame.name);
         if (members.length === 1 && ![...this.out(frame.name)].includes(frame.name)) continue;
+        // An object with no writers is a component of its own: only Referables are on a cycle.
+        if (members.length === 1 && isObjectNode(frame.name)) continue;
         members.sort();
         const component: Component = { members, key: componentKey(members) };
-        for (const m of members) result.set(m, component);
+        for (const m of members) if (!isObjectNode(m)) result.set(m, component);
       }
     }
     return result;
@@ -260,7 +328,14 @@ function componentKey(members: readonly string[]): string {
 }
 
 function sameReads(a: ReadsReferables | undefined, b: ReadsReferables | undefined): boolean {
-  return a?.name === b?.name && a?.selector?.key === b?.selector?.key;
+  return (
+    a?.name === b?.name &&
+    a?.selector?.key === b?.selector?.key &&
+    a?.object === b?.object &&
+    a?.scope === b?.scope &&
+    (a?.writes ?? []).length === (b?.writes ?? []).length &&
+    (a?.writes ?? []).every((w, i) => w.object === b!.writes![i]!.object)
+  );
 }
 
 function sameLabels(

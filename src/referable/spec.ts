@@ -3,12 +3,13 @@
  * resolver request its spec makes, and what it reads among Referables (the reference graph's
  * edges, and the one rule that a Referable cannot read itself).
  */
-import { isReferableKind, type Referable, type ReferableSpec } from "../api/referable.ts";
+import { isExportKind } from "../api/export-kinds.ts";
+import { EXPORTED_LABEL, isReferableKind, type Referable, type ReferableSpec } from "../api/referable.ts";
 import { ResolutionError } from "../errors.ts";
 import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
-import type { ReadsReferables } from "./reference-graph.ts";
+import { exportObjectNode, exportScopeNode, type ReadsReferables } from "./reference-graph.ts";
 
 /**
  * What the controller keeps of a Referable: identity, spec, status and finalizers (the export
@@ -20,6 +21,7 @@ export function slimReferable(obj: KubeObject): KubeObject {
   const metadata: Record<string, unknown> = { name: m.name };
   for (const key of [
     "uid",
+    "creationTimestamp", // the one-owner rule of exported fields: the first created owns
     "resourceVersion",
     "generation",
     "labels",
@@ -83,14 +85,51 @@ export function requestFor(spec: ReferableSpec | undefined): AnyReference {
   };
 }
 
-/** What a Referable reads among Referables, from its spec: the reference graph's edges. */
+/** The labels of an object export creates: a selector that matches them reads what export writes. */
+const EXPORTED_ONLY = Object.freeze({ [EXPORTED_LABEL]: "true" });
+
+/**
+ * What a Referable reads among Referables, and where it exports, from its spec: the reference
+ * graph's edges (see reference-graph.ts for which sources read exported objects).
+ */
 export function readsOf(obj: Referable): ReadsReferables | undefined {
+  const reads: ReadsReferables = {};
   const source = obj.spec?.source;
-  if (!source || !isReferableKind(source.apiVersion, source.kind)) return undefined;
-  if (source.name) return { name: source.name };
-  if (!source.selector) return undefined;
+  let kind: string | undefined;
+  if (source && isReferableKind(source.apiVersion, source.kind)) {
+    if (source.name) reads.name = source.name;
+    else if (source.selector) {
+      const selector = compileOrUndefined(source.selector);
+      if (selector) reads.selector = selector;
+    }
+  } else if (
+    source?.apiVersion === "v1" &&
+    isExportKind(source.kind) &&
+    typeof source.namespace === "string"
+  ) {
+    kind = source.kind;
+    if (source.name) reads.object = exportObjectNode(kind, source.namespace, source.name);
+    else if (source.selector && compileOrUndefined(source.selector)?.matches(EXPORTED_ONLY))
+      reads.scope = exportScopeNode(kind, source.namespace);
+  }
+  const writes: Array<{ object: string; scope: string }> = [];
+  const seen = new Set<string>();
+  for (const t of Array.isArray(obj.spec?.export) ? obj.spec.export : []) {
+    if (!isExportKind(t?.kind) || typeof t.namespace !== "string" || typeof t.name !== "string") continue;
+    const object = exportObjectNode(t.kind, t.namespace, t.name);
+    const scope = exportScopeNode(t.kind, t.namespace);
+    // Into what its own source reads, the key output writes nothing (InvalidSpec): no edge.
+    if (object === reads.object || scope === reads.scope || seen.has(object)) continue;
+    seen.add(object);
+    writes.push({ object, scope });
+  }
+  if (writes.length > 0) reads.writes = writes.sort((a, b) => (a.object < b.object ? -1 : 1));
+  return Object.keys(reads).length > 0 ? reads : undefined;
+}
+
+function compileOrUndefined(selector: NonNullable<NonNullable<ReferableSpec["source"]>["selector"]>) {
   try {
-    return { selector: compileLabelSelector(source.selector) };
+    return compileLabelSelector(selector);
   } catch {
     return undefined; // an invalid selector reads nothing: the resolver reports it (InvalidSpec)
   }

@@ -5,6 +5,7 @@
  * one place a change of leader resets what a writer knows.
  */
 import type { Referable, ReferableStatus } from "../api/referable.ts";
+import { newFieldsMemory, type FieldsMemory } from "../outputs/field/output.ts";
 import { newKeysMemory, type KeysMemory } from "../outputs/keys/output.ts";
 import type { StatusMemory } from "../outputs/status.ts";
 import type { Subscription } from "../resolver/resolver.ts";
@@ -50,6 +51,8 @@ export interface ReferableState {
   lastRepairAt: number | undefined;
   /** The key output's memory; forgotten when leadership changes hands. */
   keys: KeysMemory | undefined;
+  /** The field output's memory; forgotten when leadership changes hands. */
+  fields?: FieldsMemory | undefined;
 }
 
 /** A fresh state for `obj`, keeping from `previous` (the same object, an older spec) what outlives a spec. */
@@ -73,6 +76,7 @@ export function newState(
     repairs: same?.repairs ?? 0,
     lastRepairAt: same?.lastRepairAt,
     keys: same?.keys,
+    fields: same?.fields,
   };
 }
 
@@ -112,6 +116,8 @@ export class ReferableStates {
   private readonly states = new Map<string, ReferableState>();
   /** The key output's memory of Referables being deleted that have no state (seen first deleting). */
   private readonly deleting = new Map<string, KeysMemory>();
+  /** The field output's memory of Referables being deleted that have no state. */
+  private readonly deletingFields = new Map<string, FieldsMemory>();
 
   get(name: string): ReferableState | undefined {
     return this.states.get(name);
@@ -134,11 +140,24 @@ export class ReferableStates {
     return memory;
   }
 
+  /** The field output's memory for a Referable whose fields are being released (its backoff). */
+  releasingFields(name: string): FieldsMemory {
+    const state = this.states.get(name);
+    if (state) return (state.fields ??= newFieldsMemory());
+    let memory = this.deletingFields.get(name);
+    if (!memory) this.deletingFields.set(name, (memory = newFieldsMemory()));
+    return memory;
+  }
+
   /** The keys of a Referable being deleted are released: nothing of them to remember. */
   released(name: string): void {
     const state = this.states.get(name);
-    if (state) state.keys = undefined;
+    if (state) {
+      state.keys = undefined;
+      state.fields = undefined;
+    }
     this.deleting.delete(name);
+    this.deletingFields.delete(name);
   }
 
   /** Forgets a Referable that is gone, closing its subscription; returns what was kept. */
@@ -147,6 +166,7 @@ export class ReferableStates {
     state?.subscription?.close();
     this.states.delete(name);
     this.deleting.delete(name);
+    this.deletingFields.delete(name);
     return state;
   }
 
@@ -155,6 +175,7 @@ export class ReferableStates {
     for (const state of this.states.values()) state.subscription?.close();
     this.states.clear();
     this.deleting.clear();
+    this.deletingFields.clear();
   }
 
   /**
@@ -167,7 +188,9 @@ export class ReferableStates {
       state.repairs = 0;
       state.lastRepairAt = undefined;
       state.keys = undefined;
+      state.fields = undefined;
     }
     this.deleting.clear();
+    this.deletingFields.clear();
   }
 }

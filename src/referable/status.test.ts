@@ -1,7 +1,14 @@
 import { ResolutionError } from "../errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Referable, ReferableStatus } from "../api/referable.ts";
-import { desiredStatus, readyCondition, stableStringify, statusEquals, statusPatch } from "./status.ts";
+import {
+  desiredStatus,
+  readyCondition,
+  releaseStatus,
+  stableStringify,
+  statusEquals,
+  statusPatch,
+} from "./status.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");
 const T1 = new Date("2026-01-01T00:05:00.000Z");
@@ -351,5 +358,61 @@ describe("desiredStatus with spec.export", () => {
       expect(next.exports).toBeUndefined();
     } else expect(exportedOf(next)).toMatchObject(want);
     if (later === exported || later === undefined) expect(statusEquals(first, next)).toBe(true);
+  });
+});
+
+describe("releaseStatus", () => {
+  const ready = {
+    type: "Ready",
+    status: "True" as const,
+    reason: "Available",
+    message: "",
+    lastTransitionTime: "2025-01-01T00:00:00Z",
+  };
+  const obj = (exported: ReferableStatus["conditions"]): Referable => ({
+    metadata: { name: "rf", generation: 3 },
+    status: {
+      value: "v",
+      exports: [{ kind: "Secret", namespace: "a", name: "s", key: "K" }],
+      conditions: [ready, ...(exported ?? [])],
+    },
+  });
+  const problem = { reason: "ExportForbidden", message: "the Referable keeps its finalizer: no access" };
+
+  it.each([
+    {
+      why: "an Exported condition that was True becomes False now, saying why",
+      before: [
+        {
+          type: "Exported",
+          status: "True" as const,
+          reason: "Exported",
+          message: "",
+          lastTransitionTime: "2025-01-01T00:00:00Z",
+        },
+      ],
+      since: "2026-01-01T00:00:00Z",
+    },
+    {
+      why: "one already False keeps its lastTransitionTime",
+      before: [
+        {
+          type: "Exported",
+          status: "False" as const,
+          reason: "ExportFailed",
+          message: "x",
+          lastTransitionTime: "2025-06-01T00:00:00Z",
+        },
+      ],
+      since: "2025-06-01T00:00:00Z",
+    },
+  ])("$why, and the rest of the status stays as stored", ({ before, since }) => {
+    const next = releaseStatus(obj(before), problem, T0);
+    expect(next.value).toBe("v");
+    expect(next.exports).toEqual(obj(before).status!.exports);
+    expect(next.conditions).toEqual([
+      ready,
+      { type: "Exported", status: "False", ...problem, observedGeneration: 3, lastTransitionTime: since },
+    ]);
   });
 });

@@ -126,6 +126,31 @@ export function desiredStatus(
   return next;
 }
 
+/**
+ * The status of a Referable being deleted whose keys could not all be removed: as stored, with
+ * the Exported condition saying why (False, the failure's reason and message).
+ */
+export function releaseStatus(
+  obj: Referable,
+  problem: { reason: string; message: string },
+  now: Date,
+): ReferableStatus {
+  const previous = obj.status ?? {};
+  const before = previous.conditions?.find((c) => c.type === EXPORTED);
+  const condition: Condition = {
+    type: EXPORTED,
+    status: "False",
+    reason: problem.reason,
+    message: escapeUnsafeText(problem.message),
+    observedGeneration: obj.metadata.generation ?? 0,
+    lastTransitionTime: before?.status === "False" ? before.lastTransitionTime : rfc3339(now),
+  };
+  return {
+    ...previous,
+    conditions: [...(previous.conditions ?? []).filter((c) => c.type !== EXPORTED), condition],
+  };
+}
+
 /** The text of a status's value (or values): absent when there is none. */
 function textOf(status: ReferableStatus): string | undefined {
   if (status.values !== undefined) return exportText(status.values);

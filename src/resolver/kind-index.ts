@@ -19,6 +19,8 @@ export class KindIndex implements KindInterest {
   readonly handle: KindHandle;
   private readonly namespaced: boolean;
   private readonly schedule: (sub: Sub) => void;
+  /** Subscriptions with a read that may see labels or managedFields (asked for every object listed). */
+  private seeingLabels = 0;
 
   constructor(
     cache: SourceCache,
@@ -33,6 +35,7 @@ export class KindIndex implements KindInterest {
 
   /** Adds `sub`: from now on the objects it reads keep what it reads. */
   add(sub: Sub): void {
+    if (!this.all.has(sub) && seesLabels(sub)) this.seeingLabels++;
     this.all.add(sub);
     const req = sub.request;
     if (req.target === "name") addTo(this.byName, this.nameKey(sub), sub);
@@ -46,6 +49,7 @@ export class KindIndex implements KindInterest {
   /** Removes `sub` and drops the reads nobody else wants from the objects it read. */
   remove(sub: Sub): void {
     if (!this.all.delete(sub)) return;
+    if (seesLabels(sub)) this.seeingLabels--;
     const req = sub.request;
     if (req.target === "name") removeFrom(this.byName, this.nameKey(sub), sub);
     else {
@@ -63,6 +67,10 @@ export class KindIndex implements KindInterest {
   /** Ends the claim on the cache. */
   close(): void {
     this.handle.release();
+  }
+
+  readsLabels(): boolean {
+    return this.seeingLabels > 0;
   }
 
   *extractorsFor(meta: ProjectedMeta): Iterable<Extractor> {
@@ -122,4 +130,9 @@ function removeFrom<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
   const set = map.get(key);
   set?.delete(sub);
   if (set?.size === 0) map.delete(key);
+}
+
+/** Whether a read of `sub` may see labels or managedFields (see projection.ts). */
+function seesLabels(sub: Sub): boolean {
+  return sub.request.extractors.some((x) => x.blindToLabels !== true);
 }

@@ -68,6 +68,7 @@ function targetsOf(object: unknown): Target[] {
   for (const entry of raw) {
     if (typeof entry !== "object" || entry === null) continue;
     const e = entry as Record<string, unknown>;
+    if ("fieldPath" in e) continue; // a field's target: admission-field-export.ts
     if (!isExportKind(e.kind) || typeof e.namespace !== "string") continue;
     if (typeof e.name !== "string") continue;
     targets.push({ kind: e.kind, namespace: e.namespace, name: e.name });

@@ -24,6 +24,7 @@ import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/d
 import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
+import { fieldExportPermissions } from "./admission-field-export.ts";
 import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
@@ -151,13 +152,16 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
 
 /** A refusal when the author may not create and patch every target of spec.export; see admission-export.ts. */
 async function checkExports(judge: Judge, request: AdmissionRequest): Promise<Decision | undefined> {
-  const needs = exportPermissions(request);
-  if (needs.length === 0) return undefined;
   const user = request.userInfo;
   const who = JSON.stringify(user.username ?? "");
   const signal = AbortSignal.timeout(judge.timeoutMs);
   let missing: Permission[];
   try {
+    const needs = [
+      ...exportPermissions(request),
+      ...(await untilAborted(fieldExportPermissions(request, judge.discovery), signal)),
+    ];
+    if (needs.length === 0) return undefined;
     const answers = await Promise.all(needs.map((p) => reviewAccess(judge.client, user, p, signal)));
     missing = needs.filter((_, i) => !answers[i]!.allowed);
   } catch (err) {

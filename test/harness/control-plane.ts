@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { randomBytes } from "node:crypto";
 import { freePort } from "./ports.ts";
 
 const execFileAsync = promisify(execFile);
@@ -338,6 +339,8 @@ async function makePki(dir: string): Promise<Pki> {
     "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
   );
   await writeFile(p("admin.ext"), "extendedKeyUsage=clientAuth\n");
+  // Each certificate gets its own random serial: the two signs run at once, and -CAcreateserial
+  // made both read and write one ca.srl ("unable to load number" when they overlapped).
   const sign = async (name: string, subject: string) => {
     await openssl(["req", "-new", "-key", p(`${name}.key`), "-subj", subject, "-out", p(`${name}.csr`)]);
     await openssl([
@@ -349,7 +352,8 @@ async function makePki(dir: string): Promise<Pki> {
       p("ca.crt"),
       "-CAkey",
       p("ca.key"),
-      "-CAcreateserial",
+      "-set_serial",
+      `0x${randomBytes(16).toString("hex")}`,
       "-days",
       "2",
       "-extfile",

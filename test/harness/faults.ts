@@ -622,6 +622,48 @@ export class GatedStatusClient extends StatusWriteInterceptor {
   }
 }
 
+/**
+ * Our client's `request` and `watch`, passed through, recording the method and path of every
+ * request that is not a GET, until the process "dies": once a request for which `severAfter`
+ * says so has been answered, every request after it fails as a reset connection does, so
+ * nothing more of this client reaches the API server, as after a SIGKILL right after that
+ * request (the answer is lost with the process). Deterministic: the window between two writes
+ * is chosen by the request, not by a clock.
+ */
+export class SeverableClient {
+  readonly writes: string[] = [];
+  /** Resolves once severed. */
+  readonly severed: Promise<void>;
+  private cut = false;
+  private onSevered!: () => void;
+  private readonly inner: KubeClient;
+  private readonly severAfter: ((method: string, path: string) => boolean) | undefined;
+
+  constructor(inner: KubeClient, severAfter?: (method: string, path: string) => boolean) {
+    this.inner = inner;
+    this.severAfter = severAfter;
+    this.severed = new Promise<void>((resolve) => (this.onSevered = resolve));
+  }
+
+  readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
+
+  readonly request = async <T = KubeObject>(
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<T> => {
+    if (this.cut) throw connectionReset();
+    const answer = await this.inner.request<T>(method, path, options);
+    if (method !== "GET") this.writes.push(`${method} ${path}`);
+    if (!this.cut && this.severAfter?.(method, path)) {
+      this.cut = true;
+      this.onSevered();
+      throw connectionReset();
+    }
+    return answer;
+  };
+}
+
 /** What undici's fetch throws when the peer resets the connection. */
 function connectionReset(): Error {
   const cause = Object.assign(new Error("read ECONNRESET"), {

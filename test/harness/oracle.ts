@@ -318,3 +318,130 @@ export function checkAll(referables: readonly KubeObject[], world: World): Misma
 export function describeMismatch(m: Mismatch): string {
   return `${m.name}: ${m.why.join("; ")}`;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Export: which key holds what (issue 22)
+
+/** A key of a ConfigMap that Referables export into. */
+interface ExportKey {
+  kind: string;
+  namespace: string;
+  name: string;
+  key: string;
+}
+
+const exportKeyId = (t: ExportKey) => `${t.kind}/${t.namespace}/${t.name}/${t.key}`;
+
+/** The targets of `spec.export` the oracle judges (ConfigMaps), once each. */
+function exportKeysOf(referable: KubeObject): ExportKey[] {
+  const raw = (referable.spec as { export?: unknown } | undefined)?.export;
+  const keys = new Map<string, ExportKey>();
+  for (const t of Array.isArray(raw) ? (raw as Array<Partial<ExportKey>>) : []) {
+    if (t.kind !== "ConfigMap" || !t.namespace || !t.name || !t.key) continue;
+    const key = { kind: t.kind, namespace: t.namespace, name: t.name, key: t.key };
+    keys.set(exportKeyId(key), key);
+  }
+  return [...keys.values()];
+}
+
+/** The text a value is exported as: a string as it is, any other JSON value as its JSON text. */
+function exportedText(want: Expectation): string | undefined {
+  if (want.values !== undefined) return JSON.stringify(want.values);
+  if (want.value === undefined || want.value === null) return undefined;
+  return typeof want.value === "string" ? want.value : JSON.stringify(want.value);
+}
+
+/**
+ * Where the exported keys of `referables` differ from the contract, in `world` (which must hold
+ * every ConfigMap): every key holds its owner's value, or its Referable says why not.
+ *
+ * - The owner of a key is the Referable created first (creationTimestamp, then name) among those
+ *   naming it in `spec.export`; every other one must be `Exported=False`, `ExportConflict`,
+ *   naming the owner (issue 22's rule: one key, one owner, never a deadlock).
+ * - The owner with a value: the key holds the value's text, or it is `Exported=False` with
+ *   `ExportConflict` (someone else took the key) or `ExportForbidden`.
+ * - The owner without a value: its own key is removed (the key is absent, or holds text its
+ *   field manager `referable.dev/<name>` does not own: someone else's, which is theirs).
+ *
+ * Referables whose own status the oracle cannot judge (outside its subset) are skipped.
+ */
+export function checkExports(referables: readonly KubeObject[], world: World): Mismatch[] {
+  const owners = new Map<string, KubeObject>();
+  const byAge = [...referables].sort(
+    (a, b) =>
+      compare(
+        a.metadata?.creationTimestamp as string | undefined,
+        b.metadata?.creationTimestamp as string | undefined,
+      ) || compare(a.metadata?.name, b.metadata?.name),
+  );
+  for (const r of byAge)
+    for (const t of exportKeysOf(r)) if (!owners.has(exportKeyId(t))) owners.set(exportKeyId(t), r);
+  const configMaps = new Map<string, KubeObject>();
+  for (const o of world.objects.get(kindKey("v1", "ConfigMap")) ?? [])
+    configMaps.set(`${o.metadata?.namespace}/${o.metadata?.name}`, o);
+
+  const mismatches: Mismatch[] = [];
+  for (const r of referables) {
+    const targets = exportKeysOf(r);
+    const want = expectationFor(r, world);
+    if (targets.length === 0 || typeof want === "string") continue;
+    const status = (r.status ?? {}) as {
+      conditions?: Array<{ type?: string; reason?: string; message?: string }>;
+    };
+    const exported = status.conditions?.find((c) => c.type === "Exported");
+    const says = (...reasons: string[]) => exported !== undefined && reasons.includes(exported.reason ?? "");
+    const text = exportedText(want);
+    const why: string[] = [];
+    for (const t of targets) {
+      const owner = owners.get(exportKeyId(t))!;
+      const where = `${t.namespace}/${t.name}[${t.key}]`;
+      if (owner !== r) {
+        const ownerName = owner.metadata?.name ?? "";
+        if (!says("ExportConflict") || !(exported?.message ?? "").includes(ownerName))
+          why.push(
+            `${where} belongs to ${ownerName}: want ExportConflict naming it, got ${exported?.reason}`,
+          );
+        continue;
+      }
+      const data = (configMaps.get(`${t.namespace}/${t.name}`)?.data ?? {}) as Record<string, string>;
+      const held = Object.hasOwn(data, t.key) ? data[t.key] : undefined;
+      if (text === undefined) {
+        // No value, no key: its own key is removed; text someone else put there is theirs.
+        if (
+          held !== undefined &&
+          managesKey(configMaps.get(`${t.namespace}/${t.name}`), `referable.dev/${r.metadata?.name}`, t.key)
+        )
+          why.push(`${where}: no value, yet its own key is still there (Exported is ${exported?.reason})`);
+        else if (exported === undefined) why.push(`${where}: no Exported condition`);
+        continue;
+      }
+      if (held === text) continue;
+      if (!says("ExportConflict", "ExportForbidden"))
+        why.push(
+          `${where} holds ${held === undefined ? "nothing" : JSON.stringify(held.slice(0, 40))}, not the value, yet Exported is ${exported?.reason}`,
+        );
+    }
+    if (why.length)
+      mismatches.push({
+        name: r.metadata?.name ?? "",
+        why,
+        want: "every key holds its owner's value, or its Referable says why not",
+        got: { reason: exported?.reason },
+      });
+  }
+  return mismatches;
+}
+
+/** Whether `manager` owns `data[key]` of `object` (its managedFields). */
+function managesKey(object: KubeObject | undefined, manager: string, key: string): boolean {
+  const entries = (object?.metadata?.managedFields ?? []) as Array<{
+    manager?: string;
+    fieldsV1?: Record<string, unknown>;
+  }>;
+  return entries.some((e) => {
+    const data = e.fieldsV1?.["f:data"];
+    return (
+      e.manager === manager && typeof data === "object" && data !== null && Object.hasOwn(data, `f:${key}`)
+    );
+  });
+}

@@ -207,6 +207,48 @@ describe("a Referable may only export where its author may write", () => {
   });
 });
 
+describe("a Referable may only export into a field where its author may patch the object", () => {
+  it("refuses an author who may read the source but not patch the object a field is exported into, and allows one who may", async () => {
+    const gina = await newUser("gina");
+    await grant(gina, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
+    await waitForAccess(
+      gina.client,
+      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
+      true,
+    );
+    const field = {
+      export: [
+        {
+          apiVersion: "apps/v1",
+          kind: "Deployment",
+          namespace: ns,
+          name: "web",
+          fieldPath: "spec.template.metadata.annotations[example.com/db-host]",
+        },
+      ],
+    };
+    const name = uniqueName("rf");
+    expect(await refusal(createReferable(gina.client, configMap("db"), name, field))).toContain(
+      `user "${gina.username}" may not patch deployments.apps "web" in namespace "${ns}": ${EXPORT_REFUSAL_SUFFIX}`,
+    );
+    expect(
+      await admin.request("GET", `${RF}/${name}`).catch((e: { statusCode?: number }) => e.statusCode),
+    ).toBe(404);
+    // patch of that object is enough: no create, since an object is never created for a field.
+    await grant(
+      gina,
+      [{ apiGroups: ["apps"], resources: ["deployments"], verbs: ["patch"], resourceNames: ["web"] }],
+      ns,
+    );
+    await waitForAccess(
+      gina.client,
+      { verb: "patch", group: "apps", resource: "deployments", namespace: ns, name: "web" },
+      true,
+    );
+    await createReferable(gina.client, configMap("db"), name, field);
+  });
+});
+
 describe("a Referable may only read what its author can read", () => {
   it("refuses a user who may not get the ConfigMap or the Secret, naming the missing permission", async () => {
     const alice = await newUser("alice");

@@ -404,9 +404,9 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
       messages: ['spec.policy.resolution: Unsupported value: "Sometimes"'],
     },
     {
-      reason: "an export into a kind other than ConfigMap or Secret",
+      reason: "a key of a kind other than ConfigMap or Secret (a Deployment takes a fieldPath)",
       spec: { source: byName, export: [{ ...exportTarget, kind: "Deployment" }] },
-      messages: ['spec.export[0].kind: Unsupported value: "Deployment"'],
+      messages: ["spec.export[0]: Invalid value", "a key is exported into a ConfigMap or a Secret"],
     },
     {
       reason: "an export key that is not a ConfigMap key",
@@ -436,12 +436,20 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
     {
       reason: "an export without a key",
       spec: { source: byName, export: [{ ...exportTarget, key: undefined }] },
-      messages: ["spec.export[0].key: Required value"],
+      messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"],
     },
     {
-      reason: "the same key of the same object twice",
-      spec: { source: byName, export: [exportTarget, exportTarget] },
-      messages: ["spec.export[1]: Duplicate value"],
+      reason: "an export with both a key and a fieldPath",
+      spec: { source: byName, export: [{ ...exportTarget, apiVersion: "v1", fieldPath: "data.x" }] },
+      messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"],
+    },
+    {
+      reason: "a field target without its apiVersion",
+      spec: {
+        source: byName,
+        export: [{ kind: "Task", namespace: "team-b", name: "t", fieldPath: "spec.forProvider.x" }],
+      },
+      messages: ["a field target names the apiVersion of its object"],
     },
     {
       reason: "more than 16 export targets",

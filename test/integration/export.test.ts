@@ -27,12 +27,14 @@ import { describeIf } from "../harness/availability.ts";
 import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 import {
   getReferable,
+  waitForReason,
   SHARD_LABEL,
   startTestController,
   type ReferableView,
   type TestController,
   createReferable as createReferableAs,
 } from "../harness/controller.ts";
+import { SeverableClient } from "../harness/faults.ts";
 import {
   adminClient,
   closeTestClients,
@@ -64,6 +66,8 @@ let open: string;
 let closed: string;
 /** The ClusterRole of deploy/base/rbac-export.yaml, as this test created it. */
 let exportConfigMapsRole: string;
+/** The ClusterRole of deploy/examples/allow-secret-export, as this test created it. */
+let exportSecretsRole: string;
 const cleanup: string[] = [];
 const controllers: TestController[] = [];
 
@@ -101,6 +105,7 @@ beforeAll(async () => {
   const exportSecrets = await clusterRole(
     clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
   );
+  exportSecretsRole = exportSecrets;
   for (const role of [exportConfigMaps, exportSecrets])
     await bindRole(admin, role, role, controllerSubject(), open);
   controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
@@ -652,6 +657,267 @@ describe("a restart", () => {
     await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "db2.internal", 5_000);
     await second.stop();
     await counted.close();
+  });
+});
+
+/** Binds `role` to the controller in `ns`; resolves with the RoleBinding's path. */
+const bindToController = (ns: string, role: string): Promise<string> =>
+  bindRole(admin, role, role, controllerSubject(), ns);
+
+/** Waits until the controller's `get` of a Secret in `ns` answers `code` (RBAC applied). */
+async function waitForSecretAccess(ns: string, code: 403 | 404): Promise<void> {
+  await waitFor(`the controller's get of Secrets in ${ns} to answer ${code}`, async () => {
+    try {
+      await controllerClient.request("GET", `/api/v1/namespaces/${ns}/secrets/none`);
+      return false;
+    } catch (err) {
+      return isApiError(err, code);
+    }
+  });
+}
+
+async function waitForGone(name: string, timeoutMs = 15_000): Promise<void> {
+  await waitFor(
+    `Referable ${name} to be gone`,
+    async () => {
+      try {
+        await admin.request("GET", `${RF}/${name}`);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    },
+    { timeoutMs },
+  );
+}
+
+const patchSpecExport = (name: string, exports: unknown) =>
+  admin.request("PATCH", `${RF}/${name}`, {
+    body: { spec: { export: exports } },
+    contentType: "application/merge-patch+json",
+  });
+
+describe("loops through exports (issue 22, case 2)", () => {
+  it("two Referables exporting into each other's source are InvalidSpec naming the cycle, and the writes stop", async () => {
+    // A controller of its own, over a client that records every write it makes.
+    const counted = new SeverableClient(controllerClient);
+    const own = await startTestController({
+      client: controllerClient,
+      build: { writer: counted as unknown as KubeClient },
+    });
+    controllers.push(own);
+    const x = uniqueName("loop-x");
+    const y = uniqueName("loop-y");
+    const counter = (from: string, into: string) => ({
+      source: { apiVersion: "v1", kind: "ConfigMap", namespace: open, name: from, fieldPath: "data.n" },
+      default: "0",
+      transform: "string(int(value) + 1)",
+      export: [target("ConfigMap", open, into, "n")],
+    });
+    const a = await createReferable(counter(x, y), own.shard);
+    const b = await createReferable(counter(y, x), own.shard);
+    for (const [name, other] of [
+      [a, b],
+      [b, a],
+    ] as const) {
+      const view = await waitForReason(admin, name, "InvalidSpec");
+      // The cycle, with the objects it runs through.
+      const cycle =
+        name === a
+          ? `${a} → ConfigMap ${open}/${x} → ${b} → ConfigMap ${open}/${y} → ${a}`
+          : `${b} → ConfigMap ${open}/${y} → ${a} → ConfigMap ${open}/${x} → ${b}`;
+      expect(view.message).toContain(`in a cycle of 2 (${cycle})`);
+      expect(view.message).toContain(other);
+      // No value, so no key: what was exported before the cycle was seen is removed.
+      await waitForExported(
+        name,
+        "NoValue",
+        (v) => (v.status.exports as unknown[] | undefined) === undefined,
+      );
+    }
+    const configMapWrites = () => counted.writes.filter((w) => w.includes("/configmaps/")).length;
+    const versions = async () => [
+      (await getObject("ConfigMap", open, x))?.metadata?.resourceVersion,
+      (await getObject("ConfigMap", open, y))?.metadata?.resourceVersion,
+    ];
+    const settledWrites = configMapWrites();
+    const settledVersions = await versions();
+    // Bounded: a handful of writes before the second Referable closed the cycle, and their removal.
+    expect(settledWrites).toBeLessThanOrEqual(8);
+    // And nothing after: a counting loop (about 19 writes a second before) would move them here.
+    const watchedFrom = Date.now();
+    await expect(
+      waitFor(
+        "a write into either ConfigMap after both are InvalidSpec",
+        async () =>
+          configMapWrites() !== settledWrites ||
+          JSON.stringify(await versions()) !== JSON.stringify(settledVersions),
+        { timeoutMs: 3_000, intervalMs: 100 },
+      ),
+    ).rejects.toThrow("timed out after 3000 ms");
+    expect(Date.now() - watchedFrom).toBeGreaterThanOrEqual(3_000);
+    expect(configMapWrites()).toBe(settledWrites);
+  });
+});
+
+describe("a target dropped from spec.export (issue 22, case 10)", () => {
+  it("deletes the object the Referable created once its last key is removed, and keeps one that holds more", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const made = uniqueName("made");
+    const shared = uniqueName("shared");
+    const rf = await createReferable({
+      source: sourceOf(source),
+      export: [target("ConfigMap", open, made, "DB_HOST"), target("ConfigMap", open, shared, "DB_HOST")],
+    });
+    await waitForExported(rf, "Exported", (v) => (v.status.exports as unknown[] | undefined)?.length === 2);
+    const madeBefore = await getObject("ConfigMap", open, made);
+    expect(madeBefore?.metadata?.annotations?.["referable.dev/created-by"]).toBe(rf);
+    // Someone else writes into the other object it created: that one must stay.
+    await admin.request("PATCH", `/api/v1/namespaces/${open}/configmaps/${shared}`, {
+      body: { data: { THEIRS: "x" } },
+      contentType: "application/merge-patch+json",
+      query: { fieldManager: "someone-else" },
+    });
+    await patchSpecExport(rf, [target("ConfigMap", open, uniqueName("next"), "DB_HOST")]);
+    await waitFor(
+      `ConfigMap ${made} to be deleted`,
+      async () => (await getObject("ConfigMap", open, made)) === undefined,
+    );
+    await waitForData("ConfigMap", open, shared, (d) => !("DB_HOST" in d));
+    expect(dataOf(await getObject("ConfigMap", open, shared))).toEqual({ THEIRS: "x" });
+    const view = await waitForExported(
+      rf,
+      "Exported",
+      (v) => (v.status.exports as unknown[] | undefined)?.length === 1,
+    );
+    expect((view.status.exports as Array<{ name: string }>).map((r) => r.name)).not.toContain(made);
+  });
+});
+
+describe("a crash between a key's write and its status write (issue 22, case 7)", () => {
+  it("leaves nothing behind: the key written before the crash is removed once the spec no longer names it", async () => {
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "db.internal" });
+    const out = uniqueName("crash");
+    const objectPath = `/api/v1/namespaces/${open}/configmaps/${out}`;
+    // The process "dies" right after the apply into the target: the status write after it
+    // (or anything else) never reaches the API server.
+    const dying = new SeverableClient(
+      controllerClient,
+      (method, path) => method === "PATCH" && path === objectPath,
+    );
+    const first = await startTestController({
+      client: controllerClient,
+      build: { writer: dying as unknown as KubeClient },
+    });
+    controllers.push(first);
+    const rf = await createReferable(
+      { source: sourceOf(source), export: [target("ConfigMap", open, out, "K")] },
+      first.shard,
+    );
+    await dying.severed;
+    await first.stop();
+    expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ K: "db.internal" });
+    // Intent came first: the status names the key, with no resourceVersion (none was recorded).
+    const crashed = await getReferable(admin, rf);
+    expect(crashed.status.exports).toEqual([{ kind: "ConfigMap", namespace: open, name: out, key: "K" }]);
+
+    await patchSpecExport(rf, [target("ConfigMap", open, uniqueName("elsewhere"), "K")]);
+    const second = await startTestController({ client: controllerClient, shard: first.shard });
+    controllers.push(second);
+    await waitFor(
+      `the orphaned ConfigMap ${out} to be gone`,
+      async () => (await getObject("ConfigMap", open, out)) === undefined,
+    );
+    const view = await waitForExported(
+      rf,
+      "Exported",
+      (v) => (v.status.exports as unknown[] | undefined)?.length === 1,
+    );
+    expect((view.status.exports as Array<{ name: string }>)[0]!.name).not.toBe(out);
+    await second.stop();
+  });
+});
+
+describe("--allow-secret-export turned off (issue 22, case 8)", () => {
+  /** A Referable exporting into a new Secret of `ns`, exported by a controller allowed to. */
+  async function exportedSecret(ns: string): Promise<{ rf: string; secret: string; shard: string }> {
+    const allowed = await startTestController({ client: controllerClient, allowSecretExport: true });
+    controllers.push(allowed);
+    const source = uniqueName("db");
+    await createConfigMap(src, source, { v: "s3cr3t-pass" });
+    const secret = uniqueName("creds");
+    const rf = await createReferable(
+      { source: sourceOf(source), export: [target("Secret", ns, secret, "PASSWORD")] },
+      allowed.shard,
+    );
+    await waitForExported(
+      rf,
+      "Exported",
+      (v) =>
+        (v.status.exports as Array<{ resourceVersion?: string }> | undefined)?.[0]?.resourceVersion !==
+        undefined,
+    );
+    expect(dataOf(await getObject("Secret", ns, secret))).toEqual({
+      PASSWORD: Buffer.from("s3cr3t-pass").toString("base64"),
+    });
+    await allowed.stop();
+    return { rf, secret, shard: allowed.shard };
+  }
+
+  it("removes the Secret keys written before, says why none is written, and lets the Referable go", async () => {
+    const { rf, secret, shard } = await exportedSecret(open);
+    const strict = await startTestController({ client: controllerClient, shard });
+    controllers.push(strict);
+    // The Secret was created by the Referable and holds nothing else: it goes with the key.
+    await waitFor(
+      `Secret ${secret} to be gone`,
+      async () => (await getObject("Secret", open, secret)) === undefined,
+    );
+    const view = await waitForExported(rf, "ExportForbidden", (v) => v.status.exports === undefined);
+    expect(exportedCondition(view)!.message).toContain("--allow-secret-export");
+    await admin.request("DELETE", `${RF}/${rf}`);
+    await waitForGone(rf);
+  });
+
+  it("removes them when the Referable is deleted while the flag is off", async () => {
+    const { rf, secret, shard } = await exportedSecret(open);
+    await admin.request("DELETE", `${RF}/${rf}`);
+    const strict = await startTestController({ client: controllerClient, shard });
+    controllers.push(strict);
+    await waitForGone(rf);
+    expect(await getObject("Secret", open, secret)).toBeUndefined();
+  });
+
+  it("says so where RBAC no longer allows the removal, and the finalizer waits until it does", async () => {
+    const ns = await createNamespace(admin, "export-revoked");
+    cleanup.push(`/api/v1/namespaces/${ns}`);
+    await bindToController(ns, exportConfigMapsRole);
+    const secretsBinding = await bindToController(ns, exportSecretsRole);
+    await waitForSecretAccess(ns, 404);
+    const { rf, secret, shard } = await exportedSecret(ns);
+    await admin.request("DELETE", secretsBinding);
+    await waitForSecretAccess(ns, 403);
+    const strict = await startTestController({ client: controllerClient, shard });
+    controllers.push(strict);
+    const refused = await waitForExported(rf, "ExportForbidden", (v) =>
+      (exportedCondition(v)?.message ?? "").includes(
+        "could not remove the keys written before --allow-secret-export was turned off",
+      ),
+    );
+    // The records stay: the key is still there, and the status says so.
+    expect((refused.status.exports as Array<{ name: string }>).map((r) => r.name)).toEqual([secret]);
+    await admin.request("DELETE", `${RF}/${rf}`);
+    const terminating = await waitForExported(rf, "ExportForbidden", (v) =>
+      (exportedCondition(v)?.message ?? "").includes("keeps its finalizer referable.dev/export"),
+    );
+    expect(terminating.object.metadata?.deletionTimestamp).toBeDefined();
+    expect(dataOf(await getObject("Secret", ns, secret))).toHaveProperty("PASSWORD");
+    // Access restored: the next retry (1, 2, 4 s... after the refusal) removes it, and the Referable goes.
+    await bindToController(ns, exportSecretsRole);
+    await waitForGone(rf, 20_000);
+    expect(await getObject("Secret", ns, secret)).toBeUndefined();
   });
 });
 

@@ -10,8 +10,9 @@
  * its own process with the shipped NODE_OPTIONS and the RBAC of deploy/base; it must stay up,
  * answer /healthz within a second throughout, keep a canary following its source, answer a
  * selector on a key it did not keep before (the kind is read again for it), and keep, with 150
- * such ConfigMaps, a heap in use within 20 MiB of the same cold start without them (its RSS,
- * reported, stays far under the Deployment's limit; BENCHMARKS.md says why it trails the heap).
+ * such ConfigMaps, a heap in use within 20 MiB of the same cold start without them (lists are read
+ * item by item, and a label no selector names is dropped before it is parsed; its RSS, reported,
+ * stays far under the Deployment's limit, and the labels benchmark holds it within 20 MiB).
  *
  * It runs on a control plane of its own, so 127 MB of labels never pass through the ConfigMap
  * watches of other test files.
@@ -29,8 +30,8 @@ const HOSTILE_COUNT = 150;
 /** Labels per ConfigMap: 2,190 of 386 bytes of JSON each, about 845 KB. */
 const LABELS_PER_OBJECT = 2190;
 const MiB = 1024 * 1024;
-/** What 150 such ConfigMaps may keep, against the same cold start without them. */
-const HEAP_BOUND = 20 * MiB;
+/** What 150 such ConfigMaps may keep in the heap, against the same cold start without them. */
+const MEMORY_BOUND = 20 * MiB;
 const WAIT_MS = 90_000;
 
 let t: TenantPlane;
@@ -235,15 +236,17 @@ describe("a tenant's largest label sets", () => {
     await expectStatus(`${shard}-web`, { reason: "Available", values: ["a-1", "b-1"] });
     await setValue("canary", "c-4");
     await expectStatus(`${shard}-canary`, { reason: "Available", value: "c-4" });
-    // What stays: the heap in use comes back within the bound once the list's garbage is
-    // collected (waiting for V8's next major GC, never for a time). RSS is reported, and must
-    // stay far under the Deployment's 512 Mi limit; see BENCHMARKS.md for why it trails.
+    // What stays: the heap in use comes back within the bound of the run without them once the
+    // lists' garbage is collected (waiting for V8's next major GC, never for a time). RSS is
+    // reported and must stay far under the Deployment's limit: within 20 MiB of the run without
+    // them is the labels benchmark's target (BENCHMARKS.md), as this process's RSS varies by
+    // more than that from one cold start to the next (V8's young generation, 2 or 16 MiB).
     const samples: Array<{ rss: number; heap: number }> = [];
     await waitFor(
-      `the heap in use to settle within ${HEAP_BOUND / MiB} MiB of ${mib(without.heap)} MiB`,
+      `the heap in use to settle within ${MEMORY_BOUND / MiB} MiB of ${mib(without.heap)} MiB`,
       async () => {
         samples.push(await memory(controller));
-        return samples.at(-1)!.heap - without.heap < HEAP_BOUND;
+        return samples.at(-1)!.heap - without.heap < MEMORY_BOUND;
       },
       { timeoutMs: 90_000, intervalMs: 2000 },
     ).finally(() =>

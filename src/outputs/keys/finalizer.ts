@@ -20,35 +20,37 @@ export type FinalizerPatch =
   | { ok: false; changed: false; problem: string };
 
 /** Whether the Referable holds the export finalizer. */
-export function hasFinalizer(obj: Referable): boolean {
-  return obj.metadata.finalizers?.includes(EXPORT_FINALIZER) ?? false;
+export function hasFinalizer(obj: Referable, finalizer = EXPORT_FINALIZER): boolean {
+  return obj.metadata.finalizers?.includes(finalizer) ?? false;
 }
 
-/** Adds the finalizer. */
+/** Adds the finalizer (`finalizer`: another output's, e.g. the field output's). */
 export function addFinalizer(
   client: Pick<KubeClient, "request">,
   obj: Referable,
   logger: Logger,
+  finalizer = EXPORT_FINALIZER,
 ): Promise<FinalizerPatch> {
   const finalizers = obj.metadata.finalizers;
   return patchFinalizers(
     client,
     obj,
     finalizers === undefined
-      ? [{ op: "add", path: "/metadata/finalizers", value: [EXPORT_FINALIZER] }]
+      ? [{ op: "add", path: "/metadata/finalizers", value: [finalizer] }]
       : [
           { op: "test", path: "/metadata/finalizers", value: finalizers },
-          { op: "add", path: "/metadata/finalizers/-", value: EXPORT_FINALIZER },
+          { op: "add", path: "/metadata/finalizers/-", value: finalizer },
         ],
     logger,
   );
 }
 
-/** Removes the finalizer. */
+/** Removes the finalizer (`finalizer`: another output's). */
 export function removeFinalizer(
   client: Pick<KubeClient, "request">,
   obj: Referable,
   logger: Logger,
+  finalizer = EXPORT_FINALIZER,
 ): Promise<FinalizerPatch> {
   const finalizers = obj.metadata.finalizers ?? [];
   return patchFinalizers(
@@ -59,7 +61,7 @@ export function removeFinalizer(
       {
         op: "replace",
         path: "/metadata/finalizers",
-        value: finalizers.filter((f) => f !== EXPORT_FINALIZER),
+        value: finalizers.filter((f) => f !== finalizer),
       },
     ],
     logger,

@@ -6,10 +6,13 @@
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "../../kube/client.ts";
+import { removeField, writeField } from "../field/library.ts";
+import type { FieldTarget } from "../field/target.ts";
 import type { ExportTarget } from "./target.ts";
 import { removeKey, writeKey, type ExportOptions, type ExportResult } from "./writer.ts";
 
 export type { ExportResult, ExportOptions } from "./writer.ts";
+export type { FieldPolicy, FieldTarget } from "../field/target.ts";
 
 /** Runs `work` with a connection made from `kubeConfig`, closed after. */
 async function withClient<T>(kubeConfig: KubeConfig, work: (client: KubeClient) => Promise<T>): Promise<T> {
@@ -31,31 +34,42 @@ async function withClient<T>(kubeConfig: KubeConfig, work: (client: KubeClient) 
  * forced), `ExportForbidden` when RBAC refuses, `ExportFailed` otherwise (and, not retryable,
  * for an `undefined` value: remove the key with {@link removeExport} instead).
  *
+ * A {@link FieldTarget} (with `fieldPath`) writes the value, with its JSON type, into that field
+ * of an existing object instead (`TargetNotFound` when it does not exist, `ExportRejected` when
+ * the API server refuses the value); with policy `IfNotPresent`, only when the field is empty.
+ *
  * @example
  * await exportValue(kubeConfig, { kind: "ConfigMap", namespace: "team-b", name: "app", key: "DB_HOST" },
  *   "db.internal", { fieldManager: "my-operator/db-host" });
  */
 export function exportValue(
   kubeConfig: KubeConfig,
-  target: ExportTarget,
+  target: ExportTarget | FieldTarget,
   value: unknown,
   options: ExportOptions,
 ): Promise<ExportResult> {
-  return withClient(kubeConfig, (client) => writeKey(client, target, value, options));
+  return withClient(kubeConfig, (client) =>
+    "fieldPath" in target
+      ? writeField(client, target, value, options)
+      : writeKey(client, target, value, options),
+  );
 }
 
 /**
  * Removes `target`'s key as written by `options.fieldManager` (with {@link exportValue}): the
  * manager lets go of it, so it disappears unless another manager owns it too. The manager's other
  * keys stay; an object it created and that holds nothing else is deleted. Resolves `false` when
- * the manager did not own the key. Connects with `kubeConfig` for this call.
+ * the manager did not own the key. Connects with `kubeConfig` for this call. A
+ * {@link FieldTarget}: the manager lets go of the field (removed unless someone else owns it).
  */
 export function removeExport(
   kubeConfig: KubeConfig,
-  target: ExportTarget,
+  target: ExportTarget | FieldTarget,
   options: ExportOptions,
 ): Promise<boolean> {
-  return withClient(kubeConfig, (client) => removeKey(client, target, options));
+  return withClient(kubeConfig, (client) =>
+    "fieldPath" in target ? removeField(client, target, options) : removeKey(client, target, options),
+  );
 }
 export { ExportError, isExportError } from "./errors.ts";
 export type { ExportFailureReason } from "./errors.ts";

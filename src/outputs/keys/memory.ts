@@ -32,6 +32,8 @@ export interface KeysMemory {
   gates: Map<string, WriteGate>;
   /** Failed attempts in a row, for the backoff. */
   failures: number;
+  /** Why the last release (on deletion) left something, for the Exported condition. */
+  releaseProblem?: { reason: string; message: string } | undefined;
 }
 
 /** A Referable's empty memory. */
@@ -108,12 +110,17 @@ export function hashOf(keys: Record<string, string>): string {
   return h.digest("base64").slice(0, 22);
 }
 
+/** One string per record's key: object and key. */
+export function recordKey(r: Pick<ExportRecord, "kind" | "namespace" | "name" | "key">): string {
+  return `${r.kind}/${r.namespace}/${r.name}/${r.key}`;
+}
+
 export function compareRecords(a: ExportRecord, b: ExportRecord): number {
   return (
     a.kind.localeCompare(b.kind) ||
     a.namespace.localeCompare(b.namespace) ||
     a.name.localeCompare(b.name) ||
-    a.key.localeCompare(b.key)
+    (a.key ?? "").localeCompare(b.key ?? "")
   );
 }
 

@@ -15,7 +15,7 @@
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
-import type { ExportRecord, Referable } from "../../api/referable.ts";
+import { EXPORTED, EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import { asError } from "../../errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import { silentLogger, type Logger } from "../../log.ts";
@@ -32,8 +32,10 @@ import {
   removeFinalizer,
   type FinalizerPatch,
 } from "./finalizer.ts";
+import { recordedObjects, sweepObject, type Recorded } from "./sweep.ts";
 import {
   describeObject,
+  ExportLimits,
   fieldManagerFor,
   objectKey,
   parseTarget,
@@ -47,11 +49,13 @@ import {
   hashOf,
   newKeysMemory,
   planObjects,
+  recordKey,
+  type ObjectPlan,
   readObjects,
   valueText,
   type KeysMemory,
 } from "./memory.ts";
-import { releaseObject, syncObject, type KnownObject } from "./writer.ts";
+import { syncObject, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
 
@@ -151,11 +155,21 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
     const text = valueText(result);
     const read = readObjects(result);
+    const recorded = recordedObjects(previous);
+    // Intent first: an object about to get a key status.exports does not name yet waits for the
+    // status write that names it (see sweep.ts); everything else is written now.
+    const intents = text === undefined ? new Set<string>() : this.unrecorded(plan, previous, read);
     await Promise.all(
-      [...plan].map(([key, { object, keys }]) =>
-        this.writeObject(obj, key, object, keys, { text, read, memory, previous, gathered }),
-      ),
+      [...plan]
+        .filter(([key]) => !intents.has(key))
+        .map(([key, { object, keys }]) =>
+          this.writeObject(obj, key, object, keys, { text, read, memory, previous, recorded, gathered }),
+        ),
     );
+    if (intents.size > 0) {
+      const step = this.recordIntent(obj, plan, intents, previous, gathered, memory);
+      return metadata ? { ...step, metadata } : step;
+    }
     const step = this.summarize(targets, text, gathered, memory);
     if (step.state === null && hasFinalizer(obj)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
@@ -171,15 +185,100 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       const parsed = parseTarget(t, "export");
       if (typeof parsed !== "string") objects.set(objectKey(parsed), parsed);
     }
-    // Objects the status says hold a key of this Referable; the others are only named in the spec.
-    const recorded = new Set((obj.status?.exports ?? []).map((r) => objectKey(r as TargetObject)));
-    let failed = false;
-    for (const object of objects.values())
-      if (!(await this.releaseObject(obj.metadata.name, object, recorded))) failed = true;
-    if (failed) return this.backoff(memory);
+    // Objects the status says may hold a key of this Referable; the others are only named in the spec.
+    const recorded = recordedObjects(obj.status?.exports ?? []);
+    const problems: Array<{ reason: string; message: string }> = [];
+    // Removals and deletions share the write policy with every other write: an object whose
+    // turn has not come is released on the look after the wait.
+    const held: Gathered = { records: [], problems: [], deferredMs: undefined };
+    for (const [key, object] of objects) {
+      if (!this.admitted(key, memory, held, [])) continue;
+      const problem = await this.releaseObject(obj.metadata.name, object, recorded);
+      if (problem !== undefined) problems.push(problem);
+    }
+    if (problems.length === 0 && held.deferredMs !== undefined) return held.deferredMs;
+    problems.sort((a, b) => a.message.localeCompare(b.message));
+    memory.releaseProblem =
+      problems.length === 0
+        ? undefined
+        : {
+            reason: problems[0]!.reason,
+            message:
+              `the Referable keeps its finalizer ${EXPORT_FINALIZER} until its exported keys are removed: ${problems
+                .map((p) => p.message)
+                .join("; ")}`.slice(0, Limits.conditionMessage),
+          };
+    if (problems.length > 0) return this.backoff(memory);
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
-    if (!patch.ok && !patch.changed) return this.backoff(memory);
+    if (!patch.ok && !patch.changed) {
+      memory.releaseProblem = { reason: "ExportFailed", message: finalizerMessage(patch.problem) };
+      return this.backoff(memory);
+    }
     return undefined;
+  }
+
+  /**
+   * The objects of `plan` that would get a key now that `previous` (status.exports) does not
+   * name: each waits for a status write that names it. Not those written nowhere (an object
+   * the value is read from, a Secret without --allow-secret-export).
+   */
+  private unrecorded(plan: ObjectPlan, previous: ExportRecord[], read: Set<string>): Set<string> {
+    const named = new Set(previous.map(recordKey));
+    const out = new Set<string>();
+    for (const [key, { object, keys }] of plan) {
+      if (keys.length === 0 || read.has(key)) continue;
+      if (EXPORT_KINDS[object.kind].needsSecretExport && !this.options.allowSecrets) continue;
+      if (keys.some((k) => !named.has(recordKey({ ...object, key: k })))) out.add(key);
+    }
+    return out;
+  }
+
+  /**
+   * The status step that records the intent to write `intents`: the records of what was written
+   * now, the previous records of the objects that wait, and for each key they will get a record
+   * without a resourceVersion. The writes follow on the next look, once the status says so.
+   * Never more records than the CRD allows: a key that does not fit waits for keys of dropped
+   * targets to be removed.
+   */
+  private recordIntent(
+    obj: Referable,
+    plan: ObjectPlan,
+    intents: Set<string>,
+    previous: ExportRecord[],
+    gathered: Gathered,
+    memory: KeysMemory,
+  ): KeysStep {
+    const records = [...gathered.records];
+    const pending: ExportRecord[] = [];
+    for (const key of intents) {
+      const { object, keys } = plan.get(key)!;
+      const before = previous.filter((r) => objectKey(r as TargetObject) === key);
+      records.push(...before);
+      const named = new Set(before.map((r) => r.key));
+      for (const k of keys)
+        if (!named.has(k))
+          pending.push({ kind: object.kind, namespace: object.namespace, name: object.name, key: k });
+    }
+    pending.sort(compareRecords);
+    records.push(...pending.slice(0, Math.max(0, ExportLimits.targets - records.length)));
+    records.sort(compareRecords);
+    if (gathered.problems.length > 0) {
+      // On the backoff as well: should no record fit (dropped targets' keys not yet removed),
+      // the status may not change, and no write would call for the next look.
+      const step = this.summarize([], undefined, { ...gathered, records, deferredMs: undefined }, memory);
+      return { ...step, thenRequeue: true };
+    }
+    const shown = obj.status?.conditions?.find((c) => c.type === EXPORTED);
+    return {
+      state: {
+        exports: records,
+        status: shown?.status ?? "Unknown",
+        reason: shown?.reason ?? "Pending",
+        message: shown?.message ?? "recording the keys of spec.export in status.exports before writing them",
+      },
+      retryAfterMs: undefined,
+      thenRequeue: true,
+    };
   }
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */
@@ -221,6 +320,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       read: Set<string>;
       memory: KeysMemory;
       previous: ExportRecord[];
+      recorded: Recorded;
       gathered: Gathered;
     },
   ): Promise<void> {
@@ -245,17 +345,27 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     }
     const kind = EXPORT_KINDS[object.kind];
     if (kind.needsSecretExport && !this.options.allowSecrets) {
-      // Nothing is written into a Secret, and nothing there removed: the controller stays out.
+      // No value is written into a Secret; keys written before the flag was turned off are
+      // removed (the flag gates writing values, not cleaning up).
       memory.objects.delete(key);
       if (keys.length > 0)
         gathered.problems.push({
           reason: "ExportForbidden",
           message: `${describeObject(object)}: the controller does not write Secrets unless started with --allow-secret-export (and ${kind.optIn})`,
         });
+      if (!ctx.recorded.any.has(key) || !this.admitted(key, memory, gathered, ctx.previous)) return;
+      await this.sweep(obj, key, object, ctx, "written before --allow-secret-export was turned off");
       return;
     }
-    if (!this.admitted(key, memory, gathered)) return;
+    if (!this.admitted(key, memory, gathered, ctx.previous)) return;
     memory.objects.delete(key);
+    // A target dropped from the spec: its keys go, and an object the Referable created goes with
+    // them once it holds nothing else, as when the Referable is deleted.
+    if (keys.length === 0) {
+      memory.gates.delete(key);
+      await this.sweep(obj, key, object, ctx, "of a target dropped from spec.export");
+      return;
+    }
     try {
       const written = await this.apply(
         obj,
@@ -264,17 +374,56 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         keys.length > 0 ? known?.known : undefined,
         ctx.previous,
       );
-      // A target dropped from the spec, its keys removed: nothing more to remember of it.
-      if (keys.length === 0) memory.gates.delete(key);
-      else memory.objects.set(key, { object, hash, records: written.records, known: written.known });
+      memory.objects.set(key, { object, hash, records: written.records, known: written.known });
       gathered.records.push(...written.records);
     } catch (err) {
       gathered.problems.push(this.failure(obj.metadata.name, object, err));
+      // What the records said may be there still may be: they stay, so a later sweep finds it.
+      // A key another manager owns (an apply conflict names it) holds nothing of this Referable:
+      // its record stays as an intent only (no resourceVersion), for the write once they let go.
+      const theirs =
+        isExportError(err) && err.reason === "ExportConflict" ? conflictingKeys(err.message) : new Set();
+      for (const r of ctx.previous)
+        if (objectKey(r as TargetObject) === key) gathered.records.push(theirs.has(r.key) ? intentOf(r) : r);
     }
   }
 
-  /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
-  private admitted(key: string, memory: KeysMemory, gathered: Gathered): boolean {
+  /** Removes the Referable's keys from `object` (see sweep.ts), gathering what is left on failure. */
+  private async sweep(
+    obj: Referable,
+    key: string,
+    object: TargetObject,
+    ctx: { previous: ExportRecord[]; recorded: Recorded; gathered: Gathered },
+    why: string,
+  ): Promise<void> {
+    const name = obj.metadata.name;
+    try {
+      const outcome = await sweepObject(this.options.client, object, name, ctx.recorded, {
+        fieldManager: fieldManagerFor(name),
+        forbiddenHint: EXPORT_KINDS[object.kind].optIn,
+      });
+      if (outcome === "released" || outcome === "deleted") {
+        this.options.onWrite?.("success");
+        this.logger.info(
+          { referable: name, target: describeObject(object), outcome },
+          "removed exported keys",
+        );
+      }
+    } catch (err) {
+      const problem = this.failure(name, object, err);
+      ctx.gathered.problems.push({
+        reason: problem.reason,
+        message: `could not remove the keys ${why}: ${problem.message}`,
+      });
+      ctx.gathered.records.push(...ctx.previous.filter((r) => objectKey(r as TargetObject) === key));
+    }
+  }
+
+  /**
+   * Whether the object's share of the write policy lets it be written now; else the wait is
+   * gathered, and the object's records carried over as they are (it holds what it held).
+   */
+  private admitted(key: string, memory: KeysMemory, gathered: Gathered, previous: ExportRecord[]): boolean {
     let gate = memory.gates.get(key);
     if (!gate) {
       const interval = this.options.minWriteIntervalMs ?? 100;
@@ -284,6 +433,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     if (admission.write) return true;
     // Written moments ago: this change waits (a later one may replace it).
     gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
+    gathered.records.push(...previous.filter((r) => objectKey(r as TargetObject) === key));
     return false;
   }
 
@@ -380,32 +530,36 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
   }
 
-  /** Lets go of one object's keys; false when that failed and must be tried again. */
-  private async releaseObject(name: string, object: TargetObject, recorded: Set<string>): Promise<boolean> {
+  /** Lets go of one object's keys; what went wrong when that failed and must be tried again. */
+  private async releaseObject(
+    name: string,
+    object: TargetObject,
+    recorded: Recorded,
+  ): Promise<{ reason: string; message: string } | undefined> {
     const kind = EXPORT_KINDS[object.kind];
-    if (kind.needsSecretExport && !this.options.allowSecrets) return true; // never written
+    // Without --allow-secret-export a Secret no record names was never written by this Referable.
+    if (kind.needsSecretExport && !this.options.allowSecrets && !recorded.any.has(objectKey(object)))
+      return undefined;
     try {
-      const outcome = await releaseObject(this.options.client, object, name, {
+      // A target never written (its namespace never opted in, or an intent the write of which
+      // was refused) holds nothing of this Referable: a refusal there must not keep it forever.
+      const outcome = await sweepObject(this.options.client, object, name, recorded, {
         fieldManager: fieldManagerFor(name),
         forbiddenHint: kind.optIn,
       });
-      if (outcome !== "absent")
+      if (outcome === "released" || outcome === "deleted")
         this.logger.info(
           { referable: name, target: describeObject(object), outcome },
           "removed exported keys",
         );
-      return true;
+      return undefined;
     } catch (err) {
-      // A target never written (its namespace never opted in, so it is not in status.exports)
-      // holds nothing of this Referable: a refusal there must not keep the Referable forever.
-      // (A key written just before a crash, before the status recorded it, is left then.)
-      if (isExportError(err) && err.reason === "ExportForbidden" && !recorded.has(objectKey(object)))
-        return true;
+      const message = asError(err).message.slice(0, 300);
       this.logger.warn(
-        { referable: name, target: describeObject(object), err: asError(err).message.slice(0, 300) },
+        { referable: name, target: describeObject(object), err: message },
         "could not remove exported keys; the Referable keeps its finalizer until they are",
       );
-      return false;
+      return { reason: isExportError(err) ? err.reason : "ExportFailed", message };
     }
   }
 
@@ -417,4 +571,19 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       maxMs: this.options.maxRetryMs ?? 300_000,
     });
   }
+}
+
+/**
+ * The keys of `data` a server-side apply conflict names (`conflict with "m" using v1: .data.K`,
+ * one field a line when there are several): another manager owns them, not the writer.
+ */
+export function conflictingKeys(message: string): Set<string> {
+  const keys = new Set<string>();
+  for (const m of message.matchAll(/\.data\.([-._a-zA-Z0-9]+)(?=[\s)]|$)/gm)) keys.add(m[1]!);
+  return keys;
+}
+
+/** A record as an intent only: the key is to be written, and holds nothing of the Referable now. */
+function intentOf(r: ExportRecord): ExportRecord {
+  return { kind: r.kind, namespace: r.namespace, name: r.name, key: r.key };
 }

@@ -1,0 +1,173 @@
+import type { Referable } from "../../api/referable.ts";
+import { ResolutionError } from "../../errors.ts";
+import type { ResourceInfo } from "../../kube/discovery.ts";
+import type { ResolutionResult } from "../../resolver/types.ts";
+import { FieldOutput, newFieldsMemory } from "./output.ts";
+
+const TASKS: ResourceInfo = {
+  group: "datasync.aws.upbound.io",
+  version: "v1beta1",
+  resource: "tasks",
+  kind: "Task",
+  namespaced: true,
+  verbs: ["get", "patch"],
+};
+const target = {
+  apiVersion: "datasync.aws.upbound.io/v1beta1",
+  kind: "Task",
+  namespace: "b",
+  name: "t",
+  fieldPath: "spec.forProvider.sourceLocationArn",
+};
+const record = { ...target, resourceVersion: "1" };
+const TASK_PATH = "/apis/datasync.aws.upbound.io/v1beta1/namespaces/b/tasks/t";
+
+/** A Referable with the field finalizer, `created` as its creationTimestamp, and `recorded` in status.exports. */
+function referable(name: string, created: string, recorded: boolean): Referable {
+  return {
+    metadata: {
+      name,
+      uid: `uid-${name}`,
+      creationTimestamp: created,
+      finalizers: ["referable.dev/export-fields"],
+    },
+    spec: { source: {}, export: [target] },
+    status: recorded ? { exports: [record] } : {},
+  };
+}
+
+const value = (v: unknown): ResolutionResult =>
+  ({ ok: true, reason: "Available", value: v, source: undefined }) as unknown as ResolutionResult;
+const none: ResolutionResult = { ok: false, error: new ResolutionError("SourceNotFound", "gone") };
+
+/** A fake API server holding one Task; records every request. */
+function fakeClient(task: Record<string, unknown>) {
+  const calls: Array<{ method: string; path: string; body?: unknown; query?: unknown }> = [];
+  return {
+    calls,
+    request: async <T>(method: string, path: string, options: { body?: unknown; query?: unknown } = {}) => {
+      calls.push({ method, path, body: options.body, query: options.query });
+      return (method === "GET" ? task : { metadata: { resourceVersion: "2" } }) as T;
+    },
+  };
+}
+
+function output(client: ReturnType<typeof fakeClient>, enqueued: string[] = []) {
+  return new FieldOutput({
+    client,
+    discovery: { lookup: async () => TASKS, invalidate: () => undefined },
+    enqueue: (n) => enqueued.push(n),
+    minWriteIntervalMs: 0,
+  });
+}
+
+const taskOwnedBy = (manager: string, operation: string, arn?: string) => ({
+  metadata: {
+    uid: "task-uid",
+    resourceVersion: "1",
+    managedFields: [
+      { manager, operation, fieldsV1: { "f:spec": { "f:forProvider": { "f:sourceLocationArn": {} } } } },
+    ],
+  },
+  spec: { forProvider: arn === undefined ? {} : { sourceLocationArn: arn } },
+});
+
+describe("FieldOutput", () => {
+  it("records a new field in status.exports before any request to it (intent before write)", async () => {
+    const client = fakeClient(taskOwnedBy("x", "Update"));
+    const step = await output(client).write(
+      referable("a", "2026-01-01T00:00:00Z", false),
+      value("arn:a"),
+      newFieldsMemory(),
+    );
+    expect(client.calls).toEqual([]);
+    expect(step.state).toEqual({
+      exports: [target],
+      status: "Unknown",
+      reason: "Pending",
+      message: expect.stringContaining("before writing"),
+    });
+    expect(step.thenRequeue).toBe(true);
+  });
+
+  it("applies the field under the Referable's manager, with the uid read, not forced", async () => {
+    const task = { metadata: { uid: "task-uid", resourceVersion: "1" }, spec: { forProvider: {} } };
+    const c2 = fakeClient(task);
+    const step = await output(c2).write(
+      referable("a", "2026-01-01T00:00:00Z", true),
+      value("arn:a"),
+      newFieldsMemory(),
+    );
+    expect(step.state?.reason).toBe("Exported");
+    const patch = c2.calls.find((c) => c.method === "PATCH")!;
+    expect(patch.path).toBe(TASK_PATH);
+    expect(patch.query).toEqual({ fieldManager: "referable.dev/a", force: false });
+    expect(JSON.parse(JSON.stringify(patch.body))).toEqual({
+      apiVersion: "datasync.aws.upbound.io/v1beta1",
+      kind: "Task",
+      metadata: { name: "t", namespace: "b", uid: "task-uid" },
+      spec: { forProvider: { sourceLocationArn: "arn:a" } },
+    });
+  });
+
+  it("a field another manager owns with another value is ExportConflict naming it, and nothing is written", async () => {
+    const client = fakeClient(taskOwnedBy("platform-team", "Apply", "arn:theirs"));
+    const step = await output(client).write(
+      referable("a", "2026-01-01T00:00:00Z", true),
+      value("arn:a"),
+      newFieldsMemory(),
+    );
+    expect(step.state).toMatchObject({ status: "False", reason: "ExportConflict" });
+    expect(step.state?.message).toContain('"platform-team"');
+    expect(client.calls.filter((c) => c.method === "PATCH")).toEqual([]);
+  });
+
+  it("among two Referables naming one field, the later created is ExportConflict naming the first; the first is asked to look again", async () => {
+    const client = fakeClient({
+      metadata: { uid: "task-uid", resourceVersion: "1" },
+      spec: { forProvider: {} },
+    });
+    const enqueued: string[] = [];
+    const out = output(client, enqueued);
+    await out.write(referable("b", "2026-01-02T00:00:00Z", true), value("arn:b"), newFieldsMemory());
+    const first = await out.write(
+      referable("a", "2026-01-01T00:00:00Z", true),
+      value("arn:a"),
+      newFieldsMemory(),
+    );
+    expect(first.state?.reason).toBe("Exported");
+    expect(enqueued).toContain("b");
+    const later = await out.write(
+      referable("b", "2026-01-02T00:00:00Z", true),
+      value("arn:b"),
+      newFieldsMemory(),
+    );
+    expect(later.state).toMatchObject({ reason: "ExportConflict" });
+    expect(later.state?.message).toContain("exported by the Referable a, created first");
+  });
+
+  it("with no value, lets go of a field it owns (an apply without it), and says NoValue", async () => {
+    const client = fakeClient(taskOwnedBy("referable.dev/a", "Apply", "arn:a"));
+    const step = await output(client).write(
+      referable("a", "2026-01-01T00:00:00Z", true),
+      none,
+      newFieldsMemory(),
+    );
+    expect(step.state).toMatchObject({ status: "False", reason: "NoValue" });
+    const patch = client.calls.find((c) => c.method === "PATCH")!;
+    expect(JSON.parse(JSON.stringify(patch.body))).toEqual({
+      apiVersion: "datasync.aws.upbound.io/v1beta1",
+      kind: "Task",
+      metadata: { name: "t", namespace: "b", uid: "task-uid" },
+    });
+  });
+
+  it("refuses a spec naming one field twice, or one inside another, keeping the records", async () => {
+    const client = fakeClient({});
+    const rf = referable("a", "2026-01-01T00:00:00Z", true);
+    rf.spec!.export = [target, { ...target, fieldPath: "spec.forProvider" }];
+    const step = await output(client).write(rf, value("arn:a"), newFieldsMemory());
+    expect(step.state).toMatchObject({ reason: "InvalidSpec", exports: [record] });
+    expect(client.calls).toEqual([]);
+  });
+});

@@ -1,0 +1,279 @@
+/**
+ * Writes values into fields of existing objects of any kind, each writer under a field manager
+ * of its own: `Always` fields with server-side apply (the manager owns exactly its fields, other
+ * fields and managers are untouched, and applying without a field releases it), `IfNotPresent`
+ * fields with a merge patch guarded by the resourceVersion read (an `Update` that owns the field
+ * but is never undone, so the value stays when the writer lets go).
+ *
+ * An object is read (GET) before it is written: objects are never created (an apply to a missing
+ * object would create it, so every apply carries the uid read), a field that already holds the
+ * value is not written, and who owns each field decides between writing and a conflict. What is
+ * read is reduced at once to a {@link FieldObjectState}, never kept whole.
+ */
+import { stableStringify } from "../../api/stable-json.ts";
+import { isApiError, type KubeClient } from "../../kube/client.ts";
+import type { ResourceInfo } from "../../kube/discovery.ts";
+import { ExportError } from "../keys/errors.ts";
+import { describeFieldObject, nest, valueAt, type FieldObject } from "./target.ts";
+
+type Client = Pick<KubeClient, "request">;
+
+/** What a writer needs to know of one field. */
+export interface FieldState {
+  /** Whether the object holds anything at the path. */
+  present: boolean;
+  /** Whether what it holds is the value asked about (stable JSON equality). */
+  equal: boolean;
+  /** Whether the writer's manager owns the field with server-side apply. */
+  mine: boolean;
+  /** Other managers that own the field (or something under it). */
+  others: string[];
+}
+
+/** What a writer needs to know of an object; a projection, never the object. */
+export interface FieldObjectState {
+  exists: boolean;
+  uid: string | undefined;
+  resourceVersion: string | undefined;
+  /** Per asked fieldPath. */
+  fields: Map<string, FieldState>;
+  /** The fieldPaths (among those asked) the writer's manager owns through apply. */
+  applied: Set<string>;
+}
+
+/** Options of every write. */
+export interface FieldWriteOptions {
+  /** The field manager the fields are written under: one per writer, at most 128 characters. */
+  fieldManager: string;
+  /** Cancels the requests. */
+  signal?: AbortSignal;
+  /** Appended to an ExportForbidden message: what to apply to allow the write. */
+  forbiddenHint?: string;
+}
+
+/** One field asked about: its path, and the value it should hold (undefined: none). */
+export interface AskedField {
+  fieldPath: string;
+  path: readonly string[];
+  value: unknown;
+}
+
+interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  subresource?: string;
+  fieldsV1?: Record<string, unknown>;
+}
+
+/** The API path of an object of `resource`. */
+export function fieldObjectPath(resource: ResourceInfo, object: FieldObject): string {
+  const base = resource.group ? `/apis/${resource.group}/${resource.version}` : `/api/${resource.version}`;
+  const ns = resource.namespaced ? `/namespaces/${object.namespace}` : "";
+  return `${base}${ns}/${resource.resource}/${object.name}`;
+}
+
+/** Reads `object` and keeps only what a writer under `options.fieldManager` needs about `asked`. */
+export async function readFieldObject(
+  client: Client,
+  resource: ResourceInfo,
+  object: FieldObject,
+  asked: readonly AskedField[],
+  options: FieldWriteOptions,
+): Promise<FieldObjectState> {
+  let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
+  try {
+    obj = await client.request("GET", fieldObjectPath(resource, object), signalOf(options));
+  } catch (err) {
+    if (isApiError(err, 404))
+      return {
+        exists: false,
+        uid: undefined,
+        resourceVersion: undefined,
+        fields: new Map(),
+        applied: new Set(),
+      };
+    throw toFieldError(err, object, "get", resource, options);
+  }
+  const meta = obj.metadata ?? {};
+  const entries = (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[];
+  const fields = new Map<string, FieldState>();
+  const applied = new Set<string>();
+  for (const a of asked) {
+    const at = valueAt(obj, a.path);
+    const state: FieldState = {
+      present: at.found && at.value !== null,
+      equal: at.found && a.value !== undefined && stableStringify(at.value) === stableStringify(a.value),
+      mine: false,
+      others: [],
+    };
+    for (const e of entries) {
+      if (e.subresource || !owns(e.fieldsV1, a.path)) continue;
+      if (e.manager === options.fieldManager && e.operation === "Apply") {
+        state.mine = true;
+        applied.add(a.fieldPath);
+      } else if (e.manager !== options.fieldManager) state.others.push(e.manager ?? "(unnamed)");
+    }
+    fields.set(a.fieldPath, state);
+  }
+  return {
+    exists: true,
+    uid: typeof meta.uid === "string" ? meta.uid : undefined,
+    resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
+    fields,
+    applied,
+  };
+}
+
+/** Whether a managedFields entry's fieldsV1 holds `path` (or something under it). */
+function owns(fieldsV1: Record<string, unknown> | undefined, path: readonly string[]): boolean {
+  let node: unknown = fieldsV1;
+  for (const m of path) {
+    if (typeof node !== "object" || node === null) return false;
+    const next: unknown = (node as Record<string, unknown>)[`f:${m}`];
+    if (next === undefined) return false;
+    node = next;
+  }
+  return true;
+}
+
+/**
+ * Applies `body` (the manager's whole set of fields in the object, from {@link nest}) to the
+ * object with `uid`, under the field manager: never creating it, never forced unless `force`.
+ * Returns the object's resourceVersion after it.
+ */
+export async function applyFields(
+  client: Client,
+  resource: ResourceInfo,
+  object: FieldObject,
+  body: Record<string, unknown>,
+  uid: string,
+  options: FieldWriteOptions & { force?: boolean },
+  values: unknown[] = [],
+): Promise<string | undefined> {
+  const metadata: Record<string, unknown> = { name: object.name, uid };
+  if (resource.namespaced) metadata.namespace = object.namespace;
+  const own = body.metadata;
+  if (typeof own === "object" && own !== null) Object.assign(metadata, own);
+  const apiVersion = resource.group ? `${resource.group}/${resource.version}` : resource.version;
+  try {
+    const applied = await client.request<{ metadata?: { resourceVersion?: string } }>(
+      "PATCH",
+      fieldObjectPath(resource, object),
+      {
+        ...signalOf(options),
+        body: { ...body, apiVersion, kind: resource.kind, metadata },
+        contentType: "application/apply-patch+yaml",
+        query: { fieldManager: options.fieldManager, force: options.force === true },
+      },
+    );
+    return applied?.metadata?.resourceVersion;
+  } catch (err) {
+    throw toFieldError(err, object, "patch", resource, options, values);
+  }
+}
+
+/**
+ * Sets `value` at `path` with a merge patch, only in the version `resourceVersion` of the object
+ * (409 when it changed since it was read: read again). The manager then owns the field as an
+ * `Update`, which no later apply of its own undoes.
+ */
+export async function fillField(
+  client: Client,
+  resource: ResourceInfo,
+  object: FieldObject,
+  path: readonly string[],
+  value: unknown,
+  resourceVersion: string,
+  options: FieldWriteOptions,
+): Promise<string | undefined> {
+  const body = nest(path, value);
+  const meta = (body.metadata ?? {}) as Record<string, unknown>;
+  body.metadata = { ...meta, resourceVersion };
+  try {
+    const patched = await client.request<{ metadata?: { resourceVersion?: string } }>(
+      "PATCH",
+      fieldObjectPath(resource, object),
+      {
+        ...signalOf(options),
+        body,
+        contentType: "application/merge-patch+json",
+        query: { fieldManager: options.fieldManager },
+      },
+    );
+    return patched?.metadata?.resourceVersion;
+  } catch (err) {
+    throw toFieldError(err, object, "patch", resource, options, [value]);
+  }
+}
+
+function signalOf(options: FieldWriteOptions): { signal?: AbortSignal } {
+  return options.signal ? { signal: options.signal } : {};
+}
+
+/**
+ * The condition reason and a message for a failed request: the API server's own words (which
+ * name the user, the verb, the other manager and the field, never the value; a value is cut out
+ * all the same, should a server echo it).
+ */
+export function toFieldError(
+  err: unknown,
+  object: FieldObject,
+  verb: string,
+  resource: ResourceInfo,
+  options: FieldWriteOptions,
+  values: unknown[] = [],
+): unknown {
+  if (!isApiError(err)) return err; // a network error: the caller retries it
+  const what = describeFieldObject(object);
+  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
+  const where = resource.namespaced ? ` in namespace ${object.namespace}` : "";
+  const plural = resource.group ? `${resource.resource}.${resource.group}` : resource.resource;
+  if (err.statusCode === 403)
+    return new ExportError(
+      "ExportForbidden",
+      `${what}: the controller may not ${verb} ${plural}${where} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
+      { cause: err },
+    );
+  if (err.statusCode === 404)
+    return new ExportError(
+      "TargetNotFound",
+      `${what} does not exist: objects are never created for a field`,
+      {
+        cause: err,
+      },
+    );
+  if (err.statusCode === 409 && /Apply failed with/.test(err.message))
+    return new ExportError(
+      "ExportConflict",
+      `another writer owns the field in ${what} (${apiMessage}): it is never taken; remove it there, or export to another field`,
+      { cause: err },
+    );
+  if (err.statusCode === 409)
+    return new ExportError("ExportFailed", `${what} changed meanwhile (${apiMessage}); retrying`, {
+      cause: err,
+    });
+  // The server refused the value itself: its schema (a wrong type, a pattern), a webhook, an
+  // immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
+  if (
+    err.statusCode === 400 ||
+    err.statusCode === 422 ||
+    (err.statusCode === 500 && /typed patch|typed value|expected/i.test(err.message))
+  )
+    return new ExportError("ExportRejected", `the API server refused the value for ${what}: ${apiMessage}`, {
+      cause: err,
+      retryable: false,
+    });
+  return new ExportError("ExportFailed", `the API server refused to ${verb} ${what}: ${apiMessage}`, {
+    cause: err,
+  });
+}
+
+function scrub(message: string, values: unknown[]): string {
+  let out = message;
+  for (const v of values) {
+    if (v === undefined || v === null) continue;
+    const texts = [typeof v === "string" ? v : JSON.stringify(v), JSON.stringify(v)];
+    for (const t of texts) if (t.length >= 4) out = out.split(t).join("<value>");
+  }
+  return out;
+}
