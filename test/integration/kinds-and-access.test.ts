@@ -117,15 +117,14 @@ describe("discovery follows CRDs", () => {
     await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {
       body: { apiVersion: `${group}/v1`, kind: "Gadget", metadata: { name: "g" }, spec: { size: 3 } },
     });
-    const gadget = {
+    const name = `${tc.shard}-scoped`;
+    await createReferable(name, tc.shard, {
       apiVersion: `${group}/v1`,
       kind: "Gadget",
       namespace: ns,
       name: "g",
       fieldPath: "spec.size",
-    };
-    const name = `${tc.shard}-scoped`;
-    await createReferable(name, tc.shard, gadget);
+    });
     await waitForReason(admin, name, "Available", (v) => v.status.value === 3);
 
     await deleteCrdAndWait(crd);
@@ -134,7 +133,13 @@ describe("discovery follows CRDs", () => {
     expect(view.message).toContain("cluster-scoped");
     // A new Referable of the same kind is told the same at once.
     const fresh = `${tc.shard}-scoped-new`;
-    await createReferable(fresh, tc.shard, gadget);
+    await createReferable(fresh, tc.shard, {
+      apiVersion: `${group}/v1`,
+      kind: "Gadget",
+      namespace: ns,
+      name: "g",
+      fieldPath: "spec.size",
+    });
     await waitForReason(admin, fresh, "InvalidSpec", () => true, 20_000);
   }, 90_000);
 
