@@ -13,23 +13,27 @@
  * Numbers go in the table, never in assertions.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { numberFlag, parseOrExit } from "../src/cli.ts";
 import { statusPatch } from "../src/referable/status.ts";
 import type { ReferableStatus } from "../src/api/referable.ts";
-import { KubeClient, type KubeObject, type WatchStream } from "../src/kube/client.ts";
+import { KubeClient, type KubeObject } from "../src/kube/client.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
 import { measureReads, printReads, type ReadsResult } from "./reads.ts";
 import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
+import { deleteAll, pool, RetryingClient, type BenchClient } from "./retry.ts";
+import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
 
 // ---------- options ----------
 
 const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
+/** Scenarios run only when named: the scale scenario takes most of an hour at its default size. */
+const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale`;
 const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
@@ -52,6 +56,11 @@ const flags = parseOrExit({
       help: "where results go",
     },
     profile: { type: "boolean", group: "Run", help: "write a CPU profile of the controller process" },
+    "heap-snapshots": {
+      type: "boolean",
+      group: "Run",
+      help: "measure the live heap (after a full GC) from a heap snapshot of the controller wherever its memory is measured (sizes up to about 30,000 Referables)",
+    },
     sizes: {
       type: "string",
       group: "Scenario sizes",
@@ -150,6 +159,34 @@ const flags = parseOrExit({
       default: "100 (quick: 20)",
       help: "Referables exporting into ConfigMap keys",
     },
+    referables: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "100000 (quick: 1000)",
+      help: "Referables of the scale scenario (--scenarios scale)",
+    },
+    shards: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "4",
+      help: "controller processes of the scale scenario's sharded phase",
+    },
+    buckets: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "16",
+      help: "buckets (--shards=N of each controller) of the scale scenario's sharded phase",
+    },
+    "scale-heap-mib": {
+      type: "string",
+      group: "Controller",
+      valueName: "MIB",
+      default: "referables / 100, at least 256",
+      help: "heap cap of the scale scenario's single replica (each shard's: that over --shards, at least 256)",
+    },
     "controller-node-options": {
       type: "string",
       group: "Controller",
@@ -199,12 +236,17 @@ const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile. @default all */
+/** The scale scenario: Referables, shards (processes) and buckets (`--shards=N`). */
+const scaleReferables = num("referables", quick ? 1000 : 100_000);
+const scaleShards = num("shards", 4);
+const scaleBuckets = num("buckets", 16);
+const scaleHeapMiB = arg("scale-heap-mib") === undefined ? undefined : num("scale-heap-mib", 256);
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile (and scale, only when named). @default all but scale */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
-  if (!ALL_SCENARIOS.split(",").includes(s)) {
+  if (!KNOWN_SCENARIOS.split(",").includes(s)) {
     process.stderr.write(
-      `--scenarios: unknown scenario ${JSON.stringify(s)}; the scenarios are ${ALL_SCENARIOS}\n`,
+      `--scenarios: unknown scenario ${JSON.stringify(s)}; the scenarios are ${KNOWN_SCENARIOS}\n`,
     );
     process.exit(2);
   }
@@ -221,8 +263,12 @@ const controllerScenarios = [
   "export",
   "field-export",
   "hostile",
+  "scale",
 ].filter((s) => scenarios.has(s));
 const profile = flags.profile === true;
+/** Heap snapshots of the controller (they force a full GC): the live heap, not heap used. */
+const heapSnapshots = flags["heap-snapshots"] === true;
+const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
@@ -237,16 +283,6 @@ const RF = "/apis/referable.dev/v1alpha1/referables";
 const WIDGET_GROUP = "bench.referable.dev";
 
 // ---------- small tools ----------
-
-/** Runs `task` over `items` with at most `limit` in flight. */
-async function pool<T>(items: T[], limit: number, task: (item: T) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) await task(items[next++]!);
-    }),
-  );
-}
 
 async function until<T>(
   what: string,
@@ -328,10 +364,12 @@ async function startController(
   kubeconfig: string,
   selector: string,
   extraArgs: readonly string[] = ["--leader-elect=false"],
+  nodeOptions = controllerNodeOptions,
 ): Promise<Controller> {
   const [metricsPort, probePort] = [await freePort(), await freePort()];
   const args = [
     ...(profile ? ["--cpu-prof", `--cpu-prof-dir=${join(repoRoot, "bench", "profiles")}`] : []),
+    ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${SNAPSHOT_DIR}`] : []),
     await compiledMain(),
     `--kubeconfig=${kubeconfig}`,
     ...extraArgs,
@@ -343,7 +381,7 @@ async function startController(
   const startedAt = performance.now();
   const proc = spawn(process.execPath, args, {
     stdio: ["ignore", "ignore", "inherit"],
-    env: { ...process.env, NODE_OPTIONS: controllerNodeOptions },
+    env: { ...process.env, NODE_OPTIONS: nodeOptions },
   });
   await until(
     "the controller's /readyz",
@@ -358,7 +396,7 @@ async function startController(
     metricsPort,
     startedAt,
     stop: async () => {
-      if (proc.exitCode !== null) return;
+      if (proc.exitCode !== null || proc.signalCode !== null) return; // exited, or was killed
       const exited = new Promise((r) => proc.once("exit", r));
       proc.kill("SIGTERM");
       await exited;
@@ -405,31 +443,42 @@ class ReferableWatch {
     string,
     { value: unknown; values: unknown; reason: string | undefined; rv: string; uid: string; status: unknown }
   >();
-  private stream: WatchStream | undefined;
+  private stream: ReopeningWatch | undefined;
   private listeners = new Set<(name: string) => void>();
-  private readonly client: KubeClient;
+  private readonly client: BenchClient;
   private readonly selector: string;
-  constructor(client: KubeClient, selector: string) {
+  constructor(client: BenchClient, selector: string) {
     this.client = client;
     this.selector = selector;
   }
 
-  async start(): Promise<void> {
-    const list = await this.client.request<{ metadata: { resourceVersion: string }; items: KubeObject[] }>(
-      "GET",
-      RF,
-      {
-        query: { labelSelector: this.selector },
+  /** Lists page by page (a list of 100,000 in one response takes the API server past its deadline). */
+  private async list(): Promise<string> {
+    let token: string | undefined;
+    for (;;) {
+      const page = await this.client.request<{
+        metadata: { resourceVersion: string; continue?: string };
+        items: KubeObject[];
+      }>("GET", RF, {
+        query: { labelSelector: this.selector, limit: 5000, ...(token ? { continue: token } : {}) },
         timeoutMs: 120_000,
-      },
-    );
-    for (const item of list.items) this.record(item);
-    this.stream = this.client.watch(
+      });
+      for (const item of page.items) this.record(item);
+      token = page.metadata.continue || undefined;
+      if (!token) return page.metadata.resourceVersion;
+    }
+  }
+
+  async start(): Promise<void> {
+    const resourceVersion = await this.list();
+    this.stream = reopeningWatch(
+      this.client,
       RF,
       {
-        resourceVersion: list.metadata.resourceVersion,
-        labelSelector: this.selector,
-        allowWatchBookmarks: true,
+        resourceVersion,
+        query: { labelSelector: this.selector },
+        relist: () => this.list(),
+        onReopen: (why) => log(`Referable watch reopened: ${why}`),
       },
       (e) => {
         if (e.type === "ADDED" || e.type === "MODIFIED") this.record(e.object);
@@ -476,6 +525,8 @@ class ReferableWatch {
 
 interface Fixture {
   label: string;
+  /** Values of the batch label, when the fixture was made with one. */
+  batches?: string[];
   names: string[];
   sources: Array<{ kind: "ConfigMap" | "Widget"; name: string }>;
 }
@@ -489,7 +540,7 @@ function sourcePath(kind: "ConfigMap" | "Widget", name = ""): string {
 }
 
 async function createSource(
-  client: KubeClient,
+  client: BenchClient,
   kind: "ConfigMap" | "Widget",
   name: string,
   value: string,
@@ -503,7 +554,7 @@ async function createSource(
 }
 
 async function setSource(
-  client: KubeClient,
+  client: BenchClient,
   kind: "ConfigMap" | "Widget",
   name: string,
   value: string,
@@ -517,7 +568,7 @@ async function setSource(
 }
 
 async function createReferable(
-  client: KubeClient,
+  client: BenchClient,
   name: string,
   labels: Record<string, string>,
   source: Record<string, unknown>,
@@ -534,24 +585,56 @@ async function createReferable(
   });
 }
 
-async function deleteFixtures(client: KubeClient, label: string): Promise<void> {
-  const q = { labelSelector: `bench-set=${label}` };
-  await client.request("DELETE", RF, { query: q, timeoutMs: 300_000 });
-  await client.request("DELETE", sourcePath("ConfigMap"), { query: q, timeoutMs: 300_000 });
-  await client.request("DELETE", sourcePath("Widget"), { query: q, timeoutMs: 300_000 });
+/** Objects of a fixture labelled alike for one deletecollection each (well inside the API server's 60 s). */
+const BATCH = 2000;
+const BATCH_LABEL = "bench-batch";
+
+/**
+ * Deletes a fixture's Referables and sources: by batch when it was made with batch labels, then
+ * page by page whatever is left, every request retried (bench/retry.ts). A deletecollection of
+ * 30,000 at once got the API server's 504 and ended a run before it printed anything.
+ */
+async function deleteFixtures(
+  client: BenchClient,
+  label: string,
+  batches?: readonly string[],
+): Promise<void> {
+  const t0 = performance.now();
+  const left = await deleteAll(
+    client,
+    [RF, sourcePath("ConfigMap"), sourcePath("Widget")],
+    `bench-set=${label}`,
+    { concurrency: 64, ...(batches && { batchLabel: { key: BATCH_LABEL, values: batches } }) },
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  if (seconds > 10) log(`deleted ${label} in ${seconds.toFixed(0)} s (${left} one by one)`);
 }
 
-/** N Referables, each over a source of its own: half ConfigMaps, half Widgets (a CRD kind). */
-async function makeNamedFixture(client: KubeClient, n: number, label = `${RUN}-n${n}`): Promise<Fixture> {
-  const labels = { "bench-set": label };
+/**
+ * N Referables, each over a source of its own: half ConfigMaps, half Widgets (a CRD kind). With
+ * `batched`, every object also carries a batch label ({@link BATCH} objects each), so the fixture
+ * is deleted in batches (the scale scenario; the size phases keep the labels they always had, so
+ * their heap per Referable compares with earlier runs).
+ */
+async function makeNamedFixture(
+  client: BenchClient,
+  n: number,
+  label = `${RUN}-n${n}`,
+  batched = false,
+): Promise<Fixture> {
+  const labelsOf = (i: number): Record<string, string> =>
+    batched ? { "bench-set": label, [BATCH_LABEL]: `b${Math.floor(i / BATCH)}` } : { "bench-set": label };
   const sources = Array.from({ length: n }, (_, i) => ({
     kind: (i % 2 ? "Widget" : "ConfigMap") as "ConfigMap" | "Widget",
     name: `${label}-s${i}`,
   }));
-  await pool(sources, 64, (s) => createSource(client, s.kind, s.name, "v0", labels));
+  const indexes = sources.map((_, i) => i);
+  await pool(indexes, 64, (i) => createSource(client, sources[i]!.kind, sources[i]!.name, "v0", labelsOf(i)));
   const names = sources.map((_, i) => `${label}-rf${i}`);
-  await pool(names, 64, async (name) => {
-    const s = sources[names.indexOf(name)]!;
+  await pool(indexes, 64, async (i) => {
+    const name = names[i]!;
+    const labels = labelsOf(i);
+    const s = sources[i]!;
     await createReferable(client, name, labels, {
       apiVersion: s.kind === "ConfigMap" ? "v1" : `${WIDGET_GROUP}/v1`,
       kind: s.kind,
@@ -560,7 +643,8 @@ async function makeNamedFixture(client: KubeClient, n: number, label = `${RUN}-n
       fieldPath: s.kind === "ConfigMap" ? "data.value" : "spec.value",
     });
   });
-  return { label, names, sources };
+  const batches = batched ? Array.from({ length: Math.ceil(n / BATCH) }, (_, b) => `b${b}`) : undefined;
+  return { label, names, sources, ...(batches && { batches }) };
 }
 
 // ---------- measurements ----------
@@ -573,7 +657,7 @@ interface Floor {
 }
 
 /** The floor: write ack → a plain watch sees it, plus one status patch round trip. */
-async function measureFloor(client: KubeClient, samples: number): Promise<Floor> {
+async function measureFloor(client: BenchClient, samples: number): Promise<Floor> {
   const labels = { "bench-set": `${RUN}-floor` };
   await createSource(client, "ConfigMap", `${RUN}-floor`, "v0", labels);
   await createReferable(client, `${RUN}-floor`, labels, {
@@ -590,9 +674,14 @@ async function measureFloor(client: KubeClient, samples: number): Promise<Floor>
   );
   const seen = new Map<string, number>();
   let waiter: ((v: string) => void) | undefined;
-  const stream = client.watch(
+  const stream = reopeningWatch(
+    client,
     sourcePath("ConfigMap"),
-    { resourceVersion: list.metadata.resourceVersion, fieldSelector: `metadata.name=${RUN}-floor` },
+    {
+      resourceVersion: list.metadata.resourceVersion,
+      query: { fieldSelector: `metadata.name=${RUN}-floor` },
+      onReopen: (why) => log(`floor watch reopened: ${why}`),
+    },
     (e) => {
       const v = (e.object.data as { value?: string } | undefined)?.value;
       if (v) {
@@ -667,7 +756,7 @@ interface Propagation {
 
 /** Updates random sources at `rate`/s for `seconds`; latency is write ack → Referable watch sees the value. */
 async function measurePropagation(
-  client: KubeClient,
+  client: BenchClient,
   c: Controller,
   fx: Fixture,
   watch: ReferableWatch,
@@ -708,6 +797,7 @@ async function measurePropagation(
   const start = performance.now();
   const writes: Promise<void>[] = [];
   let seq = 0;
+  let failedWrites = 0;
   for (let i = 0; i < total; i++) {
     const due = start + i * interval;
     const wait = due - performance.now();
@@ -723,13 +813,22 @@ async function measurePropagation(
     const entry: { value: string; ackedAt?: number; seenAt?: number } = { value };
     pending.set(name, entry);
     writes.push(
-      setSource(client, s.kind, s.name, value).then(() => {
-        entry.ackedAt = performance.now();
-        settle(name);
-      }),
+      setSource(client, s.kind, s.name, value).then(
+        () => {
+          entry.ackedAt = performance.now();
+          settle(name);
+        },
+        // Out of retries: reported, and the update left out of the figures (never unhandled).
+        (err: unknown) => {
+          failedWrites++;
+          pending.delete(name);
+          log(`an update of ${s.name} failed: ${(err as Error).message.slice(0, 200)}`);
+        },
+      ),
     );
   }
   await Promise.all(writes);
+  if (failedWrites) log(`${failedWrites} of ${seq} updates failed and are not counted`);
   await until("the last updates to propagate", () => (pending.size === 0 ? true : undefined), 30_000).catch(
     () => log(`${pending.size} updates never propagated`),
   );
@@ -764,6 +863,44 @@ interface Cost {
   externalMiB: number;
   watches: number;
   informers: number;
+  /** CPU (user + system) the process used since it started, from /proc: robust to load from others. */
+  cpuSeconds: number;
+  /** With --heap-snapshots: the heap reachable after a full GC (the snapshot's objects), MiB. */
+  liveHeapMiB?: number;
+}
+
+/**
+ * The live heap of `c`: it writes a heap snapshot on SIGUSR2 (which runs a full GC first); the
+ * sum of its objects' sizes is what is reachable. The file is deleted once read.
+ */
+async function liveHeapMiB(c: Controller): Promise<number> {
+  await mkdir(SNAPSHOT_DIR, { recursive: true });
+  const before = new Set(await readdir(SNAPSHOT_DIR));
+  c.proc.kill("SIGUSR2");
+  const file = await until(
+    "the controller's heap snapshot",
+    async () => {
+      const fresh = (await readdir(SNAPSHOT_DIR)).find((f) => !before.has(f) && f.endsWith(".heapsnapshot"));
+      if (!fresh) return undefined;
+      // Written in one go when complete: it parses once the process has closed it.
+      try {
+        return { name: fresh, snapshot: JSON.parse(await readFile(join(SNAPSHOT_DIR, fresh), "utf8")) };
+      } catch {
+        return undefined;
+      }
+    },
+    300_000,
+  );
+  await rm(join(SNAPSHOT_DIR, file.name), { force: true });
+  const { snapshot, nodes } = file.snapshot as {
+    snapshot: { meta: { node_fields: string[] } };
+    nodes: number[];
+  };
+  const fields = snapshot.meta.node_fields;
+  const size = fields.indexOf("self_size");
+  let total = 0;
+  for (let i = size; i < nodes.length; i += fields.length) total += nodes[i]!;
+  return Number(mib(total));
 }
 
 async function cost(c: Controller): Promise<Cost> {
@@ -777,6 +914,8 @@ async function cost(c: Controller): Promise<Cost> {
     externalMiB: Number(mib(m.get("nodejs_external_memory_bytes") ?? NaN)),
     watches: m.get("referable_watches_open") ?? NaN,
     informers: m.get("referable_source_informers") ?? NaN,
+    cpuSeconds: await cpuSeconds(c.proc.pid!).catch(() => NaN),
+    ...(heapSnapshots && { liveHeapMiB: await liveHeapMiB(c) }),
   };
 }
 
@@ -788,15 +927,18 @@ interface SizeResult {
   coldStartSeconds: number;
   cost: Cost;
   bytesPerReferable: number;
+  /** With --heap-snapshots: the live heap over the idle controller's, per Referable. */
+  liveBytesPerReferable?: number;
   propagation: Propagation[];
   restart: { coldStartSeconds: number; statusWrites: number; reconciles: number };
 }
 
 async function runSize(
-  client: KubeClient,
+  client: BenchClient,
   plane: ControlPlane,
   n: number,
   baselineHeapMiB: number,
+  baselineLiveMiB?: number,
 ): Promise<SizeResult> {
   log(`size ${n}: creating ${n} sources and ${n} Referables`);
   const t0 = performance.now();
@@ -845,6 +987,10 @@ async function runSize(
     coldStartSeconds,
     cost: settled,
     bytesPerReferable: Math.round(((settled.heapMiB - baselineHeapMiB) * 1024 * 1024) / n),
+    ...(settled.liveHeapMiB !== undefined &&
+      baselineLiveMiB !== undefined && {
+        liveBytesPerReferable: Math.round(((settled.liveHeapMiB - baselineLiveMiB) * 1024 * 1024) / n),
+      }),
     propagation,
     restart: {
       coldStartSeconds: restartSeconds,
@@ -866,7 +1012,7 @@ interface FanOutResult {
   writeFloor: Array<{ concurrency: number; ms: number }>;
 }
 
-async function runFanOut(client: KubeClient, plane: ControlPlane, n: number): Promise<FanOutResult> {
+async function runFanOut(client: BenchClient, plane: ControlPlane, n: number): Promise<FanOutResult> {
   log(`fan-out: one source read by ${n} Referables`);
   const label = `${RUN}-fan`;
   const labels = { "bench-set": label };
@@ -952,7 +1098,7 @@ interface HotResult {
  * one's ack, so the API server applies them in order), read by one Referable. Measures the share
  * of values that status.value shows and how long until it shows each value or a later one.
  */
-async function runHotSource(client: KubeClient, plane: ControlPlane): Promise<HotResult[]> {
+async function runHotSource(client: BenchClient, plane: ControlPlane): Promise<HotResult[]> {
   const label = `${RUN}-hot`;
   const labels = { "bench-set": label };
   await createSource(client, "ConfigMap", label, "v0", labels);
@@ -1046,7 +1192,7 @@ async function rssMiBOf(pid: number): Promise<number> {
  * read from /proc, so the measurement itself does not wake the process.
  */
 async function runIdle(
-  client: KubeClient,
+  client: BenchClient,
   plane: ControlPlane,
   referables: number,
   leaderElection: boolean,
@@ -1103,7 +1249,7 @@ interface ExportResult {
  * status shows the value and until the exported key does, both seen through watches as a
  * consumer sees them.
  */
-async function runExport(client: KubeClient, plane: ControlPlane, n: number): Promise<ExportResult> {
+async function runExport(client: BenchClient, plane: ControlPlane, n: number): Promise<ExportResult> {
   log(`export: ${n} Referables, each exporting its value into a ConfigMap key`);
   const label = `${RUN}-exp`;
   const labels = { "bench-set": label };
@@ -1126,11 +1272,19 @@ async function runExport(client: KubeClient, plane: ControlPlane, n: number): Pr
   const keyListeners = new Set<() => void>();
   const cms = `/api/v1/namespaces/${exportNs}/configmaps`;
   const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", cms);
-  const keyWatch = client.watch(cms, { resourceVersion: list.metadata.resourceVersion }, (e) => {
-    if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
-    keys.set(e.object.metadata!.name!, (e.object.data as Record<string, string> | undefined)?.VALUE);
-    for (const l of keyListeners) l();
-  });
+  const keyWatch = reopeningWatch(
+    client,
+    cms,
+    {
+      resourceVersion: list.metadata.resourceVersion,
+      onReopen: (why) => log(`exported keys' watch reopened: ${why}`),
+    },
+    (e) => {
+      if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+      keys.set(e.object.metadata!.name!, (e.object.data as Record<string, string> | undefined)?.VALUE);
+      for (const l of keyListeners) l();
+    },
+  );
   const watch = new ReferableWatch(client, `bench-set=${label}`);
   await watch.start();
   const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
@@ -1202,7 +1356,7 @@ interface FieldExportResult {
  * the controller made per change.
  */
 async function runFieldExport(
-  client: KubeClient,
+  client: BenchClient,
   plane: ControlPlane,
   n: number,
 ): Promise<FieldExportResult> {
@@ -1373,7 +1527,7 @@ async function runFieldExport(
   };
 }
 
-async function runSelectors(client: KubeClient, plane: ControlPlane, objects: number, refs: number) {
+async function runSelectors(client: BenchClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;
   const groups = Math.max(1, Math.floor(objects / 10));
@@ -1498,7 +1652,7 @@ async function projectionCost(): Promise<number> {
  * object is rewritten while it runs (its watch carries them).
  */
 async function runClusterContent(
-  client: KubeClient,
+  client: BenchClient,
   plane: ControlPlane,
   refs: number,
   objects: number,
@@ -1584,7 +1738,7 @@ function largestLabels(object: number): Record<string, string> {
  * namespace carrying the largest label sets the API server takes, which nothing selects.
  */
 async function runLabels(
-  client: KubeClient,
+  client: BenchClient,
   plane: ControlPlane,
   refs: number,
   objects: number,
@@ -1669,7 +1823,7 @@ interface HostilePhase {
  * not see through (deep equality of lists of 100^5 shared leaves: test/fixtures), which only the
  * worker's deadline stops; beside the same run without them.
  */
-async function runHostile(client: KubeClient, plane: ControlPlane): Promise<HostilePhase[]> {
+async function runHostile(client: BenchClient, plane: ControlPlane): Promise<HostilePhase[]> {
   const { DEEP_EQUALITY } = await import("../test/fixtures/hostile-transforms.ts");
   const label = `${RUN}-hostile`;
   const labels = { "bench-set": label };
@@ -1773,7 +1927,335 @@ async function peakRssMiBOf(pid: number): Promise<number> {
   return Number((Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024).toFixed(1));
 }
 
+// ---------- scale: 100,000 Referables, one replica, then shards (issue 27) ----------
+
+interface ScalePhase {
+  /** Controller processes. */
+  replicas: number;
+  /** Start → every Referable Ready (each needed one status write: the floor's writes cleared them). */
+  coldStartSeconds: number;
+  /** The cold start over the status-write floor measured just before it. */
+  coldStartOverFloor: number;
+  /** The floor just before: the same n status writes straight to the API server. */
+  floorSeconds: number;
+  /** Per replica, settled after the cold start. */
+  cost: Cost[];
+  /** Highest RSS of any replica from its start to the end of propagation. */
+  peakRssMiB: number;
+  /** Heap per Referable of the single replica over the idle baseline (not after a forced GC). */
+  bytesPerReferable?: number;
+  /** With --heap-snapshots: the same from the live heaps (after a full GC). */
+  liveBytesPerReferable?: number;
+  propagation: { rate: number; updates: number; seen: number; latency: Stats };
+  /** Buckets each replica held (sharded only), from referable_shard_buckets. */
+  buckets?: number[];
+  failover?: ScaleFailover;
+}
+
+interface ScaleFailover {
+  /** kill -9 of one replica → the others hold every bucket (referable_shard_buckets). */
+  bucketsTakenSeconds: number;
+  /** kill -9 → each of `sources` changed right after it shows in its Referable: p50 and max. */
+  sources: number;
+  followP50Seconds: number;
+  followMaxSeconds: number;
+}
+
+interface ScaleResult {
+  n: number;
+  setupSeconds: number;
+  /** Status writes in flight in the floor: the controller's default concurrency. */
+  floorConcurrency: number;
+  heapCapMiB: { single: number; shard: number };
+  single: ScalePhase;
+  sharded: ScalePhase | { skipped: string };
+  cleanupSeconds: number;
+}
+
+/** Whether the compiled controller has the --shards flag (feat/sharding merged). */
+async function controllerHasShards(): Promise<boolean> {
+  const main = await compiledMain();
+  const help = await new Promise<string>((resolve) => {
+    const child = spawn(process.execPath, [main, "--help"], { stdio: ["ignore", "pipe", "pipe"] });
+    let text = "";
+    child.stdout.on("data", (d: Buffer) => (text += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (text += d.toString()));
+    child.on("exit", () => resolve(text));
+    child.on("error", () => resolve(text));
+  });
+  return help.includes("--shards");
+}
+
+/** Fails at once when a controller process died (OOM, crash): no ten-minute wait for nothing. */
+function alive(controllers: readonly Controller[]): void {
+  for (const c of controllers)
+    if (c.proc.exitCode !== null || c.proc.signalCode !== null)
+      throw new Error(
+        `a controller process exited (${c.proc.exitCode ?? c.proc.signalCode}) during the scale scenario`,
+      );
+}
+
+/**
+ * The floor of a cold start: the n status writes it must make (the controller's JSON patch with
+ * its preconditions), sent straight to the API server `concurrency` at a time. The status each
+ * writes has no Ready condition, so a controller started after it must write every Referable
+ * again: this is also what makes the next cold start a cold one.
+ */
+async function scaleFloor(
+  client: BenchClient,
+  watch: ReferableWatch,
+  names: readonly string[],
+  concurrency: number,
+  round: string,
+): Promise<number> {
+  const t0 = performance.now();
+  await pool(names, concurrency, async (name) => {
+    const seen = watch.latest.get(name);
+    if (!seen) throw new Error(`the watch has not seen ${name}`);
+    await client.request("PATCH", `${RF}/${name}/status`, {
+      body: statusPatch(seen.uid, { value: round, observedGeneration: 1 } as ReferableStatus),
+      contentType: "application/json-patch+json",
+      timeoutMs: 120_000,
+    });
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  await until(
+    "the floor's writes to show",
+    () =>
+      watch.readyCount() === 0 && names.every((n) => watch.latest.get(n)?.value === round) ? true : undefined,
+    600_000,
+  );
+  return seconds;
+}
+
+/** Starts `replicas` controllers (sharded when more than one), waits for every Referable Ready. */
+async function scaleColdStart(
+  client: BenchClient,
+  plane: ControlPlane,
+  fx: Fixture,
+  watch: ReferableWatch,
+  replicas: number,
+  heapCapMiB: number,
+  floorSeconds: number,
+  baselineHeapMiB: number,
+  baselineLiveMiB: number | undefined,
+): Promise<{ phase: ScalePhase; controllers: Controller[] }> {
+  const n = fx.names.length;
+  const selector = `bench-set=${fx.label}`;
+  const nodeOptions = `--max-old-space-size=${heapCapMiB} --max-semi-space-size=8`;
+  const args =
+    replicas === 1
+      ? ["--leader-elect=false"]
+      : [
+          `--shards=${scaleBuckets}`,
+          `--leader-election-namespace=${NS}`,
+          `--leader-election-id=${RUN}-scale`,
+        ];
+  log(`scale: cold start of ${n} Referables, ${replicas} replica(s), heap cap ${heapCapMiB} MiB`);
+  const t0 = performance.now();
+  const controllers = await Promise.all(
+    Array.from({ length: replicas }, () =>
+      startController(plane.kubeconfigPath, selector, args, nodeOptions),
+    ),
+  );
+  const peaks = controllers.map((c) => samplePeaks(c));
+  let lastLog = performance.now();
+  await until(
+    `all ${n} Referables Ready`,
+    () => {
+      alive(controllers);
+      const ready = watch.readyCount();
+      if (performance.now() - lastLog > 30_000) {
+        lastLog = performance.now();
+        log(`scale: ${ready} of ${n} Ready after ${((lastLog - t0) / 1000).toFixed(0)} s`);
+      }
+      return ready >= n ? true : undefined;
+    },
+    3_600_000,
+  );
+  const coldStartSeconds = (performance.now() - t0) / 1000;
+  log(`scale: ${replicas} replica(s) made ${n} Referables Ready in ${coldStartSeconds.toFixed(1)} s`);
+  const costs = await Promise.all(controllers.map((c) => cost(c)));
+  log(`scale: propagation at 50 updates/s for ${phaseSeconds} s`);
+  const prop = await measurePropagation(client, controllers[0]!, fx, watch, 50, phaseSeconds);
+  alive(controllers);
+  const peak = await Promise.all(peaks.map((p) => p.stop()));
+  const phase: ScalePhase = {
+    replicas,
+    coldStartSeconds,
+    coldStartOverFloor: Number((coldStartSeconds / floorSeconds).toFixed(2)),
+    floorSeconds,
+    cost: costs,
+    peakRssMiB: Math.max(...peak.map((p) => p.rssMiB)),
+    propagation: { rate: prop.rate, updates: prop.updates, seen: prop.seen, latency: prop.latency },
+  };
+  if (replicas === 1) {
+    phase.bytesPerReferable = Math.round(((costs[0]!.heapMiB - baselineHeapMiB) * 1024 * 1024) / n);
+    if (costs[0]!.liveHeapMiB !== undefined && baselineLiveMiB !== undefined)
+      phase.liveBytesPerReferable = Math.round(((costs[0]!.liveHeapMiB - baselineLiveMiB) * 1024 * 1024) / n);
+  } else
+    phase.buckets = await Promise.all(
+      controllers.map(async (c) => (await scrape(c)).get("referable_shard_buckets") ?? NaN),
+    );
+  return { phase, controllers };
+}
+
+/** kill -9 of the first shard: how long until the others hold its buckets and serve its Referables. */
+async function scaleFailover(
+  client: BenchClient,
+  controllers: Controller[],
+  fx: Fixture,
+  watch: ReferableWatch,
+): Promise<ScaleFailover> {
+  const [victim, ...rest] = controllers;
+  const sample = Math.min(fx.names.length, quick ? 40 : 200);
+  const step = Math.max(1, Math.floor(fx.names.length / sample));
+  const indexes = Array.from({ length: sample }, (_, k) => k * step);
+  log(`scale: kill -9 of one shard, then ${sample} sources changed`);
+  const killedAt = performance.now();
+  victim!.proc.kill("SIGKILL");
+  const seenAt = new Map<string, number>();
+  const value = `failover-${RUN}`;
+  const off = watch.onChange((name) => {
+    if (!seenAt.has(name) && watch.latest.get(name)?.value === value) seenAt.set(name, performance.now());
+  });
+  await pool(indexes, 16, (i) => setSource(client, fx.sources[i]!.kind, fx.sources[i]!.name, value));
+  let bucketsTakenSeconds = NaN;
+  await until(
+    "the surviving shards to hold every bucket and serve every changed source",
+    async () => {
+      alive(rest);
+      if (Number.isNaN(bucketsTakenSeconds)) {
+        const held = await Promise.all(
+          rest.map(async (c) => (await scrape(c)).get("referable_shard_buckets") ?? 0),
+        );
+        if (held.reduce((a, b) => a + b, 0) >= scaleBuckets)
+          bucketsTakenSeconds = (performance.now() - killedAt) / 1000;
+      }
+      return !Number.isNaN(bucketsTakenSeconds) && indexes.every((i) => seenAt.has(fx.names[i]!))
+        ? true
+        : undefined;
+    },
+    300_000,
+  );
+  off();
+  const follow = stats(indexes.map((i) => (seenAt.get(fx.names[i]!)! - killedAt) / 1000));
+  return { bucketsTakenSeconds, sources: sample, followP50Seconds: follow.p50, followMaxSeconds: follow.max };
+}
+
+/**
+ * n Referables over sources of their own: the status-write floor, then one replica's cold start
+ * (its RSS, heap per Referable, propagation), then the floor again and a cold start of
+ * `scaleShards` shards (`--shards`), their RSS each, propagation, and the failover after a
+ * kill -9 of one. Each phase's figures are saved as soon as measured (`save`).
+ */
+async function runScale(
+  client: BenchClient,
+  plane: ControlPlane,
+  report: Report,
+  save: () => Promise<void>,
+): Promise<ScaleResult> {
+  const n = scaleReferables;
+  const concurrency = 16; // the controller's default --concurrency
+  const heapCapMiB = {
+    single: scaleHeapMiB ?? Math.max(256, Math.ceil(n / 100)),
+    shard: Math.max(256, Math.ceil(n / 100 / scaleShards)),
+  };
+  log(`scale: creating ${n} sources and ${n} Referables`);
+  const t0 = performance.now();
+  const fx = await makeNamedFixture(client, n, `${RUN}-scale`, true);
+  const setupSeconds = (performance.now() - t0) / 1000;
+  log(`scale: created in ${setupSeconds.toFixed(0)} s`);
+  const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
+  const result: ScaleResult = {
+    n,
+    setupSeconds,
+    floorConcurrency: concurrency,
+    heapCapMiB,
+    single: undefined as unknown as ScalePhase,
+    sharded: { skipped: "not run yet" },
+    cleanupSeconds: NaN,
+  };
+  let running: Controller[] = [];
+  try {
+    await watch.start();
+    log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
+    const floor1 = await scaleFloor(client, watch, fx.names, concurrency, "floor-1");
+    const single = await scaleColdStart(
+      client,
+      plane,
+      fx,
+      watch,
+      1,
+      heapCapMiB.single,
+      floor1,
+      report.baseline!.heapMiB,
+      report.baseline!.liveHeapMiB,
+    );
+    running = single.controllers;
+    result.single = single.phase;
+    report.scale = result;
+    await save();
+    printScale(result, (line) => process.stdout.write(`${line}\n`));
+    await Promise.all(running.map((c) => c.stop()));
+    running = [];
+
+    if (!(await controllerHasShards())) {
+      result.sharded = { skipped: "this controller has no --shards flag (feat/sharding not merged)" };
+      log(`scale: ${result.sharded.skipped}`);
+    } else {
+      log(`scale: floor again: ${n} status writes`);
+      const floor2 = await scaleFloor(client, watch, fx.names, concurrency, "floor-2");
+      const sharded = await scaleColdStart(
+        client,
+        plane,
+        fx,
+        watch,
+        scaleShards,
+        heapCapMiB.shard,
+        floor2,
+        report.baseline!.heapMiB,
+        report.baseline!.liveHeapMiB,
+      );
+      running = sharded.controllers;
+      result.sharded = sharded.phase;
+      await save();
+      sharded.phase.failover = await scaleFailover(client, running, fx, watch);
+      await save();
+    }
+  } finally {
+    await Promise.all(running.map((c) => c.stop()));
+    watch.close();
+    const c0 = performance.now();
+    await deleteFixtures(client, fx.label, fx.batches);
+    result.cleanupSeconds = (performance.now() - c0) / 1000;
+  }
+  return result;
+}
+
+function printScale(r: ScaleResult, p: (line: string) => void): void {
+  p("");
+  p(
+    `scale: ${r.n} Referables over sources of their own (created in ${r.setupSeconds.toFixed(0)} s); floor = ${r.n} status writes straight to the API server, ${r.floorConcurrency} in flight; heap cap ${r.heapCapMiB.single} MiB (one replica), ${r.heapCapMiB.shard} MiB (each shard)`,
+  );
+  p(
+    "| replicas | floor s | cold start s | cold start / floor | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | bytes/Referable | propagation p50 / p99 ms (floor p50 / p99 in the header) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
+  );
+  p("|---:|---:|---:|---:|---|---|---|---:|---:|---|---|---:|---|");
+  const phases: ScalePhase[] = [r.single, ...("replicas" in r.sharded ? [r.sharded] : [])].filter(Boolean);
+  for (const ph of phases)
+    p(
+      `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${ph.bytesPerReferable ?? "-"} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`,
+    );
+  if (r.single?.liveBytesPerReferable !== undefined)
+    p(`one replica's live heap (after a full GC): ${r.single.liveBytesPerReferable} bytes per Referable`);
+  if ("skipped" in r.sharded) p(`shards: skipped: ${r.sharded.skipped}`);
+}
+
 // ---------- main ----------
+
+/** Requests retried so far (bench/retry.ts); each is logged too. */
+let retries = 0;
 
 async function main(): Promise<void> {
   // In process and first, before the control plane competes for the two cores.
@@ -1782,52 +2264,20 @@ async function main(): Promise<void> {
   const plane = await startControlPlane({ log });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
-  const client = new KubeClient({ kubeConfig, requestTimeoutMs: 120_000 });
+  const rawClient = new KubeClient({ kubeConfig, requestTimeoutMs: 120_000 });
+  const client = new RetryingClient(rawClient, {
+    onRetry: (what, err, attempt, waitMs) => {
+      retries++;
+      log(`retry ${attempt} of ${what} in ${Math.round(waitMs)} ms: ${err.message.slice(0, 160)}`);
+    },
+  });
   try {
     await client.request("POST", "/api/v1/namespaces", {
       body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
     });
-    await installTestCrd(client, WIDGET_GROUP, "Widget");
+    await installTestCrd(rawClient, WIDGET_GROUP, "Widget");
     log("measuring the floor");
-    const floor = await measureFloor(client, quick ? 30 : 200);
-
-    // The controller's heap with no Referables: the base for bytes per Referable.
-    let baseline: Cost | undefined;
-    if (controllerScenarios.length > 0) {
-      const idle = await startController(plane.kubeconfigPath, `bench-set=${RUN}-none`);
-      baseline = await cost(idle);
-      await idle.stop();
-    }
-
-    const results: SizeResult[] = [];
-    if (scenarios.has("sizes"))
-      for (const n of sizes) results.push(await runSize(client, plane, n, baseline!.heapMiB));
-    const hot = scenarios.has("hot") ? await runHotSource(client, plane) : undefined;
-    const fan = scenarios.has("fanout") ? await runFanOut(client, plane, fanOut) : undefined;
-    const selectors = scenarios.has("selectors")
-      ? await runSelectors(client, plane, selectorObjects, selectorRefs)
-      : undefined;
-    const content = scenarios.has("content")
-      ? await runClusterContent(client, plane, contentRefs, contentObjects)
-      : undefined;
-    const labels = scenarios.has("labels")
-      ? await runLabels(client, plane, labelRefs, labelObjects)
-      : undefined;
-    // As the Deployment runs it (leader election on), and as `npm start` does (off).
-    const idleResult = scenarios.has("idle")
-      ? [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)]
-      : undefined;
-    if (scenarios.has("reads")) log("measuring one-shot reads (cached and consistent)");
-    const reads = scenarios.has("reads")
-      ? await measureReads(client, kubeConfig, `${NS}-reads-${RUN}`, quick)
-      : undefined;
-    const exported = scenarios.has("export") ? await runExport(client, plane, exportRefs) : undefined;
-    const fieldExport = scenarios.has("field-export")
-      ? await runFieldExport(client, plane, exportRefs)
-      : undefined;
-    const hostile = scenarios.has("hostile") ? await runHostile(client, plane) : undefined;
-
-    const report = {
+    const report: Report = {
       command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
       date: new Date().toISOString(),
       machine: {
@@ -1852,39 +2302,152 @@ async function main(): Promise<void> {
         hotUpdates,
         idleSeconds,
         exportRefs,
+        scaleReferables,
+        scaleShards,
         controllerNodeOptions,
         etcd: "--unsafe-no-fsync (test data)",
       },
-      floor,
-      baseline,
-      sizes: results,
-      hot,
-      fanOut: fan,
-      selectors,
-      content,
-      labels,
-      idle: idleResult,
-      reads,
-      export: exported,
-      fieldExport,
-      hostile,
+      floor: await measureFloor(client, quick ? 30 : 200),
+      baseline: undefined,
+      sizes: [],
+      hot: undefined,
+      fanOut: undefined,
+      selectors: undefined,
+      content: undefined,
+      labels: undefined,
+      idle: undefined,
+      reads: undefined,
+      export: undefined,
+      fieldExport: undefined,
+      hostile: undefined,
+      scale: undefined,
       transforms,
+      failed: {},
+      retries: 0,
     };
-    await mkdir(join(repoRoot, "bench"), { recursive: true });
-    await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
-    printTable(report);
+    // Every figure is written and printed as soon as it is measured: a failure later (or a
+    // crash) keeps what came before, and a failed scenario is reported, then the next one runs.
+    const save = async () => {
+      report.retries = retries;
+      await mkdir(join(repoRoot, "bench"), { recursive: true });
+      await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
+    };
+    const measured = async (part: Part) => {
+      await save();
+      printTable(report, part);
+    };
+    await measured("header");
+    const scenario = async (name: string, run: () => Promise<void>) => {
+      if (!scenarios.has(name)) return;
+      try {
+        await run();
+      } catch (err) {
+        report.failed[name] = (err as Error).message.slice(0, 1000);
+        log(`scenario ${name} failed: ${(err as Error).stack ?? String(err)}`);
+        await save();
+      }
+    };
+
+    // The controller's heap with no Referables: the base for bytes per Referable.
+    if (controllerScenarios.length > 0) {
+      const idle = await startController(plane.kubeconfigPath, `bench-set=${RUN}-none`);
+      report.baseline = await cost(idle);
+      await idle.stop();
+    }
+
+    await scenario("sizes", async () => {
+      for (const n of sizes) {
+        report.sizes.push(
+          await runSize(client, plane, n, report.baseline!.heapMiB, report.baseline!.liveHeapMiB),
+        );
+        await save();
+      }
+      await measured("sizes");
+    });
+    await scenario("hot", async () => {
+      report.hot = await runHotSource(client, plane);
+      await measured("hot");
+    });
+    await scenario("fanout", async () => {
+      report.fanOut = await runFanOut(client, plane, fanOut);
+      await measured("fanout");
+    });
+    await scenario("selectors", async () => {
+      report.selectors = await runSelectors(client, plane, selectorObjects, selectorRefs);
+      await measured("selectors");
+    });
+    await scenario("content", async () => {
+      report.content = await runClusterContent(client, plane, contentRefs, contentObjects);
+      await measured("content");
+    });
+    await scenario("labels", async () => {
+      report.labels = await runLabels(client, plane, labelRefs, labelObjects);
+      await measured("labels");
+    });
+    // As the Deployment runs it (leader election on), and as `npm start` does (off).
+    await scenario("idle", async () => {
+      report.idle = [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)];
+      await measured("idle");
+    });
+    await scenario("reads", async () => {
+      log("measuring one-shot reads (cached and consistent)");
+      report.reads = await measureReads(rawClient, kubeConfig, `${NS}-reads-${RUN}`, quick);
+      await measured("reads");
+    });
+    await scenario("export", async () => {
+      report.export = await runExport(client, plane, exportRefs);
+      await measured("export");
+    });
+    await scenario("field-export", async () => {
+      report.fieldExport = await runFieldExport(client, plane, exportRefs);
+      await measured("field-export");
+    });
+    await scenario("hostile", async () => {
+      report.hostile = await runHostile(client, plane);
+      await measured("hostile");
+    });
+    await scenario("scale", async () => {
+      report.scale = await runScale(client, plane, report, save);
+      await measured("scale");
+    });
+    await measured("transforms");
     log(`wrote ${out}`);
+    const failed = Object.keys(report.failed);
+    if (failed.length > 0) {
+      log(`failed: ${failed.join(", ")} (see "failed" in ${out})`);
+      process.exitCode = 1;
+    }
   } finally {
-    await client.close();
+    await rawClient.close();
     await plane.stop();
   }
 }
 
-function printTable(r: {
+/** The parts of the report, each printed as soon as it is measured. */
+type Part =
+  | "header"
+  | "sizes"
+  | "hot"
+  | "fanout"
+  | "selectors"
+  | "content"
+  | "labels"
+  | "idle"
+  | "reads"
+  | "export"
+  | "field-export"
+  | "hostile"
+  | "scale"
+  | "transforms";
+
+/** bench/results.json: settings, then each scenario's figures (undefined until measured). */
+interface Report {
   command: string;
+  date: string;
   machine: { cores: number; memoryGiB: number; cpu?: string | undefined };
   node: string;
   kubernetes: string;
+  settings: Record<string, unknown>;
   floor: Floor;
   baseline: Cost | undefined;
   sizes: SizeResult[];
@@ -1899,18 +2462,27 @@ function printTable(r: {
   export: ExportResult | undefined;
   fieldExport: FieldExportResult | undefined;
   hostile: HostilePhase[] | undefined;
+  scale: ScaleResult | undefined;
   transforms: TransformResult[];
-}): void {
+  /** Scenarios that failed, with why: their figures are missing, the others are not. */
+  failed: Record<string, string>;
+  /** Requests retried in the whole run (each logged). */
+  retries: number;
+}
+
+function printTable(r: Report, part: Part): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
-  p(`\n${r.command}`);
-  p(
-    `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB (${r.machine.cpu}); node ${r.node}; kube-apiserver ${r.kubernetes}`,
-  );
-  p(
-    `floor (write ack → plain watch, + one status patch): p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms` +
-      ` [watch p50 ${ms(r.floor.watchDelivery.p50)} p99 ${ms(r.floor.watchDelivery.p99)}; patch p50 ${ms(r.floor.statusPatch.p50)} p99 ${ms(r.floor.statusPatch.p99)}]`,
-  );
-  if (r.sizes.length > 0 || r.baseline) {
+  if (part === "header") {
+    p(`\n${r.command}`);
+    p(
+      `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB (${r.machine.cpu}); node ${r.node}; kube-apiserver ${r.kubernetes}`,
+    );
+    p(
+      `floor (write ack → plain watch, + one status patch): p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms` +
+        ` [watch p50 ${ms(r.floor.watchDelivery.p50)} p99 ${ms(r.floor.watchDelivery.p99)}; patch p50 ${ms(r.floor.statusPatch.p50)} p99 ${ms(r.floor.statusPatch.p99)}]`,
+    );
+  }
+  if (part === "sizes" && (r.sizes.length > 0 || r.baseline)) {
     p("");
     p(
       "| Referables | updates/s | updates | p50 ms | p95 ms | p99 ms | max ms | p99 / floor p99 | in controller p50/p99 ms | max queue | status patch p50/p99 ms | status writes | requests in phase |",
@@ -1941,9 +2513,14 @@ function printTable(r: {
         `| ${s.n} | ${s.coldStartSeconds.toFixed(1)} | ${s.restart.coldStartSeconds.toFixed(1)} | ${s.restart.statusWrites} | ${s.cost.rssMiB} | ${s.cost.heapMiB} / ${s.cost.heapTotalMiB} | ${s.cost.externalMiB} | ${s.bytesPerReferable} | ${s.cost.watches} | ${s.cost.informers} |`,
       );
     }
+    for (const s of r.sizes)
+      if (s.liveBytesPerReferable !== undefined)
+        p(
+          `live heap (after a full GC, from a heap snapshot): idle ${r.baseline?.liveHeapMiB} MiB, ${s.n} Referables ${s.cost.liveHeapMiB} MiB: ${s.liveBytesPerReferable} bytes per Referable`,
+        );
   }
-  p("");
-  if (r.hot) {
+  if (part === "sizes") p("");
+  if (part === "hot" && r.hot) {
     p(
       "| hot source: one write every | values shown | p50 ms | p99 ms | max ms | p99 / 200 ms row's p99 | status writes |",
     );
@@ -1956,42 +2533,42 @@ function printTable(r: {
     p(`(floor in the same run: p50 ${ms(r.floor.p50)} ms, p99 ${ms(r.floor.p99)} ms)`);
     p("");
   }
-  if (r.fanOut) {
+  if (part === "fanout" && r.fanOut) {
     const floor = Math.min(...r.fanOut.writeFloor.map((f) => f.ms));
     p(
       `fan-out: one source → ${r.fanOut.n} Referables all updated: p50 ${ms(r.fanOut.samples.p50)} ms, max ${ms(r.fanOut.samples.max)} ms (${r.fanOut.samples.n} rounds); ` +
         `floor (${r.fanOut.n} status writes straight to the API server): ${r.fanOut.writeFloor.map((f) => `${ms(f.ms)} ms at ${f.concurrency} in flight`).join(", ")}; p50 / best floor ${(r.fanOut.samples.p50 / floor).toFixed(2)}`,
     );
   }
-  for (const idle of r.idle ?? [])
+  for (const idle of part === "idle" ? (r.idle ?? []) : [])
     p(
       `idle: ${idle.referables} Referables, leader election ${idle.leaderElection ? "on" : "off"}, ${idle.seconds} s with nothing changing and no scrape: CPU ${idle.cpuSecondsPerMinute.toFixed(3)} s per minute, RSS ${idle.rssMiB} MiB`,
     );
-  if (r.selectors)
+  if (part === "selectors" && r.selectors)
     p(
       `selectors: ${r.selectors.refs} Referables (half Single, half Multiple) over ${r.selectors.objects} objects: cold start ${r.selectors.coldStartSeconds.toFixed(1)} s, propagation p50 ${ms(r.selectors.latency.p50)} ms p99 ${ms(r.selectors.latency.p99)} ms, RSS ${r.selectors.cost.rssMiB} MiB, heap ${r.selectors.cost.heapMiB} MiB`,
     );
   const c = r.content;
-  if (c)
+  if (part === "content" && c)
     p(
       `cluster content: ${c.refs} Referables + ${c.objects} unreferenced ConfigMaps of ${(c.objectBytes / 1e6).toFixed(0)} MB (listed at start, then rewritten): cold start ${c.coldStartSeconds.toFixed(1)} s, peak RSS ${c.peakRssMiB} MiB, peak heap ${c.peakHeapMiB} MiB; steady RSS ${c.steady.rssMiB} MiB, heap ${c.steady.heapMiB} / ${c.steady.heapTotalMiB} MiB; bytes kept per unreferenced object ${c.bytesPerUnreferencedObject}`,
     );
   const l = r.labels;
-  if (l)
+  if (part === "labels" && l)
     p(
       `labels: ${l.refs} Referables, cold start without then with ${l.objects} unselected ConfigMaps of ${(l.labelBytes / 1e3).toFixed(0)} KB of labels: steady RSS ${l.without.rssMiB} → ${l.with.rssMiB} MiB (+${(l.with.rssMiB - l.without.rssMiB).toFixed(1)}), heap ${l.without.heapMiB} → ${l.with.heapMiB} MiB; peak RSS with them ${l.peakRssMiB} MiB, cold start ${l.coldStartSeconds.toFixed(1)} s`,
     );
   const e = r.export;
-  if (e)
+  if (part === "export" && e)
     p(
       `export: ${e.refs} Referables, one source written at a time (${e.status.n} writes): status.value p50 ${ms(e.status.p50)} ms p99 ${ms(e.status.p99)} ms; exported ConfigMap key p50 ${ms(e.exported.p50)} ms p99 ${ms(e.exported.p99)} ms`,
     );
   const f = r.fieldExport;
-  if (f)
+  if (part === "field-export" && f)
     p(
       `field-export: ${f.refs} Referables, one source written at a time (${f.status.n} writes): status.value p50 ${ms(f.status.p50)} ms p99 ${ms(f.status.p99)} ms; target field (spec.forProvider of a managed-resource-shaped Task) p50 ${ms(f.field.p50)} ms p99 ${ms(f.field.p99)} ms; ${f.writesPerChange} target writes and ${f.readsPerChange} GETs per change`,
     );
-  if (r.hostile) {
+  if (part === "hostile" && r.hostile) {
     p(
       "hostile transforms (issue 21): a canary Referable while hostile ones are evaluated, beside the run without",
     );
@@ -2004,12 +2581,13 @@ function printTable(r: {
         `| ${h.hostile} | ${ms(h.canary.p50)} / ${ms(h.canary.p99)} / ${ms(h.canary.max)} | ${ms(h.healthz.p50)} / ${ms(h.healthz.p99)} / ${ms(h.healthz.max)} | ${h.peakRssMiB} |`,
       );
   }
-  p("");
-  if (r.reads) {
+  if (part === "hostile") p("");
+  if (part === "reads" && r.reads) {
     printReads(r.reads, p);
     p("");
   }
-  printTransforms(r.transforms, p);
+  if (part === "scale" && r.scale) printScale(r.scale, p);
+  if (part === "transforms") printTransforms(r.transforms, p);
 }
 
 await main();

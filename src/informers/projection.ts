@@ -115,9 +115,9 @@ class Proj implements Projection, ProjectedMeta {
   labels: Readonly<Record<string, string>> | undefined;
   labelKeys: LabelKeys;
   readonly deletionTimestamp: string | undefined;
-  reads: Map<string, Read> | undefined;
+  reads: Map<string, Read> | OneRead | undefined;
 
-  constructor(m: ProjectedMeta, reads: Map<string, Read> | undefined) {
+  constructor(m: ProjectedMeta, reads: Map<string, Read> | OneRead | undefined) {
     this.name = m.name;
     this.namespace = m.namespace;
     this.uid = m.uid;
@@ -190,12 +190,14 @@ export function projectFor(
   options?: ProjectOptions,
 ): Projection {
   const meta = projectMeta(obj, options);
+  let one: OneRead | undefined;
   let reads: Map<string, Read> | undefined;
   for (const x of wanted(meta)) {
-    if (reads?.has(x.key)) continue;
-    (reads ??= new Map()).set(x.key, x.read(obj, maxBytes));
+    if (one?.key === x.key || reads?.has(x.key)) continue;
+    if (!one) one = new OneRead(x.key, x.read(obj, maxBytes));
+    else (reads ??= new Map([[one.key, one.value]])).set(x.key, x.read(obj, maxBytes));
   }
-  return new Proj(meta, reads);
+  return new Proj(meta, reads ?? one);
 }
 
 /**
@@ -213,6 +215,11 @@ export function narrowLabels(projection: Projection, keys: LabelKeys, pool?: Str
 export function pruneReads(projection: Projection, keep: (key: string) => boolean): boolean {
   const p = projection as Proj;
   if (!p.reads) return false;
+  if (p.reads instanceof OneRead) {
+    if (keep(p.reads.key)) return false;
+    p.reads = undefined;
+    return true;
+  }
   let dropped = false;
   for (const key of [...p.reads.keys()]) {
     if (!keep(key)) {
@@ -222,6 +229,55 @@ export function pruneReads(projection: Projection, keep: (key: string) => boolea
   }
   if (p.reads.size === 0) p.reads = undefined;
   return dropped;
+}
+
+/**
+ * The reads of an object read once, which is most objects read (a Referable reads one field of
+ * its source): the key and the read, without a Map (whose table alone is about 150 bytes).
+ */
+class OneRead implements ReadonlyMap<string, Read> {
+  readonly key: string;
+  readonly value: Read;
+
+  constructor(key: string, value: Read) {
+    this.key = key;
+    this.value = value;
+  }
+
+  get size(): number {
+    return 1;
+  }
+
+  get(key: string): Read | undefined {
+    return key === this.key ? this.value : undefined;
+  }
+
+  has(key: string): boolean {
+    return key === this.key;
+  }
+
+  forEach(
+    callback: (value: Read, key: string, map: ReadonlyMap<string, Read>) => void,
+    thisArg?: unknown,
+  ): void {
+    callback.call(thisArg, this.value, this.key, this);
+  }
+
+  *entries(): MapIterator<[string, Read]> {
+    yield [this.key, this.value];
+  }
+
+  *keys(): MapIterator<string> {
+    yield this.key;
+  }
+
+  *values(): MapIterator<Read> {
+    yield this.value;
+  }
+
+  [Symbol.iterator](): MapIterator<[string, Read]> {
+    return this.entries();
+  }
 }
 
 /** A path read's outcome, sized; a value over `maxBytes` is not kept, only its size. */

@@ -5,9 +5,10 @@
  *
  * Every replica keeps its caches and subscriptions warm; only the leader writes.
  */
-import { REFERABLE_RESOURCE, type Referable } from "../api/referable.ts";
+import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
-import type { KubeClient } from "../kube/client.ts";
+import { StringPool } from "../informers/projection.ts";
+import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
 import { Discovery, type KindResolver } from "../kube/discovery.ts";
@@ -22,9 +23,9 @@ import type { UnfinishedWork } from "../runtime/workqueue.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
-import { readsOf, slimReferable } from "./spec.ts";
+import { projectReferable, readsOf } from "./spec.ts";
 import { ReferableStates } from "./state.ts";
-import { readyCondition } from "./status.ts";
+import { readyCondition, statusEquals } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
 
 /** Options for {@link ReferableController}. */
@@ -272,11 +273,35 @@ export class ReferableController {
   }
 
   private referableInformer(): Informer {
+    // What recurs across Referables, shared (see projectReferable); bounded by the pool.
+    const pool = new StringPool();
+    const decode = (raw: KubeObject): KubeObject => {
+      const name = raw.metadata?.name;
+      const slim = projectReferable(
+        raw,
+        pool,
+        name === undefined ? undefined : informer.get(undefined, name),
+      );
+      // The echo of this replica's status write holds the status it wrote: one copy, not two
+      // (the version it wrote says so without a comparison; any other is compared).
+      const state = name === undefined ? undefined : this.states.get(name);
+      const own = state?.own;
+      if (
+        own !== undefined &&
+        slim.status !== undefined &&
+        ((state!.overlay?.resourceVersion !== undefined &&
+          state!.overlay.resourceVersion === slim.metadata?.resourceVersion &&
+          state!.overlay.status === own) ||
+          statusEquals(slim.status as ReferableStatus, own))
+      )
+        slim.status = own;
+      return slim;
+    };
     const options: InformerOptions = {
       client: this.options.client,
       resource: REFERABLE_RESOURCE,
       logger: this.logger,
-      decode: slimReferable,
+      decode,
     };
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
@@ -310,13 +335,18 @@ export class ReferableController {
     // fan-out (one source read by a thousand Referables), where the controller shares the
     // machine with the API server it waits for. A step that needs another pass asks for it in
     // its result, so no echo is ever needed for progress.
-    const overlay = this.states.get(name)?.overlay;
+    const state = this.states.get(name);
+    const overlay = state?.overlay;
     if (
       event.type === "MODIFIED" &&
       overlay?.resourceVersion !== undefined &&
       overlay.resourceVersion === referable.metadata?.resourceVersion
-    )
+    ) {
+      // The cache shows what was written: the overlay has nothing left to add (viewOf would
+      // drop it at the next reconcile, but an echo brings none), so it goes now.
+      state!.overlay = undefined;
       return;
+    }
     this.runtime.enqueue(name);
   }
 

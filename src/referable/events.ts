@@ -93,7 +93,10 @@ export class EventRecorder {
     const windowMs = this.options.perObjectWindowMs ?? 60_000;
     const recent = (this.perObject.get(key) ?? []).filter((t) => now - t < windowMs);
     if (recent.length >= (this.options.perObjectBurst ?? 5) || this.bucket.tryTake(performance.now()) > 0) {
-      this.perObject.set(key, recent);
+      // An object with nothing recent is not remembered: a cold start of 100,000 Referables,
+      // nearly all over the overall budget, would otherwise keep an empty list for each.
+      if (recent.length > 0) this.perObject.set(key, recent);
+      else this.perObject.delete(key);
       return false;
     }
     recent.push(now);

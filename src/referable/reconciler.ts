@@ -18,7 +18,7 @@ import {
 import { isFieldEntry } from "../outputs/field/target.ts";
 import { ResolutionError } from "../errors.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { newKeysMemory, type KeysOutput, type KeysStep } from "../outputs/keys/output.ts";
+import { newKeysMemory, type KeysMemory, type KeysOutput, type KeysStep } from "../outputs/keys/output.ts";
 import type { StatusOutput } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
@@ -96,6 +96,20 @@ interface Pass {
   view: Referable;
   state: ReferableState;
   leading: boolean;
+}
+
+/**
+ * The key output's memory of a Referable, kept in its state only when it exports, did, or holds
+ * the finalizer: for any other a fresh one, which is what the output makes of a memory it finds
+ * with nothing to export (it empties it), so the 100,000 that export nothing keep no two Maps each.
+ */
+function keysMemory(state: ReferableState, obj: Referable): KeysMemory {
+  if (state.keys) return state.keys;
+  const exports =
+    (obj.spec?.export?.length ?? 0) > 0 ||
+    (obj.status?.exports?.length ?? 0) > 0 ||
+    (obj.metadata.finalizers?.length ?? 0) > 0;
+  return exports ? (state.keys = newKeysMemory()) : newKeysMemory();
 }
 
 /** The Reconciler for Referables; see the module comment. */
@@ -198,7 +212,7 @@ export class ReferableReconciler implements Reconciler {
     // The keys it wrote are those of the status it wrote, when it knows it: a forged
     // status.exports must not send it to release (or read) targets it never wrote.
     const owner = keysOnly(state.own ? { ...view, status: state.own } : view);
-    const step = await this.options.keys.write(owner, result, (state.keys ??= newKeysMemory()));
+    const step = await this.options.keys.write(owner, result, keysMemory(state, owner));
     adoptMetadata(pass, step.metadata);
     return step;
   }

@@ -71,6 +71,13 @@ interface Node {
   matched: Set<string>;
 }
 
+/**
+ * The matches of a Referable that selects nothing (most read by name): one empty Set shared by
+ * them all, never added to (only a selecting node gets a Set of its own, in matchAll), rather
+ * than an empty Set each.
+ */
+const NONE: Set<string> = new Set();
+
 /** How many names a cycle shows in a message before the middle is abbreviated. */
 const SHOWN_AT_MOST = 8;
 
@@ -96,7 +103,7 @@ export class ReferenceGraph {
   ): void {
     const old = this.nodes.get(name);
     if (!old) {
-      const node: Node = { labels, reads, matched: new Set() };
+      const node: Node = { labels, reads, matched: NONE };
       this.nodes.set(name, node);
       this.matchAll(name, node);
       this.matchAgainstSelectors(name, labels);
@@ -204,12 +211,13 @@ export class ReferenceGraph {
 
   /** Matches `node`'s selector (if any) against every Referable. */
   private matchAll(name: string, node: Node): void {
-    node.matched.clear();
     const selector = node.reads?.selector;
     if (!selector) {
+      node.matched = NONE;
       this.selecting.delete(name);
       return;
     }
+    node.matched = new Set();
     this.selecting.add(name);
     for (const [other, o] of this.nodes) if (selector.matches(o.labels)) node.matched.add(other);
   }

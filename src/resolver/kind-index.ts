@@ -12,7 +12,12 @@ import type { Sub } from "./subscription.ts";
 
 /** See the module comment. Holds its claim on the cache while it has subscriptions. */
 export class KindIndex implements KindInterest {
-  readonly byName = new Map<string, Set<Sub>>();
+  /**
+   * Name subscriptions by object: the one subscription of an object most objects have, or a Set
+   * of them when several read it (a Set each would cost the 100,000 Referables of a large
+   * cluster a Set each).
+   */
+  private readonly byName = new Map<string, Sub | Set<Sub>>();
   /** Selector subscriptions by namespace ("" for all namespaces or a cluster-scoped kind). */
   readonly selectors = new Map<string, Set<Sub>>();
   readonly all = new Set<Sub>();
@@ -38,7 +43,7 @@ export class KindIndex implements KindInterest {
     if (!this.all.has(sub) && seesLabels(sub)) this.seeingLabels++;
     this.all.add(sub);
     const req = sub.request;
-    if (req.target === "name") addTo(this.byName, this.nameKey(sub), sub);
+    if (req.target === "name") this.addName(this.nameKey(sub), sub);
     else {
       // Before anything is decoded for it: the labels it selects on are kept from now on.
       this.handle.addLabelKeys(req.selector!.keys);
@@ -51,7 +56,7 @@ export class KindIndex implements KindInterest {
     if (!this.all.delete(sub)) return;
     if (seesLabels(sub)) this.seeingLabels--;
     const req = sub.request;
-    if (req.target === "name") removeFrom(this.byName, this.nameKey(sub), sub);
+    if (req.target === "name") this.removeName(this.nameKey(sub), sub);
     else {
       removeFrom(this.selectors, this.scopeOf(sub), sub);
       this.handle.removeLabelKeys(req.selector!.keys);
@@ -74,8 +79,7 @@ export class KindIndex implements KindInterest {
   }
 
   *extractorsFor(meta: ProjectedMeta): Iterable<Extractor> {
-    for (const sub of this.byName.get(objectKey(meta.namespace, meta.name)) ?? [])
-      yield* sub.request.extractors;
+    for (const sub of this.namedFor(meta)) yield* sub.request.extractors;
     for (const sub of this.selectorsFor(meta.namespace)) {
       if (sub.request.selector!.matches(meta.labels)) yield* sub.request.extractors;
     }
@@ -83,7 +87,7 @@ export class KindIndex implements KindInterest {
 
   onEvent(event: InformerEvent<Projection>): void {
     const meta = event.object.metadata;
-    for (const sub of this.byName.get(objectKey(meta.namespace, meta.name)) ?? []) this.schedule(sub);
+    for (const sub of this.namedFor(meta)) this.schedule(sub);
     for (const sub of this.selectorsFor(meta.namespace)) {
       const selector = sub.request.selector!;
       if (
@@ -98,13 +102,37 @@ export class KindIndex implements KindInterest {
     for (const sub of this.all) this.schedule(sub);
   }
 
+  /** The name subscriptions of the object `meta` names. */
+  private namedFor(meta: { namespace?: string | undefined; name: string }): Iterable<Sub> {
+    const entry = this.byName.get(objectKey(meta.namespace, meta.name));
+    return entry === undefined ? [] : entry instanceof Set ? entry : [entry];
+  }
+
+  private addName(key: string, sub: Sub): void {
+    const entry = this.byName.get(key);
+    if (entry === undefined) this.byName.set(key, sub);
+    else if (entry instanceof Set) entry.add(sub);
+    else if (entry !== sub) this.byName.set(key, new Set([entry, sub]));
+  }
+
+  private removeName(key: string, sub: Sub): void {
+    const entry = this.byName.get(key);
+    if (entry === sub) this.byName.delete(key);
+    else if (entry instanceof Set) {
+      entry.delete(sub);
+      if (entry.size === 1) this.byName.set(key, entry.values().next().value!);
+    }
+  }
+
   private *selectorsFor(namespace: string | undefined): Iterable<Sub> {
     yield* this.selectors.get(namespace ?? "") ?? [];
     if (namespace) yield* this.selectors.get("") ?? [];
   }
 
   private nameKey(sub: Sub): string {
-    return objectKey(this.namespaced ? sub.request.namespace : undefined, sub.request.name!);
+    const namespace = this.namespaced ? sub.request.namespace : undefined;
+    // The same text as objectKey, as one flat string: this one is kept as long as the subscription.
+    return namespace ? [namespace, "/", sub.request.name!].join("") : sub.request.name!;
   }
 
   private scopeOf(sub: Sub): string {

@@ -132,9 +132,7 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
   const { selector, mode, minMatch, maxMatch, sortBy } =
     target === "selector" ? compileSelection(raw, { prefix, where, kind }, f) : SINGLE;
 
-  const extractors: Extractor[] = [];
-  for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
-  if (requireConditions.length > 0) extractors.push(conditionsExtractor(requireConditions));
+  const extractors = extractorsOf(fieldPath, sortBy, requireConditions);
   const hasDefault = raw.default !== undefined;
   // Compiled here, with the rest of the spec, so a transform that does not parse or type-check is
   // InvalidSpec before anything is read.
@@ -143,11 +141,13 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     transformText === undefined
       ? undefined
       : compileTransform(transformText, { mode, hasDefault }, f("transform"));
+  // Joined, not a template: a template makes a rope of pieces ("ConfigMap ", "team-a/", the
+  // name) kept apart for the life of the request; join makes one flat string.
   const describe =
     target === "external"
       ? `an external value`
       : target === "name"
-        ? `${kind} ${namespace ? `${namespace}/` : ""}${name}`
+        ? [kind, " ", namespace ? namespace : "", namespace ? "/" : "", name].join("")
         : `${kind} objects matching "${selector!.describe() || "everything"}"${namespace ? ` in namespace ${namespace}` : ""}`;
   return {
     target,
@@ -174,6 +174,30 @@ export function compileRequest(ref: AnyReference, prefix = ""): CompiledRequest 
     sortKey: sortBy && pathExtractor(sortBy).key,
     conditionsKey: requireConditions.length > 0 ? extractors[extractors.length - 1]!.key : undefined,
   };
+}
+
+/**
+ * The one-extractor lists of the common request (a fieldPath, nothing else), one per extractor:
+ * shared by every request that reads the same path, rather than a list each. Extractors are
+ * themselves cached and bounded (see pathExtractor), so this is too.
+ */
+const singleExtractors = new WeakMap<Extractor, readonly Extractor[]>();
+
+function extractorsOf(
+  fieldPath: CompiledPath | undefined,
+  sortBy: CompiledPath | undefined,
+  requireConditions: readonly RequiredCondition[],
+): readonly Extractor[] {
+  if (fieldPath && !sortBy && requireConditions.length === 0) {
+    const x = pathExtractor(fieldPath);
+    let list = singleExtractors.get(x);
+    if (!list) singleExtractors.set(x, (list = Object.freeze([x])));
+    return list;
+  }
+  const extractors: Extractor[] = [];
+  for (const path of [fieldPath, sortBy]) if (path) extractors.push(pathExtractor(path));
+  if (requireConditions.length > 0) extractors.push(conditionsExtractor(requireConditions));
+  return extractors;
 }
 
 /** What a reference (not a selector) selects: one object. */
@@ -273,8 +297,11 @@ function compileSelection(
   return { selector, mode, minMatch, maxMatch, sortBy };
 }
 
-function compileConditions(value: unknown, field: string): RequiredCondition[] {
-  if (value === undefined || value === null) return [];
+/** The conditions of a request that requires none: one frozen empty list shared by them all. */
+const NO_CONDITIONS: readonly RequiredCondition[] = Object.freeze([]);
+
+function compileConditions(value: unknown, field: string): readonly RequiredCondition[] {
+  if (value === undefined || value === null) return NO_CONDITIONS;
   if (!Array.isArray(value)) invalid(`${field} must be a list of {type, status}`);
   if (value.length > 16) invalid(`${field} has more than 16 entries`);
   return value.map((c: unknown, i) => {

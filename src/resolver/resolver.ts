@@ -8,6 +8,7 @@
  * object's event to the subscriptions it concerns; a subscription recomputes its result from the
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
+import { createHash } from "node:crypto";
 import { asError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
@@ -59,6 +60,8 @@ export class Resolver {
   private readonly limits: ComputeLimits;
   private readonly indexes = new Map<string, KindIndex>();
   private readonly subs = new Set<Sub>();
+  /** What a subscription's close() calls: one function for them all, not a closure each. */
+  private readonly onClose = (sub: Sub): void => this.unsubscribe(sub);
   private readonly dirty = new Set<Sub>();
   private readonly kindChanges: KindChanges;
   private flushScheduled = false;
@@ -151,7 +154,7 @@ export class Resolver {
       this.deliver(sub, { ok: false, error: toResolutionError(err) });
       return sub;
     }
-    const sub = new Sub(request, callback, (s) => this.unsubscribe(s));
+    const sub = new Sub(request, callback, this.onClose);
     this.subs.add(sub);
     if (request.target === "external") {
       this.recompute(sub);
@@ -403,7 +406,9 @@ export class Resolver {
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {
-    const print = fingerprint(result);
+    // A digest, not the fingerprint itself: the fingerprint holds the value (up to
+    // --max-value-bytes), and every subscription keeps the last one it pushed.
+    const print = createHash("sha256").update(fingerprint(result)).digest("base64").slice(0, 22);
     if (print === sub.fingerprint) return;
     sub.fingerprint = print;
     sub.current = result;

@@ -25,7 +25,7 @@ export class Sub implements Subscription {
   /** The kind index it is attached to, while attached. */
   index: KindIndex | undefined;
   current: ResolutionResult | undefined;
-  /** What makes two pushed results differ (see the resolver's fingerprint). */
+  /** A digest of what makes two pushed results differ (see the resolver's fingerprint). */
   fingerprint: string | undefined;
   closed = false;
   /** Counted among the subscriptions that keep CRDs watched (its kind may be a CRD's). */

@@ -88,9 +88,11 @@ beforeAll(async () => {
   await execFileAsync("git", ["clone", "--quiet", repoRoot, freshClone]);
 }, STEP_MS);
 
+// The folder holds installed node_modules and a clone: removing it takes more than Jest's default
+// 5 s for a hook on a loaded machine (a clean-clone CI run failed on it).
 afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
-});
+}, STEP_MS);
 
 describe("npm pack", () => {
   const needed: Array<{ reason: string; path: string }> = [
