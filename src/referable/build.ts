@@ -49,6 +49,8 @@ export interface BuildOptions {
   denyKinds?: readonly string[];
   /** Whether spec.export may write into Secrets (--allow-secret-export). @default false */
   allowSecretExport?: boolean;
+  /** How often targets where the controller may not watch are read again for drift. @default 30000 */
+  exportResyncMs?: number;
   /** See {@link ResolverOptions.maxValueBytes}. */
   maxValueBytes?: number;
   /** Worker threads that evaluate transforms (--transform-workers). */
@@ -146,6 +148,7 @@ export function buildController(options: BuildOptions): Built {
       watchdogMs: options.watchdogMs,
       labelSelector: options.referableSelector,
       leaseName: options.leaderElectionId,
+      exportResyncMs: options.exportResyncMs,
       shards: options.shardGate,
     }),
   });

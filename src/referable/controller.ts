@@ -14,6 +14,9 @@ import type { ControllerMetrics } from "../metrics.ts";
 import { Discovery, type KindResolver } from "../kube/discovery.ts";
 import { FieldOutput } from "../outputs/field/output.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
+import { KeyOwnership } from "../outputs/keys/ownership.ts";
+import { objectKey, parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
+import { TargetWatch } from "../outputs/keys/target-watch.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
@@ -62,6 +65,11 @@ export interface ReferableControllerOptions {
   /** Longest time between two reads of an object a field is exported into. @default 30000 */
   fieldRereadMs?: number;
   /**
+   * How often the targets of a namespace where the controller may not watch them (no list or
+   * watch granted there) are read again for drift. @default 30000
+   */
+  exportResyncMs?: number;
+  /**
    * Sharding (--shards): this replica reconciles, subscribes and writes only the Referables of
    * the buckets the gate serves; the Referable cache and the reference graph stay whole.
    * @default none: every Referable (one leader)
@@ -80,6 +88,10 @@ export class ReferableController {
   private readonly states = new ReferableStates();
   private readonly subscriptions: Subscriptions;
   private readonly graph = new ReferenceGraph();
+  /** Who owns each exported key, from the cached specs. */
+  private readonly ownership = new KeyOwnership();
+  /** Watches the targets, for drift. */
+  private readonly targets: TargetWatch;
   /** The field output (made with the reconciler), whose claims a bucket handed over lets go of. */
   private fields: FieldOutput | undefined;
   private graphFlushScheduled = false;
@@ -112,6 +124,8 @@ export class ReferableController {
     if (options.metrics) runtime.observer = controllerObserver(options.metrics);
     this.runtime = new Controller(runtime);
     this.informer = this.referableInformer();
+    this.targets = this.targetWatch();
+    this.ownership.listen(this.targets);
   }
 
   /** Starts watching Referables and reconciling them: {@link startCache}, then {@link startWorkers}. */
@@ -223,6 +237,7 @@ export class ReferableController {
   async stop(): Promise<void> {
     await this.drain();
     await this.informer.stop();
+    await this.targets.stop();
     this.states.clear();
   }
 
@@ -252,6 +267,7 @@ export class ReferableController {
         policy,
         logger: this.logger,
         allowSecrets: options.allowSecretExport ?? false,
+        ownership: this.ownership,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
       }),
       fields: (this.fields = new FieldOutput({
@@ -269,6 +285,22 @@ export class ReferableController {
       ...(options.maxRepairIntervalMs !== undefined && { maxRepairIntervalMs: options.maxRepairIntervalMs }),
       onPropagation: (seconds) => metrics?.propagation.observe(seconds),
       onRepair: () => metrics?.statusRepairs.inc(),
+    });
+  }
+
+  /** The target watch: drift marks what a Referable knows of an object stale, and queues it. */
+  private targetWatch(): TargetWatch {
+    return new TargetWatch({
+      client: this.options.client,
+      ownership: this.ownership,
+      allowSecrets: this.options.allowSecretExport ?? false,
+      logger: this.logger,
+      ...(this.options.exportResyncMs !== undefined && { resyncMs: this.options.exportResyncMs }),
+      lastVersion: (name, object) => this.states.get(name)?.keys?.objects.get(objectKey(object))?.version,
+      drifted: (name, object, version) => {
+        this.states.get(name)?.keys?.stale.set(objectKey(object), version);
+        this.runtime.enqueue(name);
+      },
     });
   }
 
@@ -357,6 +389,12 @@ export class ReferableController {
     if (!name) return;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    // A key whose owner changed: its claimants look again (the new owner writes it).
+    const handover =
+      event.type === "DELETED"
+        ? this.ownership.delete(name)
+        : this.ownership.set(name, String(obj.metadata.creationTimestamp ?? ""), exportTargets(obj));
+    for (const other of handover) this.runtime.enqueue(other);
     // Once per burst of events (a relist delivers thousands at once), not once per event.
     if (this.graphFlushScheduled) return;
     this.graphFlushScheduled = true;
@@ -370,6 +408,19 @@ export class ReferableController {
   private flushGraph(reconciling: string | undefined): void {
     for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
   }
+}
+
+/** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */
+function exportTargets(obj: Referable): ExportTarget[] {
+  const raw = obj.spec?.export;
+  if (!Array.isArray(raw)) return [];
+  const targets: ExportTarget[] = [];
+  for (const t of raw) {
+    const parsed = parseTarget(t, "export");
+    if (typeof parsed === "string") return [];
+    targets.push(parsed);
+  }
+  return targets;
 }
 
 /** The runtime's measurements into controller-runtime's metrics. */

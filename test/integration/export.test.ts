@@ -330,7 +330,7 @@ describe("export into ConfigMaps", () => {
     );
   });
 
-  it("puts the key back into a ConfigMap someone deleted, at the next change of the value", async () => {
+  it("re-creates a ConfigMap it created that someone deleted, at once and with its claim (the target watch)", async () => {
     const source = uniqueName("db");
     await createConfigMap(src, source, { v: "one" });
     const out = uniqueName("app");
@@ -339,17 +339,19 @@ describe("export into ConfigMaps", () => {
       export: [target("ConfigMap", open, out, "DB_HOST")],
     });
     await waitForExported(rf, "Exported");
+    const before = await getObject("ConfigMap", open, out);
     await admin.request("DELETE", `/api/v1/namespaces/${open}/configmaps/${out}`);
-    // Re-created by someone else, without the key: a new uid, so the controller reads it again.
-    await createConfigMap(open, out, { OTHER: "new" });
-    await admin.request("PATCH", `/api/v1/namespaces/${src}/configmaps/${source}`, {
-      body: { data: { v: "two" } },
-      contentType: "application/merge-patch+json",
-    });
-    const cm = await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "two", 5_000);
-    expect(dataOf(cm)).toEqual({ OTHER: "new", DB_HOST: "two" });
-    // Not created by the Referable this time: no claim on it.
-    expect(cm?.metadata?.annotations?.["referable.dev/created-by"]).toBeUndefined();
+    // No change of the value: the watch of the target brings it back.
+    const cm = await waitForData(
+      "ConfigMap",
+      open,
+      out,
+      (d, o) => d.DB_HOST === "one" && o?.metadata?.uid !== before?.metadata?.uid,
+      5_000,
+    );
+    expect(dataOf(cm)).toEqual({ DB_HOST: "one" });
+    // Created by the Referable again: its claim, so deleting the Referable deletes it.
+    expect(cm?.metadata?.annotations?.["referable.dev/created-by"]).toBe(rf);
   });
 
   it("writes a value that is not a string as its JSON text, and several keys of one object", async () => {

@@ -455,7 +455,11 @@ describe("helm template", () => {
           "--allow-secret-export",
         );
         expect(find(o, "ClusterRole", "rel-export-secrets").rules).toEqual([
-          { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] },
+          {
+            apiGroups: [""],
+            resources: ["secrets"],
+            verbs: ["get", "list", "watch", "create", "patch", "delete"],
+          },
         ]);
         const binding = o.find((x) => x.kind === "RoleBinding" && x.metadata?.name === "rel-export-secrets");
         expect(binding?.metadata?.namespace).toBe("team-b");

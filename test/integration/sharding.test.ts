@@ -29,9 +29,9 @@ const RETRY_MS = 500;
  * "A few seconds" beyond the lease duration: up to a round to see the last renewal and one to
  * find it expired, the take-over, then the writes of the victim's and the survivors' own
  * Referables on an API server that shares two cores with the rest of the suite (measured here:
- * 4.8 s in all at rest, 8.7 s once under load).
+ * 4.8 s in all at rest; 8.1 and 8.7 s under load, at load average 22 with benches beside it).
  */
-const TAKEOVER_SLACK_MS = 6_000;
+const TAKEOVER_SLACK_MS = 8_000;
 const WAIT_MS = 60_000;
 
 let admin: KubeClient;

@@ -19,6 +19,8 @@ export interface Written {
   records: ExportRecord[];
   /** The object's uid and whether the Referable created it: the next change applies without a read. */
   known: KnownObject | undefined;
+  /** The object's resourceVersion after the last write (or read): its watch event is the echo. */
+  version: string | undefined;
 }
 
 /**
@@ -32,13 +34,20 @@ export interface KeysMemory {
   gates: Map<string, WriteGate>;
   /** Failed attempts in a row, for the backoff. */
   failures: number;
+  /**
+   * Objects changed by someone else since last read (the target watch says so): the next write
+   * reads them again, whatever {@link objects} remembers. Each with the resourceVersion of the
+   * change seen (undefined: a deletion, or a periodic re-read): a write in flight that made that
+   * very version was its own echo.
+   */
+  stale: Map<string, string | undefined>;
   /** Why the last release (on deletion) left something, for the Exported condition. */
   releaseProblem?: { reason: string; message: string } | undefined;
 }
 
 /** A Referable's empty memory. */
 export function newKeysMemory(): KeysMemory {
-  return { objects: new Map(), gates: new Map(), failures: 0 };
+  return { objects: new Map(), gates: new Map(), failures: 0, stale: new Map() };
 }
 
 /** Every object the Referable writes into, or wrote into (a target removed from the spec). */

@@ -1,17 +1,12 @@
 /**
- * The key output: a Referable's value delivered into the ConfigMap and Secret
- * keys its `spec.export` names (server-side apply under the field manager `referable.dev/<name>`,
- * see writer.ts), its keys removed when it has no value, and, through the finalizer
- * `referable.dev/export`, removed before the Referable goes.
+ * The key output: a Referable's value delivered into the ConfigMap and Secret keys its
+ * `spec.export` names (server-side apply under the Referable's own field manager, see writer.ts),
+ * only the keys it owns (one key, one owner: ownership.ts), its keys removed when it has no
+ * value, and, through the finalizer `referable.dev/export`, removed before the Referable goes.
  *
- * How the controller knows a key already holds the value without writing: it reads the target
- * (GET) and remembers, per object, a hash of what it applied there. It cannot watch targets (it
- * may write only where an administrator opted a namespace in, and has no list right anywhere),
- * and an informer of whole ConfigMaps and Secrets would hold every other writer's data. The GET
- * runs only when the text to export changes (or after a restart, or a change of leader, when the
- * memory is empty), so a source that changes costs one read and one apply per target, a restart
- * one read and no write, and memory holds a hash per target, never a value. A target someone
- * else edits is put right at the next change of the value, or the next restart.
+ * It remembers, per object, a hash of what it applied there, never a value, and reads the target
+ * (GET) only when the text to export changes, after a restart or a change of leader (the memory
+ * is empty), or when the target watch (target-watch.ts) saw someone else change a key it owns.
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
@@ -54,10 +49,19 @@ import {
   readObjects,
   valueText,
   type KeysMemory,
+  type Written,
 } from "./memory.ts";
+import { ownedTargets, type KeyOwnership } from "./ownership.ts";
+import { releaseLegacy, takeOverLegacy } from "./takeover.ts";
 import { syncObject, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
+
+/** Remembers what a write left in an object; the watch event of this very write, seen before its answer, is not drift. */
+function remember(memory: KeysMemory, key: string, written: Written): void {
+  if (written.version !== undefined && memory.stale.get(key) === written.version) memory.stale.delete(key);
+  memory.objects.set(key, written);
+}
 
 export { EXPORT_FINALIZER } from "../../api/referable.ts";
 
@@ -82,6 +86,11 @@ export interface KeysOutputOptions {
   policy?: WritePolicy;
   /** Monotonic clock in milliseconds, for a policy of its own. @default performance.now */
   clock?: () => number;
+  /**
+   * Who owns each key (one key, one owner: see ownership.ts). A key another Referable owns is
+   * never applied: ExportConflict naming the owner. @default every key is its namer's
+   */
+  ownership?: Pick<KeyOwnership, "ownerOf">;
   /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
@@ -151,8 +160,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       if (!patch.ok) return this.finalizerFailed(patch, memory);
       metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
     }
-    const plan = planObjects(targets, previous, memory);
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
+    const owned = ownedTargets(this.options.ownership, obj.metadata.name, targets, gathered.problems);
+    const plan = planObjects(owned, previous, memory);
+    // Drift seen in an object no longer written: nothing to read again there.
+    for (const k of memory.stale.keys()) if (!plan.has(k)) memory.stale.delete(k);
     const text = valueText(result);
     const read = readObjects(result);
     const recorded = recordedObjects(previous);
@@ -181,9 +193,13 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
    */
   async release(obj: Referable, memory: KeysMemory): Promise<number | undefined> {
     const objects = new Map<string, TargetObject>();
+    const keysOf = new Map<string, string[]>();
     for (const t of [...(obj.spec?.export ?? []), ...(obj.status?.exports ?? [])]) {
       const parsed = parseTarget(t, "export");
-      if (typeof parsed !== "string") objects.set(objectKey(parsed), parsed);
+      if (typeof parsed === "string") continue;
+      const k = objectKey(parsed);
+      objects.set(k, parsed);
+      keysOf.set(k, [...(keysOf.get(k) ?? []), parsed.key]);
     }
     // Objects the status says may hold a key of this Referable; the others are only named in the spec.
     const recorded = recordedObjects(obj.status?.exports ?? []);
@@ -193,7 +209,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const held: Gathered = { records: [], problems: [], deferredMs: undefined };
     for (const [key, object] of objects) {
       if (!this.admitted(key, memory, held, [])) continue;
-      const problem = await this.releaseObject(obj.metadata.name, object, recorded);
+      const problem = await this.releaseObject(obj.metadata.name, object, keysOf.get(key) ?? [], recorded);
       if (problem !== undefined) problems.push(problem);
     }
     if (problems.length === 0 && held.deferredMs !== undefined) return held.deferredMs;
@@ -283,7 +299,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */
   private async exportsNothing(obj: Referable, memory: KeysMemory): Promise<KeysStep> {
-    if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0)
+    if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0 || memory.stale.size > 0)
       Object.assign(memory, newKeysMemory());
     if (!hasFinalizer(obj)) return { state: null, retryAfterMs: undefined };
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
@@ -338,7 +354,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     if (ctx.text !== undefined && !readsIt)
       for (const k of keys) stored[k] = storedText(object.kind, ctx.text);
     const hash = hashOf(stored);
-    const known = memory.objects.get(key);
+    // Changed by someone else since (the target watch): read again, whatever is remembered.
+    const known = memory.stale.has(key) ? undefined : memory.objects.get(key);
     if (known?.hash === hash) {
       gathered.records.push(...known.records);
       return;
@@ -359,6 +376,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     }
     if (!this.admitted(key, memory, gathered, ctx.previous)) return;
     memory.objects.delete(key);
+    // From here the object is read (or written) afresh; a change seen meanwhile marks it again.
+    memory.stale.delete(key);
     // A target dropped from the spec: its keys go, and an object the Referable created goes with
     // them once it holds nothing else, as when the Referable is deleted.
     if (keys.length === 0) {
@@ -374,7 +393,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         keys.length > 0 ? known?.known : undefined,
         ctx.previous,
       );
-      memory.objects.set(key, { object, hash, records: written.records, known: written.known });
+      remember(memory, key, { object, hash, ...written });
       gathered.records.push(...written.records);
     } catch (err) {
       gathered.problems.push(this.failure(obj.metadata.name, object, err));
@@ -444,18 +463,19 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     stored: Record<string, string>,
     known: KnownObject | undefined,
     previous: ExportRecord[],
-  ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined }> {
+  ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined; version: string | undefined }> {
     const name = obj.metadata.name;
+    const options = { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn };
+    // A name too long for referable.dev/<name> had another manager in earlier releases: what it
+    // wrote under that one is taken over once (the first write after a start) and let go of.
+    if (known === undefined && (await takeOverLegacy(this.options.client, object, stored, name, options)))
+      this.logger.info(
+        { referable: name, target: describeObject(object) },
+        "took the exported keys over from the field manager of earlier releases",
+      );
     // Not for a target dropped from the spec: its removal reads first, so a key of an object
     // someone else re-created is never touched blindly.
-    const done = await syncObject(
-      this.options.client,
-      object,
-      stored,
-      name,
-      { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn },
-      known,
-    );
+    const done = await syncObject(this.options.client, object, stored, name, options, known);
     const records = Object.keys(stored).map((k) => {
       // A key that already held the value keeps the resourceVersion recorded when it was written.
       const before = done.written
@@ -478,7 +498,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         Object.keys(stored).length === 0 ? "removed exported keys" : "exported the value",
       );
     }
-    return { records, known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created } };
+    return {
+      records,
+      known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
+      version: done.resourceVersion,
+    };
   }
 
   /** A failed write as a problem for the Exported condition, counted and logged. */
@@ -534,6 +558,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
   private async releaseObject(
     name: string,
     object: TargetObject,
+    keys: readonly string[],
     recorded: Recorded,
   ): Promise<{ reason: string; message: string } | undefined> {
     const kind = EXPORT_KINDS[object.kind];
@@ -541,12 +566,12 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     if (kind.needsSecretExport && !this.options.allowSecrets && !recorded.any.has(objectKey(object)))
       return undefined;
     try {
+      const options = { fieldManager: fieldManagerFor(name), forbiddenHint: kind.optIn };
+      // Keys left under the manager of earlier releases (never taken over): those go too.
+      await releaseLegacy(this.options.client, object, keys, name, options);
       // A target never written (its namespace never opted in, or an intent the write of which
       // was refused) holds nothing of this Referable: a refusal there must not keep it forever.
-      const outcome = await sweepObject(this.options.client, object, name, recorded, {
-        fieldManager: fieldManagerFor(name),
-        forbiddenHint: kind.optIn,
-      });
+      const outcome = await sweepObject(this.options.client, object, name, recorded, options);
       if (outcome === "released" || outcome === "deleted")
         this.logger.info(
           { referable: name, target: describeObject(object), outcome },

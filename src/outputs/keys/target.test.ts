@@ -1,4 +1,4 @@
-import { exportText, fieldManagerFor, parseTarget, storedText } from "./target.ts";
+import { exportText, fieldManagerFor, legacyFieldManagerFor, parseTarget, storedText } from "./target.ts";
 
 describe("exportText", () => {
   const cases: Array<{ reason: string; value: unknown; want: string }> = [
@@ -25,16 +25,53 @@ describe("storedText", () => {
 });
 
 describe("fieldManagerFor", () => {
-  it("is referable.dev/<name> for a name that fits", () => {
-    expect(fieldManagerFor("db-host")).toBe("referable.dev/db-host");
+  // The collision of issue 22: a 114-character name equal to a 200-character name's legacy manager.
+  const long = `${"n".repeat(150)}-${"m".repeat(49)}`;
+  const crafted = legacyFieldManagerFor(long)!.slice("referable.dev/".length);
+  const cases: Array<{ reason: string; name: string; want: string | RegExp }> = [
+    { reason: "a name that fits keeps its plain manager", name: "db-host", want: "referable.dev/db-host" },
+    {
+      reason: "114 characters is the longest name that fits",
+      name: "x".repeat(114),
+      want: `referable.dev/${"x".repeat(114)}`,
+    },
+    {
+      reason: "115 characters is hashed whole",
+      name: "x".repeat(115),
+      want: /^referable\.dev\/h-[0-9a-f]{64}$/,
+    },
+    {
+      reason: "the longest name is hashed whole",
+      name: "x".repeat(253),
+      want: /^referable\.dev\/h-[0-9a-f]{64}$/,
+    },
+  ];
+  it.each(cases)("$reason", ({ name, want }) => {
+    const got = fieldManagerFor(name);
+    expect(got.length).toBeLessThanOrEqual(128);
+    if (typeof want === "string") expect(got).toBe(want);
+    else expect(got).toMatch(want);
   });
-  it("fits 128 characters for the longest name, and two long names that share a start stay apart", () => {
-    const a = `${"a".repeat(200)}-one`;
-    const b = `${"a".repeat(200)}-two`;
-    expect(fieldManagerFor(a).length).toBeLessThanOrEqual(128);
-    expect(fieldManagerFor("x".repeat(253)).length).toBeLessThanOrEqual(128);
-    expect(fieldManagerFor(a)).not.toBe(fieldManagerFor(b));
-    expect(fieldManagerFor(a)).toMatch(/^referable\.dev\/a+-[0-9a-f]{16}$/);
+  it("is stable: the same name gives the same manager", () => {
+    expect(fieldManagerFor("y".repeat(200))).toBe(fieldManagerFor("y".repeat(200)));
+  });
+  it("keeps apart long names that share their first 97 characters", () => {
+    expect(fieldManagerFor(`${"a".repeat(200)}-one`)).not.toBe(fieldManagerFor(`${"a".repeat(200)}-two`));
+  });
+  it("keeps apart a 114-character name equal to a 200-character name's legacy manager", () => {
+    expect(crafted).toHaveLength(114);
+    expect(long).toHaveLength(200);
+    expect(`referable.dev/${crafted}`).toBe(legacyFieldManagerFor(long));
+    expect(fieldManagerFor(crafted)).not.toBe(fieldManagerFor(long));
+  });
+});
+
+describe("legacyFieldManagerFor", () => {
+  it("is undefined for a name that fits, and the old cut-and-hash form for a long one", () => {
+    expect(legacyFieldManagerFor("x".repeat(114))).toBeUndefined();
+    const legacy = legacyFieldManagerFor("x".repeat(200))!;
+    expect(legacy).toMatch(/^referable\.dev\/x{97}-[0-9a-f]{16}$/);
+    expect(legacy).toHaveLength(128);
   });
 });
 

@@ -44,13 +44,27 @@ const MAX_FIELD_MANAGER = Limits.fieldManager;
 const MANAGER_PREFIX = "referable.dev/";
 
 /**
- * The field manager of the Referable `name`: `referable.dev/<name>`, or, for a name too long
- * for the API server's 128 characters, its start and a hash of the whole, so two Referables
- * never share a manager (and never take each other's keys).
+ * The field manager of the Referable `name`: `referable.dev/<name>` when that fits the API
+ * server's 128 characters (no migration for the common case), else `referable.dev/h-` and the
+ * SHA-256 of the whole name in hex (80 characters). Unique per name: two Referables never share a
+ * manager (and never take each other's keys), and the same name gives the same manager after a
+ * restart. A short name of the form `h-<64 hex>` meets a long name's manager only through a
+ * SHA-256 preimage.
  */
 export function fieldManagerFor(name: string): string {
   const plain = MANAGER_PREFIX + name;
   if (plain.length <= MAX_FIELD_MANAGER) return plain;
+  return `${MANAGER_PREFIX}h-${createHash("sha256").update(name).digest("hex")}`;
+}
+
+/**
+ * The field manager earlier releases gave a name too long for `referable.dev/<name>`: its first
+ * 97 characters and 16 hex digits of its SHA-256, which a crafted name of 114 characters could
+ * equal. Undefined for a name that fits (its manager never changed). Keys found under it are
+ * taken over by {@link fieldManagerFor}'s manager and the old one let go of.
+ */
+export function legacyFieldManagerFor(name: string): string | undefined {
+  if (MANAGER_PREFIX.length + name.length <= MAX_FIELD_MANAGER) return undefined;
   const hash = createHash("sha256").update(name).digest("hex").slice(0, 16);
   return `${MANAGER_PREFIX}${name.slice(0, MAX_FIELD_MANAGER - MANAGER_PREFIX.length - hash.length - 1)}-${hash}`;
 }

@@ -1,5 +1,6 @@
 import { ApiError } from "../../kube/client.ts";
 import { isExportError } from "./errors.ts";
+import { takeOver } from "./takeover.ts";
 import { readTarget, releaseObject, writeKey } from "./writer.ts";
 
 const target = { kind: "ConfigMap", namespace: "b", name: "app", key: "K" } as const;
@@ -53,10 +54,73 @@ describe("readTarget", () => {
       resourceVersion: "7",
       values: new Map([["K", "v"]]),
       owned: new Set(["K"]),
+      managersOf: new Map([["K", new Set(["referable.dev/rf"])]]),
       managed: true,
       holdsOther: true,
       createdBy: "rf",
     });
+  });
+});
+
+describe("takeOver", () => {
+  const legacy = "referable.dev/legacy";
+  const applies = (calls: Array<{ method: string; body: unknown }>) =>
+    calls.filter((c) => c.method === "PATCH").map((c) => (c.body as { data?: unknown }).data ?? {});
+  const cases: Array<{
+    reason: string;
+    managers: Record<string, string[]>;
+    moved: boolean;
+    force?: boolean;
+    legacyKeeps?: Record<string, string>;
+  }> = [
+    {
+      reason: "keys under the legacy manager move, forced only against it, and the legacy manager lets go",
+      managers: { [legacy]: ["K"] },
+      moved: true,
+      force: true,
+      legacyKeeps: {},
+    },
+    {
+      reason:
+        "a key another manager owns too is applied without force (a conflict is reported, never forced)",
+      managers: { [legacy]: ["K"], kubectl: ["K"] },
+      moved: true,
+      force: false,
+      legacyKeeps: {},
+    },
+    {
+      reason: "the legacy manager keeps the keys of a name that collided with it",
+      managers: { [legacy]: ["K", "THEIRS"] },
+      moved: true,
+      force: true,
+      legacyKeeps: { THEIRS: "t" },
+    },
+    {
+      reason: "nothing under the legacy manager: nothing is written",
+      managers: { kubectl: ["K"] },
+      moved: false,
+    },
+  ];
+  it.each(cases)("$reason", async ({ managers, moved, force, legacyKeeps }) => {
+    const object = configMap(managers, { K: "v", THEIRS: "t" });
+    for (const m of (object.metadata as { managedFields: Array<{ operation: string; manager: string }> })
+      .managedFields)
+      m.operation = m.manager === "kubectl" ? "Update" : "Apply";
+    const seen: Array<{ method: string; body: unknown; query?: unknown }> = [];
+    const client = {
+      request: async <T>(method: string, _path: string, opts?: { body?: unknown; query?: unknown }) => {
+        seen.push({ method, body: opts?.body, query: opts?.query });
+        return (method === "GET" ? object : { metadata: { uid: "u1", resourceVersion: "8" } }) as T;
+      },
+    };
+    expect(await takeOver(client, target, { K: "v2" }, "rf", legacy, options)).toBe(moved);
+    const patches = seen.filter((c) => c.method === "PATCH");
+    if (!moved) return expect(patches).toEqual([]);
+    expect(patches.map((p) => p.query)).toEqual([
+      { fieldManager: options.fieldManager, force },
+      { fieldManager: legacy, force: false },
+    ]);
+    expect(applies(patches)).toEqual([{ K: "v2" }, legacyKeeps]);
   });
 });
 

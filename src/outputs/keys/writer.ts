@@ -23,7 +23,7 @@ import {
   type TargetObject,
 } from "./target.ts";
 
-type Client = Pick<KubeClient, "request">;
+export type Client = Pick<KubeClient, "request">;
 
 /** What a writer needs to know of a target object; a projection, never the object. */
 export interface TargetState {
@@ -34,6 +34,8 @@ export interface TargetState {
   values: Map<string, string>;
   /** Keys of `data` the manager owns (through server-side apply). */
   owned: Set<string>;
+  /** Of each asked key, every manager that owns it (this one included). */
+  managersOf: Map<string, Set<string>>;
   /** Whether the manager owns any field of the object. */
   managed: boolean;
   /** Whether the object holds anything but the manager's fields: another manager's, or a key nobody applied. */
@@ -76,6 +78,7 @@ export async function readTarget(
         resourceVersion: undefined,
         values: new Map(),
         owned: new Set(),
+        managersOf: new Map(),
         managed: false,
         holdsOther: false,
         createdBy: undefined,
@@ -85,9 +88,20 @@ export async function readTarget(
   const meta = obj.metadata ?? {};
   const data = isRecord(obj.data) ? obj.data : {};
   const owned = new Set<string>();
+  const asked = new Set(keys);
+  const managersOf = new Map<string, Set<string>>();
   let managed = false;
   let others = false;
   for (const entry of (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[]) {
+    const entryData = entry.fieldsV1?.["f:data"];
+    if (isRecord(entryData) && typeof entry.manager === "string")
+      for (const f of Object.keys(entryData)) {
+        const k = f.slice(2);
+        if (!f.startsWith("f:") || !asked.has(k)) continue;
+        let managers = managersOf.get(k);
+        if (!managers) managersOf.set(k, (managers = new Set()));
+        managers.add(entry.manager);
+      }
     if (entry.manager !== options.fieldManager || entry.operation !== "Apply") {
       others = true;
       continue;
@@ -98,7 +112,7 @@ export async function readTarget(
       for (const f of Object.keys(ownedData)) if (f.startsWith("f:")) owned.add(f.slice(2));
   }
   const values = new Map<string, string>();
-  for (const key of [...keys, ...owned]) {
+  for (const key of [...asked, ...owned]) {
     const v = data[key];
     if (typeof v === "string") values.set(key, v);
   }
@@ -111,6 +125,7 @@ export async function readTarget(
     resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
     values,
     owned,
+    managersOf,
     managed,
     holdsOther: others || binary > 0 || Object.keys(data).some((k) => !owned.has(k)),
     createdBy: typeof createdBy === "string" ? createdBy : undefined,
@@ -142,6 +157,7 @@ export async function applyTarget(
   config: ApplyConfig,
   uid: string | undefined,
   options: ExportOptions,
+  force = false,
 ): Promise<Applied> {
   const metadata: Record<string, unknown> = { name: object.name, namespace: object.namespace };
   if (uid) metadata.uid = uid;
@@ -160,7 +176,7 @@ export async function applyTarget(
         // JSON is YAML: the apply patch's content type takes it as it is.
         body,
         contentType: "application/apply-patch+yaml",
-        query: { fieldManager: options.fieldManager, force: false },
+        query: { fieldManager: options.fieldManager, force },
       },
     );
     return { uid: applied?.metadata?.uid, resourceVersion: applied?.metadata?.resourceVersion };
