@@ -49,6 +49,7 @@ export type {
 // The host-controller loop: your objects, their references' subscriptions, a queue and backoff.
 export { createReferenceController } from "./host/reference-controller.ts";
 export type {
+  HostControllerOptions,
   ReconcileResult,
   ReferenceController,
   ReferenceControllerOptions,

@@ -27,16 +27,15 @@ import {
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
-  type KubeConfig,
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import {
   createReferenceController,
+  type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
   type GenericSelector,
-  type Logger,
   type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
@@ -79,16 +78,8 @@ export type Database = KubernetesObject & {
 /** What the controller needs of a resolver: one-shot reads and push subscriptions. */
 export type DatabaseResolver = ReferenceReader & ReferenceWatcher;
 
-/** Options for {@link DatabaseController}. */
-export interface DatabaseControllerOptions {
-  /** Where to read, watch and patch Databases (with `@kubernetes/client-node`). */
-  kubeConfig: KubeConfig;
-  resolver: DatabaseResolver;
-  /** Watch Databases in this namespace only. @default every namespace */
-  namespace?: string;
-  /** @default a silent logger */
-  logger?: Logger;
-}
+/** Options for {@link DatabaseController}: where Databases are, the resolver, a namespace and a logger. */
+export type DatabaseControllerOptions = HostControllerOptions<DatabaseResolver>;
 
 const P = "spec.forProvider";
 /** The reference fields, as `resolveReferences` takes them (Crossplane's names, not the defaults). */
@@ -111,13 +102,10 @@ export class DatabaseController {
     // The library's loop lists and watches Databases, keeps a subscription per reference that
     // referencesOf names, and runs reconcile one Database at a time, with backoff on a throw.
     this.loop = createReferenceController<Database>({
-      kubeConfig: options.kubeConfig,
-      resolver: options.resolver,
+      ...options,
       group: GROUP,
       version: VERSION,
       plural: DATABASE_PLURAL,
-      ...(options.namespace ? { namespace: options.namespace } : {}),
-      ...(options.logger ? { logger: options.logger } : {}),
       referencesOf: openReferences,
       reconcile: (db) => this.reconcile(db),
     });

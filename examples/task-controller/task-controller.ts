@@ -13,15 +13,14 @@ import {
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
-  type KubeConfig,
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import {
   createReferenceController,
+  type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
-  type Logger,
   type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
@@ -46,16 +45,8 @@ export interface TaskStatus {
 /** What the controller needs from a resolver: one-shot reads and push subscriptions. */
 export type TaskResolver = ReferenceReader & ReferenceWatcher;
 
-/** Options for {@link TaskController}. */
-export interface TaskControllerOptions {
-  /** Where to read Tasks and patch their status (with `@kubernetes/client-node`). */
-  kubeConfig: KubeConfig;
-  resolver: TaskResolver;
-  /** Watch Tasks in this namespace only. @default every namespace */
-  namespace?: string;
-  /** @default a silent logger */
-  logger?: Logger;
-}
+/** Options for {@link TaskController}: where Tasks are, the resolver, a namespace and a logger. */
+export type TaskControllerOptions = HostControllerOptions<TaskResolver>;
 
 // `fooRef` fills `foo`: the ref path defaults to `${target}Ref`.
 const FIELDS = [{ target: "spec.sourceLocationArn" }];
@@ -70,13 +61,10 @@ export class TaskController {
     this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.resolver = options.resolver;
     this.loop = createReferenceController<Task>({
-      kubeConfig: options.kubeConfig,
-      resolver: options.resolver,
+      ...options,
       group: TASK_GROUP,
       version: TASK_VERSION,
       plural: TASK_PLURAL,
-      ...(options.namespace ? { namespace: options.namespace } : {}),
-      ...(options.logger ? { logger: options.logger } : {}),
       referencesOf: (task) => (task.spec?.sourceLocationArnRef ? [task.spec.sourceLocationArnRef] : []),
       reconcile: (task) => this.reconcile(task),
     });

@@ -23,20 +23,30 @@ export interface ReferenceWatcher {
   watch(ref: GenericReference | GenericSelector, callback: WatchCallback): Subscription;
 }
 
-/** Options of {@link createReferenceController}. */
-export interface ReferenceControllerOptions<T extends KubernetesObject> {
+/**
+ * What a host controller is given: where its objects are, its resolver, and optionally a
+ * namespace and a logger. A host's own options of this type spread into
+ * {@link ReferenceControllerOptions} as they are.
+ */
+export interface HostControllerOptions<R extends ReferenceWatcher = ReferenceWatcher> {
   /** Where to list and watch the objects (with `@kubernetes/client-node`). */
   kubeConfig: KubeConfig;
-  /** The resolver whose `watch` pushes the sources' changes. */
-  resolver: ReferenceWatcher;
+  /** The resolver whose `watch` pushes the sources' changes (a host may read with it too). */
+  resolver: R;
+  /** Watch the objects of this namespace only. @default every namespace */
+  namespace?: string;
+  /** @default a silent logger */
+  logger?: Logger;
+}
+
+/** Options of {@link createReferenceController}. */
+export interface ReferenceControllerOptions<T extends KubernetesObject> extends HostControllerOptions {
   /** The objects' API group; `""` for the core group. */
   group: string;
   /** Their API version (`v1alpha1`). */
   version: string;
   /** Their plural resource name (`tasks`). */
   plural: string;
-  /** Watch the objects of this namespace only. @default every namespace */
-  namespace?: string;
   /**
    * The references of an object whose changes should reconcile it again: one subscription each
    * (references compared as JSON), opened when the object shows one, closed when a later version
@@ -53,8 +63,6 @@ export interface ReferenceControllerOptions<T extends KubernetesObject> {
   reconcile(object: T, signal: AbortSignal): Promise<ReconcileResult | void>;
   /** First and longest wait before a failed reconcile (or list) runs again. @default [500, 60000] */
   backoffMs?: [number, number];
-  /** @default a silent logger */
-  logger?: Logger;
 }
 
 /** A running {@link createReferenceController}. */

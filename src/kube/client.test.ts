@@ -44,16 +44,18 @@ function clientOf(url: string, options: { maxRetries?: number } = {}): KubeClien
   });
 }
 
-describe("KubeClient and 429 Too Many Requests", () => {
-  let server: Server | undefined;
-  let client: KubeClient | undefined;
-  afterEach(async () => {
-    await client?.close();
-    await new Promise((resolve) => server?.close(resolve));
-    server = undefined;
-    client = undefined;
-  });
+/** The scripted server and the client of the test that runs, if it made them: closed after it. */
+let server: Server | undefined;
+let client: KubeClient | undefined;
+afterEach(async () => {
+  const open = server;
+  await client?.close();
+  if (open) await new Promise((resolve) => open.close(resolve));
+  server = undefined;
+  client = undefined;
+});
 
+describe("KubeClient and 429 Too Many Requests", () => {
   it("sends the request again after the Retry-After the server gave, body and all", async () => {
     const s = await scriptedServer([status(429, { "Retry-After": "1" }), ok]);
     server = s.server;
@@ -91,15 +93,6 @@ describe("KubeClient and 429 Too Many Requests", () => {
 });
 
 describe("KubeClient lists with onItem", () => {
-  let server: Server | undefined;
-  let client: KubeClient | undefined;
-  afterEach(async () => {
-    await client?.close();
-    await new Promise((resolve) => server?.close(resolve));
-    server = undefined;
-    client = undefined;
-  });
-
   it("hands out each item before the page has ended, and returns the list without them", async () => {
     // The second item is sent only once the client has taken the first: a client that waited
     // for the whole page would wait forever (the test's timeout).

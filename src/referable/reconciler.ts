@@ -169,13 +169,7 @@ export class ReferableReconciler implements Reconciler {
     // Most Referables export into no field: no call, and no memory made for them.
     if (!exportsFields(owner)) return undefined;
     const step = await fields.write(owner, result, (state.fields ??= newFieldsMemory()));
-    if (step.metadata) {
-      recordWrite(state, view, pass.cached, {
-        resourceVersion: step.metadata.resourceVersion,
-        finalizers: step.metadata.finalizers,
-      });
-      pass.view = viewOf(pass.cached, state);
-    }
+    adoptMetadata(pass, step.metadata);
     return step;
   }
 
@@ -219,13 +213,7 @@ export class ReferableReconciler implements Reconciler {
     // status.exports must not send it to release (or read) targets it never wrote.
     const owner = keysOnly(state.own ? { ...view, status: state.own } : view);
     const step = await this.options.keys.write(owner, result, keysMemory(state, owner));
-    if (step.metadata) {
-      recordWrite(state, view, pass.cached, {
-        resourceVersion: step.metadata.resourceVersion,
-        finalizers: step.metadata.finalizers,
-      });
-      pass.view = viewOf(pass.cached, state);
-    }
+    adoptMetadata(pass, step.metadata);
     return step;
   }
 
@@ -329,6 +317,22 @@ export class ReferableReconciler implements Reconciler {
     const state = this.options.states.delete(name);
     if (state?.uid) this.options.events?.forget(state.uid);
   }
+}
+
+/**
+ * After an output's step wrote the Referable's metadata (its finalizer), the pass goes on from
+ * what was written, as from a status write.
+ */
+function adoptMetadata(
+  pass: Pass,
+  metadata: { resourceVersion: string | undefined; finalizers: string[] } | undefined,
+) {
+  if (!metadata) return;
+  recordWrite(pass.state, pass.view, pass.cached, {
+    resourceVersion: metadata.resourceVersion,
+    finalizers: metadata.finalizers,
+  });
+  pass.view = viewOf(pass.cached, pass.state);
 }
 
 /** Whether the field output has anything to do for `obj`: a field named, recorded, or its finalizer held. */

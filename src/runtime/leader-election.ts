@@ -66,6 +66,35 @@ export class LeaderElectionConfigError extends Error {
   }
 }
 
+/** The timings of a Lease's holders and candidates, defaulted and checked. */
+export interface LeaseTimings {
+  /** Written to a Lease: the duration in whole seconds, rounded up. */
+  leaseDurationSeconds: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+/**
+ * Defaults the three timings (15 s, 10 s, 2 s) and checks client-go's rule between them,
+ * lease duration > renew deadline > {@link JITTER_FACTOR} retry periods, once for leader
+ * election and sharding; `fail` makes the error each caller throws.
+ */
+export function leaseTimings(
+  options: Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs">,
+  fail: (message: string) => Error,
+): LeaseTimings {
+  const leaseDurationMs = options.leaseDurationMs ?? 15_000;
+  const renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
+  const retryPeriodMs = options.retryPeriodMs ?? 2_000;
+  if (!(retryPeriodMs > 0)) throw fail("retryPeriodMs must be positive");
+  if (!(leaseDurationMs > renewDeadlineMs))
+    throw fail("leaseDurationMs must be greater than renewDeadlineMs");
+  if (!(renewDeadlineMs > JITTER_FACTOR * retryPeriodMs))
+    throw fail(`renewDeadlineMs must be greater than ${JITTER_FACTOR} times retryPeriodMs`);
+  // Rounded up: a Lease that says it lasts less than we mean would let a candidate in early.
+  return { leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), renewDeadlineMs, retryPeriodMs };
+}
+
 /** The fields of a Lease's spec that make client-go's `LeaderElectionRecord`. */
 export interface LeaseRecord {
   holderIdentity: string;
@@ -126,27 +155,19 @@ export class LeaderElector {
   private lastFailure = "";
 
   constructor(options: LeaderElectionOptions) {
-    const leaseDurationMs = options.leaseDurationMs ?? 15_000;
-    this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
-    this.retryPeriodMs = options.retryPeriodMs ?? 2_000;
     if (!options.identity) throw new LeaderElectionConfigError("leader election needs a non-empty identity");
     if (!options.namespace || !options.name)
       throw new LeaderElectionConfigError("leader election needs the namespace and name of a lease");
-    if (!(this.retryPeriodMs > 0)) throw new LeaderElectionConfigError("retryPeriodMs must be positive");
-    if (!(leaseDurationMs > this.renewDeadlineMs))
-      throw new LeaderElectionConfigError("leaseDurationMs must be greater than renewDeadlineMs");
-    if (!(this.renewDeadlineMs > JITTER_FACTOR * this.retryPeriodMs))
-      throw new LeaderElectionConfigError(
-        `renewDeadlineMs must be greater than ${JITTER_FACTOR} times retryPeriodMs`,
-      );
+    const timings = leaseTimings(options, (message) => new LeaderElectionConfigError(message));
+    this.renewDeadlineMs = timings.renewDeadlineMs;
+    this.retryPeriodMs = timings.retryPeriodMs;
     this.client = options.client;
     this.leaseName = options.name;
     const ns = encodeURIComponent(options.namespace);
     this.collection = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
     this.path = `${this.collection}/${encodeURIComponent(options.name)}`;
     this.identity = options.identity;
-    // Rounded up: a Lease that says it lasts less than we mean would let a candidate in early.
-    this.leaseDurationSeconds = Math.ceil(leaseDurationMs / 1000);
+    this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.releaseOnCancel = options.releaseOnCancel ?? true;
     this.logger = childLogger(options.logger ?? silentLogger, {
       lease: `${options.namespace}/${options.name}`,

@@ -3,6 +3,7 @@
  * client (an in-memory store with resourceVersions and 409s) and a fake clock: the tests drive
  * the rounds themselves. The real API server's side is test/integration/sharding.test.ts.
  */
+import { jest } from "@jest/globals";
 import { ApiError, type KubeClient, type RequestOptions } from "../kube/client.ts";
 import type { Lease } from "./leader-election.ts";
 import { DONE, type Result } from "./reconciler.ts";
@@ -20,6 +21,40 @@ const SET = "rc";
 const LEASE_MS = 3_000;
 const RENEW_MS = 2_000;
 const RETRY_MS = 500;
+/** The wall clock's time when a world's fake clock reads 0. */
+const EPOCH = Date.parse("2026-01-01T00:00:00Z");
+
+/**
+ * Only Date is faked: the coordinator stamps the records it writes (renewTime) with the wall
+ * clock, and a replica judges another's Lease alive by its record changing. Left real, the
+ * wall clock barely moves while the fake one moves a retry period per round, so two renewals
+ * could carry the same millisecond, look like no renewal at all, and let a Lease expire a round
+ * early. The wall clock follows the fake one instead, as both follow real time in production.
+ */
+beforeEach(() => {
+  jest.useFakeTimers({
+    doNotFake: [
+      "hrtime",
+      "nextTick",
+      "performance",
+      "queueMicrotask",
+      "requestAnimationFrame",
+      "cancelAnimationFrame",
+      "requestIdleCallback",
+      "cancelIdleCallback",
+      "setImmediate",
+      "clearImmediate",
+      "setInterval",
+      "clearInterval",
+      "setTimeout",
+      "clearTimeout",
+    ],
+    now: EPOCH,
+  });
+});
+afterEach(() => {
+  jest.useRealTimers();
+});
 
 /** Leases in memory, as the API server keeps them: a resourceVersion guards every write. */
 class LeaseStore {
@@ -134,6 +169,7 @@ function world(buckets: number) {
     for (const r of who) await r.coordinator.tick();
     await flush();
     clock.now += RETRY_MS;
+    jest.setSystemTime(EPOCH + clock.now);
   };
   const bucketLease = (b: number) => `${SET}-bucket-${b}-of-${buckets}`;
   const holders = () => Array.from({ length: buckets }, (_, b) => store.holder(bucketLease(b)) ?? "");

@@ -31,7 +31,7 @@ import { asError } from "../errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { fnv1a32, planBuckets } from "./buckets.ts";
-import { JITTER_FACTOR, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
+import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";
 import { sleep } from "./sleep.ts";
 
@@ -109,23 +109,17 @@ export class ShardCoordinator {
   private lastFailure = "";
 
   constructor(options: ShardCoordinatorOptions) {
-    const leaseDurationMs = options.leaseDurationMs ?? 15_000;
-    this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
-    this.retryPeriodMs = options.retryPeriodMs ?? 2_000;
     if (!options.identity) throw new RangeError("sharding needs a non-empty identity");
-    if (!(
-      leaseDurationMs > this.renewDeadlineMs && this.renewDeadlineMs > JITTER_FACTOR * this.retryPeriodMs
-    ))
-      throw new RangeError(
-        `sharding needs leaseDurationMs > renewDeadlineMs > ${JITTER_FACTOR} times retryPeriodMs`,
-      );
+    const timings = leaseTimings(options, (message) => new RangeError(`sharding: ${message}`));
+    this.renewDeadlineMs = timings.renewDeadlineMs;
+    this.retryPeriodMs = timings.retryPeriodMs;
     this.options = options;
     this.client = options.client;
     this.gate = options.gate;
     this.identity = options.identity;
     this.collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
     this.memberName = memberLeaseName(options.name, options.identity);
-    this.leaseDurationSeconds = Math.ceil(leaseDurationMs / 1000);
+    this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.now = options.now ?? (() => performance.now());
     this.logger = childLogger(options.logger ?? silentLogger, { shards: options.gate.buckets });
   }

@@ -60,14 +60,17 @@ interface Target {
   name: string;
 }
 
-function targetsOf(object: unknown): Target[] {
+/** The entries of `object.spec.export` that are objects (the schema refuses anything else). */
+export function exportEntries(object: unknown): Array<Record<string, unknown>> {
   const spec = (object as { spec?: unknown } | null | undefined)?.spec;
   const raw = typeof spec === "object" && spec !== null ? (spec as { export?: unknown }).export : undefined;
   if (!Array.isArray(raw)) return [];
+  return raw.filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null);
+}
+
+function targetsOf(object: unknown): Target[] {
   const targets: Target[] = [];
-  for (const entry of raw) {
-    if (typeof entry !== "object" || entry === null) continue;
-    const e = entry as Record<string, unknown>;
+  for (const e of exportEntries(object)) {
     if ("fieldPath" in e) continue; // a field's target: admission-field-export.ts
     if (!isExportKind(e.kind) || typeof e.namespace !== "string") continue;
     if (typeof e.name !== "string") continue;

@@ -13,6 +13,7 @@ import { stableStringify } from "../api/stable-json.ts";
 import { isResolutionError } from "../errors.ts";
 import { parseApiVersion, type KindResolver } from "../kube/discovery.ts";
 import type { Permission } from "./access-review.ts";
+import { exportEntries } from "./admission-export.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
 interface FieldTargetRef {
@@ -65,13 +66,9 @@ async function patchPermission(t: FieldTargetRef, discovery: KindResolver): Prom
 }
 
 function fieldTargetsOf(object: unknown): FieldTargetRef[] {
-  const spec = (object as { spec?: unknown } | null | undefined)?.spec;
-  const raw = typeof spec === "object" && spec !== null ? (spec as { export?: unknown }).export : undefined;
-  if (!Array.isArray(raw)) return [];
   const out: FieldTargetRef[] = [];
-  for (const entry of raw) {
-    if (typeof entry !== "object" || entry === null || !("fieldPath" in entry)) continue;
-    const e = entry as Record<string, unknown>;
+  for (const e of exportEntries(object)) {
+    if (!("fieldPath" in e)) continue;
     if (typeof e.apiVersion !== "string" || typeof e.kind !== "string" || typeof e.name !== "string")
       continue;
     out.push({

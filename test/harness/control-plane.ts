@@ -100,22 +100,29 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Con
 }
 
 /** Builds (once) or finds the binaries; returns their folder. */
-export async function ensureBinaries(log: (line: string) => void): Promise<string> {
-  const script = join(repoRoot, "scripts", "control-plane-binaries.sh");
+export function ensureBinaries(log: (line: string) => void): Promise<string> {
+  return runBuildScript("control-plane-binaries.sh", "the control-plane binaries", (line) =>
+    log(line.replace(/^\[control-plane\] /, "")),
+  );
+}
+
+/**
+ * Runs scripts/`script` (a build-or-reuse script of a Go-built tool), passing its stderr lines
+ * to `log`; resolves with the last line it prints on stdout (the path it built or found).
+ */
+export function runBuildScript(script: string, what: string, log: (line: string) => void): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("bash", [join(repoRoot, "scripts", script)], { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => {
-      for (const line of d.toString().split("\n"))
-        if (line.trim()) log(line.replace(/^\[control-plane\] /, ""));
+      for (const line of d.toString().split("\n")) if (line.trim()) log(line);
     });
     child.on("error", reject);
     child.on("exit", (code) => {
-      const dir = out.trim().split("\n").pop();
-      if (code === 0 && dir) resolve(dir);
-      else
-        reject(new Error(`building the control-plane binaries failed (exit ${code}); see the lines above`));
+      const path = out.trim().split("\n").pop();
+      if (code === 0 && path) resolve(path);
+      else reject(new Error(`building ${what} failed (exit ${code}); see the lines above`));
     });
   });
 }
@@ -434,12 +441,17 @@ async function waitReady(server: string, pki: Pki, children: ChildProcess[], dir
   }
 }
 
-async function probeExisting(kubeconfigPath: string): Promise<{ server: string; version: string }> {
+/** A client with the credentials of the kubeconfig file at `path`. */
+async function clientOfFile(path: string) {
   const { KubeConfig } = await import("@kubernetes/client-node");
   const { KubeClient } = await import("../../src/kube/client.ts");
   const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const client = new KubeClient({ kubeConfig: kc });
+  kc.loadFromFile(path);
+  return new KubeClient({ kubeConfig: kc });
+}
+
+async function probeExisting(kubeconfigPath: string): Promise<{ server: string; version: string }> {
+  const client = await clientOfFile(kubeconfigPath);
   try {
     const version = await client.request<{ gitVersion: string }>("GET", "/version");
     return { server: client.server, version: version.gitVersion };
@@ -450,15 +462,11 @@ async function probeExisting(kubeconfigPath: string): Promise<{ server: string; 
 
 /** Server-side applies every manifest of crds/ and waits until each CRD is Established. */
 async function installCrds(kubeconfigPath: string, log: (line: string) => void): Promise<void> {
-  const { KubeConfig } = await import("@kubernetes/client-node");
   // js-yaml directly: client-node's loadAllYaml turns manifests into typed models, which
   // renames x-kubernetes-* keys.
   const { loadAll } = await import("js-yaml");
   const { readdir } = await import("node:fs/promises");
-  const { KubeClient } = await import("../../src/kube/client.ts");
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const client = new KubeClient({ kubeConfig: kc });
+  const client = await clientOfFile(kubeconfigPath);
   try {
     const crdDir = join(repoRoot, "crds");
     const files = (await readdir(crdDir)).filter((f) => /\.ya?ml$/.test(f)).sort();

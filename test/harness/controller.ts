@@ -8,7 +8,15 @@ import type { ControllerMetrics } from "../../src/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
-import { adminClient, testKubeConfig, uniqueName, waitFor } from "./kube.ts";
+import {
+  adminClient,
+  cmSource,
+  createConfigMap,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+  type ShardScope,
+} from "./kube.ts";
 
 export const SHARD_LABEL = "test.referable.dev/shard";
 
@@ -147,4 +155,33 @@ export async function createReferable(
     },
   });
   return name;
+}
+
+/**
+ * Proves the controller of `scope.shard` has processed everything before now: a Referable of a
+ * new ConfigMap in `scope.ns`, which it must reconcile to Available with the ConfigMap's value.
+ */
+export async function barrier(client: KubeClient, scope: ShardScope): Promise<void> {
+  const cm = uniqueName("barrier");
+  await createConfigMap(client, scope.ns, cm, { v: cm });
+  const rf = await createReferable(client, { source: cmSource(scope, cm) }, { shard: scope.shard });
+  await waitForReason(client, rf, "Available", (v) => v.status.value === cm);
+}
+
+/**
+ * Waits for `reason` (and `extra`), then proves the Referable stopped being written: the same
+ * resourceVersion after a {@link barrier}.
+ */
+export async function settlesAt(
+  client: KubeClient,
+  scope: ShardScope,
+  name: string,
+  reason: string,
+  extra?: (view: ReferableView) => boolean,
+): Promise<ReferableView> {
+  const view = await waitForReason(client, name, reason, extra, 20_000);
+  await barrier(client, scope);
+  const later = await getReferable(client, name);
+  expect(later.object.metadata?.resourceVersion).toBe(view.object.metadata?.resourceVersion);
+  return view;
 }

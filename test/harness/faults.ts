@@ -22,6 +22,7 @@ import {
 import type { Logger } from "../../src/log.ts";
 import type { ControllerMetrics } from "../../src/metrics.ts";
 import type { Resolver } from "../../src/resolver/resolver.ts";
+import { startControlPlane, type PrivateControlPlane, type StartOptions } from "./control-plane.ts";
 import { SHARD_LABEL, startTestController } from "./controller.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -239,6 +240,22 @@ export function clientFor(kubeconfigPath: string): KubeClient {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   return new KubeClient({ kubeConfig: kc });
+}
+
+/**
+ * A private control plane for the test file `name` (its log lines marked `[name control-plane]`)
+ * and an admin client of it; the caller closes the client and stops the plane.
+ */
+export async function startPrivatePlane(
+  name: string,
+  options: Omit<StartOptions, "private" | "log"> = {},
+): Promise<{ plane: PrivateControlPlane; admin: KubeClient }> {
+  const plane = await startControlPlane({
+    ...options,
+    private: true,
+    log: (line) => process.stderr.write(`[${name} control-plane] ${line}\n`),
+  });
+  return { plane, admin: clientFor(plane.kubeconfigPath) };
 }
 
 // ---------------------------------------------------------------------------------------------

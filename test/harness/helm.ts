@@ -3,10 +3,10 @@
  * (cached in ~/.cache/referable/helm; REFERABLE_HELM_BIN uses another binary), and run with
  * the test cluster's kubeconfig.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { repoRoot } from "./control-plane.ts";
+import { repoRoot, runBuildScript } from "./control-plane.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -17,21 +17,7 @@ export const CHART = join(repoRoot, "deploy", "helm", "referable");
 export function ensureHelm(
   log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
 ): Promise<string> {
-  const script = join(repoRoot, "scripts", "helm-binary.sh");
-  return new Promise((resolve, reject) => {
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr.on("data", (d: Buffer) => {
-      for (const line of d.toString().split("\n")) if (line.trim()) log(line);
-    });
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      const path = out.trim().split("\n").pop();
-      if (code === 0 && path) resolve(path);
-      else reject(new Error(`building helm failed (exit ${code}); see the lines above`));
-    });
-  });
+  return runBuildScript("helm-binary.sh", "helm", log);
 }
 
 /** Runs helm with `args`; rejects with its stderr when it fails. */

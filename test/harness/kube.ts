@@ -195,15 +195,19 @@ export async function waitFor<T>(
 }
 
 /**
- * Installs a namespaced test CRD `<plural>.<group>` of `kind` (v1, status subresource, any
- * spec and status) and waits until it is Established. Returns its apiVersion.
+ * Installs a test CRD `<plural>.<group>` of `kind` (namespaced unless `scope` says otherwise;
+ * version `options.version`, v1 by default; a status subresource; any status, and any spec
+ * unless `options.spec` gives its schema) and waits until it is Established. Returns its
+ * apiVersion.
  */
 export async function installTestCrd(
   client: KubeClient,
   group: string,
   kind: string,
   scope: "Namespaced" | "Cluster" = "Namespaced",
+  options: { version?: string; spec?: Record<string, unknown> } = {},
 ): Promise<string> {
+  const { version = "v1", spec = { type: "object", "x-kubernetes-preserve-unknown-fields": true } } = options;
   const plural = `${kind.toLowerCase()}s`;
   const name = `${plural}.${group}`;
   await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
@@ -217,7 +221,7 @@ export async function installTestCrd(
         names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
         versions: [
           {
-            name: "v1",
+            name: version,
             served: true,
             storage: true,
             subresources: { status: {} },
@@ -225,7 +229,7 @@ export async function installTestCrd(
               openAPIV3Schema: {
                 type: "object",
                 properties: {
-                  spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+                  spec,
                   status: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
                 },
               },
@@ -242,7 +246,7 @@ export async function installTestCrd(
     );
     return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
   });
-  return `${group}/v1`;
+  return `${group}/${version}`;
 }
 
 /** Creates the ConfigMap `ns/name` with `data` (and `labels`), as `client`. */
@@ -255,6 +259,18 @@ export async function createConfigMap(
 ): Promise<void> {
   await client.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
     body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
+  });
+}
+
+/** Creates Secret `name` in `ns` with `stringData`, as `client`. */
+export async function createSecret(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  stringData: Record<string, string>,
+): Promise<void> {
+  await client.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
+    body: { apiVersion: "v1", kind: "Secret", metadata: { name }, stringData },
   });
 }
 

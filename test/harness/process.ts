@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
 import { fileURLToPath } from "node:url";
+import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
 import { freePort } from "./ports.ts";
 export { freePort };
 
@@ -75,17 +76,32 @@ export const TEST_RETRY_MS = 500;
 /** Slack for process start-up, request latency and timer lateness on a loaded 2-core machine. */
 export const TOLERANCE_MS = 2_500;
 
-/** The flags of leader election with the test lease (and the Lease `id`, when given). */
-export function leaseArgs(id?: string): string[] {
+/**
+ * The most a standby takes to take over from a killed leader: it takes a Lease once it has looked
+ * unchanged for the lease duration, and it looks every retry period, jittered up to
+ * (1 + JITTER_FACTOR) times: one look may be needed to see the last renewal and one to find it
+ * expired.
+ */
+export const TAKE_OVER_BOUND_MS = TEST_LEASE_MS + 2 * (1 + JITTER_FACTOR) * TEST_RETRY_MS + TOLERANCE_MS;
+
+/** The lease timing flags of the test lease (leader election and sharding both use them). */
+export function leaseTimingArgs(): string[] {
   return [
-    "--leader-elect=true",
-    ...(id === undefined ? [] : ["--leader-election-id", id]),
     "--leader-election-lease-duration",
     `${TEST_LEASE_MS}ms`,
     "--leader-election-renew-deadline",
     "2s",
     "--leader-election-retry-period",
     `${TEST_RETRY_MS}ms`,
+  ];
+}
+
+/** The flags of leader election with the test lease (and the Lease `id`, when given). */
+export function leaseArgs(id?: string): string[] {
+  return [
+    "--leader-elect=true",
+    ...(id === undefined ? [] : ["--leader-election-id", id]),
+    ...leaseTimingArgs(),
   ];
 }
 

@@ -16,6 +16,8 @@ import {
   waitFor,
   openScope,
   selfAccess,
+  createConfigMap,
+  createSecret,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -47,18 +49,9 @@ beforeAll(async () => {
     ["db", { v: "db-value" }],
     ["other", { v: "other-value" }],
   ] as const) {
-    await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
-      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels: { app: "web" } }, data },
-    });
+    await createConfigMap(admin, ns, name, data, { app: "web" });
   }
-  await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
-    body: {
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: { name: "creds" },
-      stringData: { password: "hunter2" },
-    },
-  });
+  await createSecret(admin, ns, "creds", { password: "hunter2" });
 }, 60_000);
 
 afterAll(async () => {

@@ -19,6 +19,7 @@ import {
   mergePatch as mergePatchAs,
   openScope,
   closeScope,
+  createSecret,
 } from "../harness/kube.ts";
 
 let admin: KubeClient;
@@ -231,14 +232,7 @@ describe("every reason from a real situation, and recovery", () => {
   });
 
   it("Forbidden for a Secret source (the controller's own policy), recovering when the spec points elsewhere", async () => {
-    await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
-      body: {
-        apiVersion: "v1",
-        kind: "Secret",
-        metadata: { name: "creds" },
-        stringData: { password: "hunter2" },
-      },
-    });
+    await createSecret(admin, ns, "creds", { password: "hunter2" });
     const rf = await createReferable({
       source: { apiVersion: "v1", kind: "Secret", namespace: ns, name: "creds", fieldPath: "data.password" },
     });

@@ -36,6 +36,7 @@ import {
   waitFor,
   openScope,
   selfAccess,
+  createSecret,
 } from "../harness/kube.ts";
 import { itIf } from "../harness/availability.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
@@ -1258,14 +1259,7 @@ describe("deploy/ on the real API server", () => {
   it(
     "keeps Secret sources Forbidden without --allow-secrets even when RBAC allows them; the allow-secrets example makes them Available",
     async () => {
-      await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
-        body: {
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: { name: "creds" },
-          stringData: { password: "hunter2" },
-        },
-      });
+      await createSecret(admin, ns, "creds", { password: "hunter2" });
       const secretSource = {
         apiVersion: "v1",
         kind: "Secret",

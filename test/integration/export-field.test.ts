@@ -35,6 +35,7 @@ import {
   closeTestClients,
   createNamespace,
   deployBaseRules,
+  installTestCrd,
   kubeConfigWithToken,
   serviceAccountToken,
   testKubeConfig,
@@ -95,35 +96,7 @@ async function bindClusterRole(rules: unknown[]): Promise<string> {
 async function installCrd(kind: string, scope: "Namespaced" | "Cluster", spec: Record<string, unknown>) {
   const plural = `${kind.toLowerCase()}s`;
   const name = `${plural}.${group}`;
-  await admin.request("POST", CRDS, {
-    body: {
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name },
-      spec: {
-        group,
-        scope,
-        names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-        versions: [
-          {
-            name: "v1beta1",
-            served: true,
-            storage: true,
-            subresources: { status: {} },
-            schema: {
-              openAPIV3Schema: {
-                type: "object",
-                properties: {
-                  spec,
-                  status: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
-                },
-              },
-            },
-          },
-        ],
-      },
-    },
-  });
+  await installTestCrd(admin, group, kind, scope, { version: "v1beta1", spec });
   cleanup.push(`${CRDS}/${name}`);
   await waitFor(`CRD ${name} to be served`, async () => {
     await admin.request("GET", `/apis/${group}/v1beta1/${plural}`);

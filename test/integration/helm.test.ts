@@ -33,10 +33,10 @@ import { load, loadAll } from "js-yaml";
 import { parseConfig } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { repoRoot, startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
 import { itIf } from "../harness/availability.ts";
-import { clientFor } from "../harness/faults.ts";
+import { startPrivatePlane } from "../harness/faults.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import {
@@ -46,6 +46,8 @@ import {
   installTestCrd,
   uniqueName,
   waitFor,
+  createConfigMap,
+  createSecret,
 } from "../harness/kube.ts";
 import { killAllProcesses, startControllerProcess, type ControllerProcess } from "../harness/process.ts";
 
@@ -1096,14 +1098,7 @@ describe("helm install on the control plane", () => {
 
         // Sources: a default kind, the extra kind the values opted in, and a Secret.
         const src = await createNamespace(admin, "helm-src");
-        await admin.request("POST", `/api/v1/namespaces/${src}/configmaps`, {
-          body: {
-            apiVersion: "v1",
-            kind: "ConfigMap",
-            metadata: { name: "db" },
-            data: { host: "db.example" },
-          },
-        });
+        await createConfigMap(admin, src, "db", { host: "db.example" });
         await admin.request("POST", `/apis/${widgetGroup}/v1/namespaces/${src}/widgets`, {
           body: {
             apiVersion: `${widgetGroup}/v1`,
@@ -1112,9 +1107,7 @@ describe("helm install on the control plane", () => {
             spec: { size: 7 },
           },
         });
-        await admin.request("POST", `/api/v1/namespaces/${src}/secrets`, {
-          body: { apiVersion: "v1", kind: "Secret", metadata: { name: "s" }, stringData: { k: "v" } },
-        });
+        await createSecret(admin, src, "s", { k: "v" });
         const cases = [
           {
             reason: "Available",
@@ -1205,12 +1198,7 @@ describe("helm upgrade upgrades the CRD", () => {
   const CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/referables.referable.dev";
 
   beforeAll(async () => {
-    plane = await startControlPlane({
-      private: true,
-      installCrds: false,
-      log: (line) => process.stderr.write(`[helm-crd control-plane] ${line}\n`),
-    });
-    admin = clientFor(plane.kubeconfigPath);
+    ({ plane, admin } = await startPrivatePlane("helm-crd", { installCrds: false }));
     tmp = await mkdtemp(join(tmpdir(), "referable-helm-crd-"));
   }, STEP_MS);
 

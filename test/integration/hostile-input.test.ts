@@ -12,17 +12,16 @@
  */
 import { jest } from "@jest/globals";
 import { isResolutionError } from "../../src/errors.ts";
-import type { ReferableController } from "../../src/referable/controller.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
 import type { Logger } from "../../src/log.ts";
-import type { ControllerMetrics } from "../../src/metrics.ts";
-import type { Resolver } from "../../src/resolver/resolver.ts";
 import {
   getReferable,
-  SHARD_LABEL,
   startTestController,
+  type TestController,
   waitForReason,
-  type ReferableView,
+  barrier,
+  createReferable as createReferableAs,
+  settlesAt as settlesAtIn,
 } from "../harness/controller.ts";
 import {
   createNamespace,
@@ -31,12 +30,14 @@ import {
   waitFor,
   openScope,
   closeScope,
+  createSecret,
+  createConfigMap as createConfigMapIn,
+  mergePatch as mergePatchAs,
 } from "../harness/kube.ts";
 
 // Every wait below has its own deadline, with a message; the test's must be longer.
 jest.setTimeout(30_000);
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 const FLAG = "__referableHostilePwned";
 
 /** A KubeClient that counts the GETs of each path, to tell a backoff from a retry storm. */
@@ -49,14 +50,7 @@ class CountingClient extends KubeClient {
 }
 
 /** The controller as src/main.ts wires it (see test/harness/controller.ts), on a counting client. */
-interface Stack {
-  client: CountingClient;
-  resolver: Resolver;
-  controller: ReferableController;
-  metrics: ControllerMetrics;
-  shard: string;
-  stop(): Promise<void>;
-}
+type Stack = TestController & { client: CountingClient };
 
 async function startStack(options: { maxValueBytes?: number; logger?: Logger } = {}): Promise<Stack> {
   const client = new CountingClient({ kubeConfig: testKubeConfig() });
@@ -65,13 +59,9 @@ async function startStack(options: { maxValueBytes?: number; logger?: Logger } =
     ...(options.maxValueBytes !== undefined ? { maxValueBytes: options.maxValueBytes } : {}),
     ...(options.logger ? { build: { logger: options.logger } } : {}),
   });
-  const { resolver, controller, metrics, shard } = started;
   return {
+    ...started,
     client,
-    resolver,
-    controller,
-    metrics,
-    shard,
     stop: async () => {
       await started.stop();
       await client.close();
@@ -98,59 +88,22 @@ afterEach(() => {
   expect(({} as Record<string, unknown>).polluted).toBeUndefined();
 });
 
-async function createReferable(
+const createReferable = (
   spec: Record<string, unknown>,
   options: { name?: string; labels?: Record<string, string>; shard?: string } = {},
-): Promise<string> {
-  const name = options.name ?? uniqueName("rf");
-  await admin.request("POST", RF, {
-    body: {
-      apiVersion: "referable.dev/v1alpha1",
-      kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: options.shard ?? stack.shard, ...options.labels } },
-      spec,
-    },
-  });
-  return name;
-}
+) => createReferableAs(admin, spec, { ...options, shard: options.shard ?? stack.shard });
 
-async function createConfigMap(
+const createConfigMap = (
   name: string,
   data: Record<string, string>,
   labels?: Record<string, string>,
   namespace = ns,
-) {
-  await admin.request("POST", `/api/v1/namespaces/${namespace}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+) => createConfigMapIn(admin, namespace, name, data, labels);
 
-const mergePatch = (path: string, body: unknown) =>
-  admin.request("PATCH", path, { body, contentType: "application/merge-patch+json" });
+const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
 
-/** Proves the controller has processed everything before now: a new Referable it must reconcile. */
-async function barrier(shard = stack.shard): Promise<void> {
-  const cm = uniqueName("barrier");
-  await createConfigMap(cm, { v: cm });
-  const rf = await createReferable(
-    { source: { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: cm, fieldPath: "data.v" } },
-    { shard },
-  );
-  await waitForReason(admin, rf, "Available", (v) => v.status.value === cm);
-}
-
-/** Waits for `reason`, then proves the Referable stopped being written: same resourceVersion after a barrier. */
-async function settlesAt(
-  name: string,
-  reason: string,
-  extra?: (v: ReferableView) => boolean,
-): Promise<ReferableView> {
-  const view = await waitForReason(admin, name, reason, extra, 20_000);
-  await barrier();
-  const later = await getReferable(admin, name);
-  expect(later.object.metadata?.resourceVersion).toBe(view.object.metadata?.resourceVersion);
-  return view;
-}
+const scope = () => ({ ns, shard: stack.shard });
+const settlesAt = (name: string, reason: string) => settlesAtIn(admin, scope(), name, reason);
 
 describe("hostile fieldPaths", () => {
   let cm: string;
@@ -561,9 +514,7 @@ describe("values never leak", () => {
       const labels = { leak: marker.slice(-8) };
       await createConfigMap(cm, { v: marker, big: marker.repeat(100) }, labels);
       await createConfigMap(twin, { v: marker }, labels);
-      await admin.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
-        body: { apiVersion: "v1", kind: "Secret", metadata: { name: cm }, stringData: { v: marker } },
-      });
+      await createSecret(admin, ns, cm, { v: marker });
       const src = (fieldPath: string, kind = "ConfigMap") => ({
         source: { apiVersion: "v1", kind, namespace: ns, name: cm, fieldPath },
       });
@@ -627,6 +578,6 @@ describe("values never leak", () => {
 
 describe("after all of it", () => {
   it("the controller is still healthy and reconciles a new Referable", async () => {
-    await barrier();
+    await barrier(admin, scope());
   });
 });

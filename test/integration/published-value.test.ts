@@ -15,7 +15,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { LeaderElector } from "../../src/runtime/leader-election.ts";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { Manager } from "../../src/runtime/manager.ts";
-import { startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
+import type { PrivateControlPlane } from "../harness/control-plane.ts";
 import {
   getReferable,
   SHARD_LABEL,
@@ -25,6 +25,7 @@ import {
 } from "../harness/controller.ts";
 import {
   clientFor,
+  startPrivatePlane,
   GatedStatusClient,
   startInProcessController,
   type InProcessController,
@@ -37,6 +38,8 @@ import {
   uniqueName,
   waitFor,
   createConfigMap as createConfigMapIn,
+  createSecret,
+  kubeConfigWithToken,
 } from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
@@ -51,11 +54,7 @@ const running: InProcessController[] = [];
 const clients: KubeClient[] = [];
 
 beforeAll(async () => {
-  plane = await startControlPlane({
-    private: true,
-    log: (line) => process.stderr.write(`[published-value control-plane] ${line}\n`),
-  });
-  admin = clientFor(plane.kubeconfigPath);
+  ({ plane, admin } = await startPrivatePlane("published-value"));
 }, 180_000);
 
 afterAll(async () => {
@@ -120,19 +119,10 @@ async function forgeStatus(name: string, status: Record<string, unknown>): Promi
 }
 
 /** A client of the private plane that authenticates as `token`. */
-async function tokenClient(token: string): Promise<KubeClient> {
-  const adminConfig = new KubeConfig();
-  adminConfig.loadFromFile(plane.kubeconfigPath);
-  const cluster = adminConfig.getCurrentCluster();
-  if (!cluster) throw new Error("the private plane's kubeconfig has no cluster");
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name: "sa", token }],
-    contexts: [{ name: "sa", cluster: cluster.name, user: "sa" }],
-    currentContext: "sa",
-  });
-  const client = new KubeClient({ kubeConfig: kc });
+function tokenClient(token: string): KubeClient {
+  const planeConfig = new KubeConfig();
+  planeConfig.loadFromFile(plane.kubeconfigPath);
+  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token, planeConfig) });
   clients.push(client);
   return client;
 }
@@ -162,9 +152,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
       const scope = await newScope("policy");
       const source = uniqueName("src");
       if (kind === "Secret") {
-        await admin.request("POST", `/api/v1/namespaces/${scope.ns}/secrets`, {
-          body: { apiVersion: "v1", kind: "Secret", metadata: { name: source }, stringData: { v: "s3cret" } },
-        });
+        await createSecret(admin, scope.ns, source, { v: "s3cret" });
       } else {
         await createConfigMap(scope, source, { v: "s3cret" });
       }
@@ -219,7 +207,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
     await createConfigMap(scope, "cm", { v: "readable" });
     const rf = `${scope.shard}-rf`;
     await createReferable(scope, rf, cmSource(scope, "cm"));
-    const first = await start(scope, { client: await tokenClient(token) });
+    const first = await start(scope, { client: tokenClient(token) });
     await waitForReason(admin, rf, "Available", (v) => v.status.value === "readable", WAIT_MS);
     await stop(first);
 
@@ -231,7 +219,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
         rules: rules(false),
       },
     });
-    await start(scope, { client: await tokenClient(token) });
+    await start(scope, { client: tokenClient(token) });
     const refused = await waitForReason(admin, rf, "Forbidden", () => true, WAIT_MS);
     expect(refused.message).toContain("may not list/watch configmaps");
     expect(refused.status.value).toBeUndefined();
@@ -242,9 +230,7 @@ describe("1. access withdrawn: the value is withdrawn with it", () => {
 describe("3. the controller owns the whole status", () => {
   it("puts back a forged value, a foreign condition and a changed lastTransitionTime, on a Forbidden Referable and an Available one", async () => {
     const scope = await newScope("forged");
-    await admin.request("POST", `/api/v1/namespaces/${scope.ns}/secrets`, {
-      body: { apiVersion: "v1", kind: "Secret", metadata: { name: "creds" }, stringData: { v: "x" } },
-    });
+    await createSecret(admin, scope.ns, "creds", { v: "x" });
     await createConfigMap(scope, "cm", { v: "real" });
     const forbidden = `${scope.shard}-forbidden`;
     const available = `${scope.shard}-available`;

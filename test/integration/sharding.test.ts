@@ -13,8 +13,10 @@ import { SHARD_LABEL } from "../harness/controller.ts";
 import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
 import {
   killAllProcesses,
+  leaseTimingArgs,
   metricValue,
   startControllerProcess,
+  TEST_LEASE_MS,
   type ControllerProcess,
 } from "../harness/process.ts";
 
@@ -23,8 +25,6 @@ const REFERABLES = 300;
 /** Sources: each ConfigMap is read by REFERABLES / CONFIG_MAPS Referables. */
 const CONFIG_MAPS = 30;
 const BUCKETS = 12;
-const LEASE_MS = 3_000;
-const RETRY_MS = 500;
 /**
  * "A few seconds" beyond the lease duration: up to a round to see the last renewal and one to
  * find it expired, the take-over, then the writes of the victim's and the survivors' own
@@ -62,12 +62,7 @@ async function startReplica(identity: string): Promise<ControllerProcess> {
     "--identity",
     identity,
     `--shards=${BUCKETS}`,
-    "--leader-election-lease-duration",
-    `${LEASE_MS}ms`,
-    "--leader-election-renew-deadline",
-    "2s",
-    "--leader-election-retry-period",
-    `${RETRY_MS}ms`,
+    ...leaseTimingArgs(),
   ]);
   processes.set(identity, [...(processes.get(identity) ?? []), p]);
   return p;
@@ -237,7 +232,7 @@ describe("sharding across three replicas", () => {
     const killedAt = performance.now();
     const killedAtEpoch = Date.now();
     await setSources("c");
-    await waitForValues("c", LEASE_MS + TAKEOVER_SLACK_MS + WAIT_MS);
+    await waitForValues("c", TEST_LEASE_MS + TAKEOVER_SLACK_MS + WAIT_MS);
     const followedMs = performance.now() - killedAt;
     // On failure, say where the time went: the take-over (the survivors' "took a bucket") or after.
     const tookOverMs = Math.max(
@@ -248,7 +243,7 @@ describe("sharding across three replicas", () => {
           .map((l) => Number(l.time) - killedAtEpoch),
       ),
     );
-    expect({ inTime: followedMs < LEASE_MS + TAKEOVER_SLACK_MS, followedMs, tookOverMs }).toEqual({
+    expect({ inTime: followedMs < TEST_LEASE_MS + TAKEOVER_SLACK_MS, followedMs, tookOverMs }).toEqual({
       inTime: true,
       followedMs: expect.any(Number),
       tookOverMs: expect.any(Number),

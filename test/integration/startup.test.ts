@@ -10,8 +10,8 @@ import { readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { KubeClient } from "../../src/kube/client.ts";
-import { repoRoot, startControlPlane, type PrivateControlPlane } from "../harness/control-plane.ts";
-import { clientFor } from "../harness/faults.ts";
+import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
+import { startPrivatePlane } from "../harness/faults.ts";
 import { serviceAccountToken, uniqueName, waitFor } from "../harness/kube.ts";
 import {
   killAllProcesses,
@@ -29,12 +29,7 @@ let plane: PrivateControlPlane;
 let admin: KubeClient;
 
 beforeAll(async () => {
-  plane = await startControlPlane({
-    private: true,
-    installCrds: false,
-    log: (line) => process.stderr.write(`[startup control-plane] ${line}\n`),
-  });
-  admin = clientFor(plane.kubeconfigPath);
+  ({ plane, admin } = await startPrivatePlane("startup", { installCrds: false }));
 }, 180_000);
 
 afterAll(async () => {

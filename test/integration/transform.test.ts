@@ -11,12 +11,11 @@
 import { jest } from "@jest/globals";
 import type { KubeClient } from "../../src/kube/client.ts";
 import {
-  getReferable,
   startTestController,
   waitForReason,
-  type ReferableView,
   type TestController,
   createReferable as createReferableAs,
+  settlesAt as settlesAtIn,
 } from "../harness/controller.ts";
 import { uniqueName, createConfigMap as createConfigMapIn, openScope, closeScope } from "../harness/kube.ts";
 
@@ -45,22 +44,8 @@ const byName = (name: string, fieldPath: string) => ({
   fieldPath,
 });
 
-/** Proves the controller has processed everything before now: a new Referable it must reconcile. */
-async function barrier(): Promise<void> {
-  const cm = uniqueName("barrier");
-  await createConfigMap(cm, { v: cm });
-  const rf = await createReferable({ source: byName(cm, "data.v") });
-  await waitForReason(admin, rf, "Available", (v) => v.status.value === cm);
-}
-
-/** Waits for `reason`, then proves the Referable stopped being written: same resourceVersion after a barrier. */
-async function settlesAt(name: string, reason: string, extra?: (v: ReferableView) => boolean) {
-  const view = await waitForReason(admin, name, reason, extra, 20_000);
-  await barrier();
-  const later = await getReferable(admin, name);
-  expect(later.object.metadata?.resourceVersion).toBe(view.object.metadata?.resourceVersion);
-  return view;
-}
+const settlesAt = (name: string, reason: string) =>
+  settlesAtIn(admin, { ns, shard: ctl.shard }, name, reason);
 
 describe("a transform shapes the value", () => {
   let db: string;
