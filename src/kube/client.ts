@@ -13,6 +13,9 @@ import { sleep } from "../runtime/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
 import { ListStreamParser, MAX_LIST_ITEM_BYTES, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
+import { headerReader, retryAfter, toApiError } from "./api-error.ts";
+
+export { ApiError, isApiError, retryAfter } from "./api-error.ts";
 
 /** A JSON object as the API server returns it. */
 export type KubeObject = Record<string, unknown> & {
@@ -86,9 +89,6 @@ export interface KubeClientOptions {
 /** The longest watch event, in characters of JSON (as the longest list item). */
 const MAX_WATCH_LINE = MAX_LIST_ITEM_BYTES;
 
-/** Longest `Retry-After` honoured, so a server (or proxy) cannot park a request for hours. */
-const MAX_RETRY_AFTER_MS = 60_000;
-
 /** Options of one request. */
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
@@ -109,36 +109,6 @@ export interface RequestOptions {
   onItem?: (item: KubeObject) => void;
   /** With `onItem`: what each item loses before it is parsed (see list-stream.ts). */
   itemFilter?: ListItemFilter;
-}
-
-/** A response from the API server that is not a success, with the fields of its `Status`. */
-export class ApiError extends Error {
-  readonly statusCode: number;
-  /** `Status.reason` (NotFound, Forbidden, Conflict, Expired, ...), when the server sent one. */
-  readonly statusReason: string | undefined;
-  readonly method: string;
-  readonly path: string;
-
-  constructor(
-    method: string,
-    path: string,
-    statusCode: number,
-    statusReason: string | undefined,
-    message: string,
-  ) {
-    super(`${method} ${path}: ${statusCode}${statusReason ? ` ${statusReason}` : ""}: ${message}`);
-    this.name = "ApiError";
-    this.statusCode = statusCode;
-    this.statusReason = statusReason;
-    this.method = method;
-    this.path = path;
-  }
-}
-
-/** True for an {@link ApiError} with the given HTTP status (any, when omitted). */
-export function isApiError(err: unknown, statusCode?: number): err is ApiError {
-  if (typeof err !== "object" || err === null || (err as Error).name !== "ApiError") return false;
-  return statusCode === undefined || (err as ApiError).statusCode === statusCode;
 }
 
 /** A watch event as sent on the wire. */
@@ -372,22 +342,6 @@ export class KubeClient {
 }
 
 /**
- * How long to wait before sending a request again, from an answer: `Retry-After` (seconds) on a
- * 429 (1 s when absent), or on a 5xx that sends one; undefined when the answer is not one to
- * retry.
- */
-export function retryAfter(
-  status: number,
-  headers: { get(name: string): string | null },
-): number | undefined {
-  if (status !== 429 && !(status >= 500 && status <= 599)) return undefined;
-  const header = headers.get("retry-after");
-  const seconds = header !== null && /^\s*\d+\s*$/.test(header) ? Number(header) : undefined;
-  if (seconds === undefined) return status === 429 ? 1_000 : undefined;
-  return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
-}
-
-/**
  * Reads a list answer item by item (options.onItem), then returns the list without its items.
  * A failure half-way (a broken stream, an item over the bound, what onItem throws) ends the
  * response, so the connection never carries the rest of the page for nothing.
@@ -402,31 +356,6 @@ async function readList(response: Dispatcher.ResponseData, options: RequestOptio
   }
   options.onBodyLength?.(parser.length);
   return parser.end();
-}
-
-/** A `get(name)` over undici's response headers (lower-case names; a value may repeat). */
-function headerReader(headers: Record<string, string | string[] | undefined>): {
-  get(name: string): string | null;
-} {
-  return {
-    get: (name) => {
-      const value = headers[name.toLowerCase()];
-      return value === undefined ? null : Array.isArray(value) ? (value[0] ?? null) : value;
-    },
-  };
-}
-
-function toApiError(method: string, path: string, statusCode: number, body: string): ApiError {
-  let reason: string | undefined;
-  let message = body.slice(0, 500);
-  try {
-    const status = JSON.parse(body) as { reason?: string; message?: string };
-    reason = status.reason;
-    if (typeof status.message === "string") message = status.message;
-  } catch {
-    // not a Status: keep the start of the text
-  }
-  return new ApiError(method, path, statusCode, reason, message);
 }
 
 function verbOf(method: string, path: string, query: RequestOptions["query"]): string {

@@ -30,58 +30,31 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
-import { fnv1a32, planBuckets } from "./buckets.ts";
+import { planBuckets } from "./buckets.ts";
 import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";
 import { sleep } from "./sleep.ts";
+import {
+  BUCKETS_ANNOTATION,
+  leaseRecord,
+  leaseValid,
+  memberLeaseName,
+  parseBucket,
+  ROLE_LABEL,
+  SHARD_SET_LABEL,
+  writeLease,
+  type Seen,
+} from "./shard-leases.ts";
+import type { ShardCoordinatorOptions, ShardObserver } from "./shard-options.ts";
 
-/** The label on every Lease of a shard set; its value is the set's name. */
-export const SHARD_SET_LABEL = "referable.dev/shard-set";
-/** The annotation on a member Lease: the number of buckets that replica runs with. */
-export const BUCKETS_ANNOTATION = "referable.dev/buckets";
-
-/** How a bucket changed hands, for the hand-overs counter. */
-export type Handover = "acquired" | "released" | "lost";
-
-/** Receives the coordinator's measurements. Must not throw. */
-export interface ShardObserver {
-  /** A bucket changed hands. */
-  onHandover?(kind: Handover): void;
-  /** The live replicas seen in the last round, this one included. */
-  onMembers?(live: number): void;
-}
-
-/** Options for {@link ShardCoordinator}. */
-export interface ShardCoordinatorOptions {
-  /** Needs list, get, create, update and delete on leases in `namespace`. */
-  client: Pick<KubeClient, "request">;
-  namespace: string;
-  /** The set's name: the prefix of its Lease names and the value of {@link SHARD_SET_LABEL}. */
-  name: string;
-  /** This replica's identity, unique among replicas (e.g. the pod name). */
-  identity: string;
-  /** Which buckets are served; the number of buckets is its. */
-  gate: ShardGate;
-  /** How long a Lease not renewed stays valid. @default 15000 */
-  leaseDurationMs?: number;
-  /** How long a holder keeps trying to renew a bucket before it stops serving it. @default 10000 */
-  renewDeadlineMs?: number;
-  /** Time between rounds (jittered by up to 1.2 times more). @default 2000 */
-  retryPeriodMs?: number;
-  observer?: ShardObserver;
-  /** @default silentLogger */
-  logger?: Logger;
-  /** The monotonic clock, in ms. @default performance.now */
-  now?: () => number;
-}
-
-/** One Lease as last seen, and when its record last changed (on our clock). */
-interface Seen {
-  lease: Lease;
-  record: LeaseRecord;
-  raw: string;
-  changedAt: number;
-}
+export type { Handover, ShardCoordinatorOptions, ShardObserver } from "./shard-options.ts";
+export {
+  BUCKETS_ANNOTATION,
+  memberLeaseName,
+  parseBucket,
+  ROLE_LABEL,
+  SHARD_SET_LABEL,
+} from "./shard-leases.ts";
 
 /** Leads a fair share of the buckets; see the module comment. */
 export class ShardCoordinator {
@@ -204,19 +177,13 @@ export class ShardCoordinator {
     this.seen.set(name, { lease, record, raw, changedAt: changed ? now : before.changedAt });
   }
 
-  /** Whether a Lease seen has a holder and was renewed within its duration (on our clock). */
-  private valid(seen: Seen | undefined, now = this.now()): boolean {
-    if (!seen || !seen.record.holderIdentity) return false;
-    return seen.changedAt + seen.record.leaseDurationSeconds * 1000 > now;
-  }
-
   private bucketName(bucket: number): string {
     return `${this.options.name}-bucket-${bucket}-of-${this.gate.buckets}`;
   }
 
   private async renewMember(): Promise<void> {
     const seen = this.seen.get(this.memberName);
-    const record = this.record(seen, this.identity);
+    const record = leaseRecord(seen, this.identity, this.leaseDurationSeconds);
     const annotations = { [BUCKETS_ANNOTATION]: String(this.gate.buckets) };
     try {
       this.keep(await this.write(this.memberName, seen?.lease, record, annotations), true);
@@ -236,7 +203,7 @@ export class ShardCoordinator {
           const lease = await this.write(
             this.bucketName(bucket),
             seen.lease,
-            this.record(seen, this.identity),
+            leaseRecord(seen, this.identity, this.leaseDurationSeconds),
           );
           this.keep(lease, true);
           this.renewedAt.set(bucket, this.now());
@@ -272,7 +239,7 @@ export class ShardCoordinator {
     let foreign = false;
     const holders: (string | undefined)[] = new Array<string | undefined>(this.gate.buckets).fill(undefined);
     for (const [name, seen] of this.seen) {
-      if (!this.valid(seen, now) && seen.record.holderIdentity !== this.identity) {
+      if (!leaseValid(seen, now) && seen.record.holderIdentity !== this.identity) {
         this.collectMember(name, seen, now);
         continue;
       }
@@ -292,7 +259,7 @@ export class ShardCoordinator {
       const mine = seen.record.holderIdentity === this.identity;
       // Held in a previous life (a restart with the same identity) or expired: free to take.
       if (
-        !this.valid(seen, now) ||
+        !leaseValid(seen, now) ||
         (mine && !this.gate.held.has(bucket.index) && !this.leaving.has(bucket.index))
       )
         continue;
@@ -370,7 +337,7 @@ export class ShardCoordinator {
   private async acquire(bucket: number): Promise<void> {
     const name = this.bucketName(bucket);
     const seen = this.seen.get(name);
-    const record = this.record(seen, this.identity);
+    const record = leaseRecord(seen, this.identity, this.leaseDurationSeconds);
     if (seen && seen.record.holderIdentity !== this.identity) record.leaseTransitions += 1;
     try {
       this.keep(await this.write(name, seen?.lease, record), true);
@@ -386,19 +353,6 @@ export class ShardCoordinator {
     this.gate.add(bucket);
   }
 
-  /** The record this replica writes: `holder`, now, keeping acquireTime while it holds it. */
-  private record(seen: Seen | undefined, holder: string): LeaseRecord {
-    const now = microTime(new Date());
-    const same = seen?.record.holderIdentity === holder;
-    return {
-      holderIdentity: holder,
-      leaseDurationSeconds: this.leaseDurationSeconds,
-      acquireTime: (same ? seen?.record.acquireTime : undefined) ?? now,
-      renewTime: now,
-      leaseTransitions: seen?.record.leaseTransitions ?? 0,
-    };
-  }
-
   /** Creates (when `current` is undefined) or updates a Lease of the set, guarded by its version. */
   private write(
     name: string,
@@ -406,29 +360,9 @@ export class ShardCoordinator {
     record: LeaseRecord,
     annotations?: Record<string, string>,
   ): Promise<Lease> {
-    const request = { timeoutMs: this.renewDeadlineMs };
     const role = name === this.memberName ? "member" : "bucket";
-    if (!current)
-      return this.client.request<Lease>("POST", this.collection, {
-        ...request,
-        body: {
-          apiVersion: "coordination.k8s.io/v1",
-          kind: "Lease",
-          metadata: {
-            name,
-            labels: { [SHARD_SET_LABEL]: this.options.name, [ROLE_LABEL]: role },
-            ...(annotations && { annotations }),
-          },
-          spec: { ...record },
-        },
-      });
-    const metadata = annotations
-      ? { ...current.metadata, annotations: { ...current.metadata?.annotations, ...annotations } }
-      : current.metadata;
-    return this.client.request<Lease>("PUT", `${this.collection}/${name}`, {
-      ...request,
-      body: { ...current, metadata, spec: { ...current.spec, ...record } },
-    });
+    const lease = { name, set: this.options.name, role, timeoutMs: this.renewDeadlineMs } as const;
+    return writeLease(this.client, this.collection, lease, current, record, annotations);
   }
 
   /** Deletes the member Lease of a replica gone for five lease durations (guarded by its version). */
@@ -488,23 +422,4 @@ export class ShardCoordinator {
       // a metrics hook must not break sharding
     }
   }
-}
-
-/** The label that tells member Leases from bucket Leases. */
-export const ROLE_LABEL = "referable.dev/shard-role";
-
-/** The member Lease of `identity` in the set `name`. */
-export function memberLeaseName(name: string, identity: string): string {
-  return `${name}-member-${fnv1a32(identity).toString(16).padStart(8, "0")}`;
-}
-
-/** The bucket a Lease of the set `set` stands for, from its name; undefined for another Lease. */
-export function parseBucket(name: string, set: string): { index: number; of: number } | undefined {
-  const prefix = `${set}-bucket-`;
-  if (!name.startsWith(prefix)) return undefined;
-  const match = /^(\d{1,4})-of-(\d{1,4})$/.exec(name.slice(prefix.length));
-  if (!match) return undefined;
-  const index = Number(match[1]);
-  const of = Number(match[2]);
-  return index < of ? { index, of } : undefined;
 }

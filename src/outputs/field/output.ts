@@ -19,38 +19,56 @@
  * - **Writes** share the write policy: a bucket per object (one write per 100 ms), and the
  *   controller's budget. Memory per Referable: a hash per object, never a value.
  */
-import { createHash } from "node:crypto";
-import { Limits } from "../../api/limits.ts";
 import { FIELD_EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
-import { stableStringify } from "../../api/stable-json.ts";
 import { asError, isResolutionError } from "../../errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../../kube/discovery.ts";
 import { silentLogger, type Logger } from "../../log.ts";
-import type { ExportState } from "../../referable/status.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import { backoffDelay } from "../../runtime/backoff.ts";
 import type { Output } from "../output.ts";
-import { isExportError } from "../keys/errors.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
 import { fieldManagerFor } from "../keys/target.ts";
-import { pass, WritePolicy, type WriteGate } from "../write-policy.ts";
+import { pass, WritePolicy } from "../write-policy.ts";
+import { decide, FieldClaims } from "./ownership.ts";
+import {
+  asObject,
+  compareFieldRecords,
+  createdKey,
+  findRecord,
+  hashOf,
+  isFieldRecord,
+  newFieldsMemory,
+  pathOfRecord,
+  plan,
+  recordOf,
+  valueOf,
+  type FieldsMemory,
+  type FieldsStep,
+  type Gathered,
+  type ObjectPlan,
+  type Problem,
+} from "./plan.ts";
+import { failure, summarize } from "./problems.ts";
 import {
   describeFieldObject,
   fieldKey,
   fieldObjectKey,
   isFieldEntry,
-  mergeInto,
-  nest,
   overlapping,
   parseFieldTarget,
-  parseWritePath,
-  type FieldObject,
   type ParsedFieldTarget,
 } from "./target.ts";
-import { applyFields, fillField, readFieldObject, type AskedField, type FieldObjectState } from "./writer.ts";
+import { applyFields, fillField, readFieldObject, type AskedField } from "./writer.ts";
 
 export { FIELD_EXPORT_FINALIZER } from "../../api/referable.ts";
+export {
+  compareFieldRecords,
+  isFieldRecord,
+  newFieldsMemory,
+  type FieldsMemory,
+  type FieldsStep,
+} from "./plan.ts";
 
 /** The longest time an object written into goes without being read again. */
 export const FIELD_REREAD_MS = 30_000;
@@ -79,76 +97,18 @@ export interface FieldOutputOptions {
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
 
-/** What the output remembers of one object: a hash of what it should hold, never a value. */
-interface Known {
-  hash: string;
-  /** When the object was last read (policy clock). */
-  verifiedAt: number;
-  records: ExportRecord[];
-  problems: Problem[];
-}
-
-/** What the field output remembers of one Referable; dropped on a change of leader. */
-export interface FieldsMemory {
-  objects: Map<string, Known>;
-  gates: Map<string, WriteGate>;
-  failures: number;
-}
-
-/** A Referable's empty memory. */
-export function newFieldsMemory(): FieldsMemory {
-  return { objects: new Map(), gates: new Map(), failures: 0 };
-}
-
-/** What the field output asks of the reconcile; the same shape as the key output's step. */
-export interface FieldsStep {
-  state: ExportState | null | undefined;
-  retryAfterMs: number | undefined;
-  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
-  requeue?: boolean;
-  thenRequeue?: boolean;
-}
-
-interface Problem {
-  reason: string;
-  message: string;
-  /** Whether the backoff applies (a refusal to retry), not the reread interval alone. */
-  retry: boolean;
-}
-
-interface Gathered {
-  records: ExportRecord[];
-  problems: Problem[];
-  deferredMs: number | undefined;
-}
-
-/** The fields of one object this pass is about. */
-interface ObjectPlan {
-  object: FieldObject;
-  targets: ParsedFieldTarget[];
-  /** Fields recorded before that the spec no longer names: released. */
-  dropped: ExportRecord[];
-}
-
-/** Whether a status record is a field's (not a key's). */
-export function isFieldRecord(r: ExportRecord): boolean {
-  return r.fieldPath !== undefined;
-}
-
 /** Writes and releases the fields of spec.export; one per controller. See the module comment. */
 export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsMemory> {
   private readonly options: FieldOutputOptions;
   private readonly logger: Logger;
   private readonly policy: WritePolicy;
-  /** Per field of an object: the Referables naming it, with their creation order key. Bounded by 16 per Referable. */
-  private readonly claims = new Map<string, Map<string, string>>();
-  /** Per Referable: the fields it claims. */
-  private readonly claimed = new Map<string, Set<string>>();
+  private readonly claims: FieldClaims;
 
   constructor(options: FieldOutputOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
     this.policy = options.policy ?? new WritePolicy({}, options.clock);
+    this.claims = new FieldClaims(options.enqueue);
   }
 
   /** Whether the Referable holds the field finalizer while being deleted: {@link release} must run. */
@@ -158,7 +118,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
 
   /** Forgets a Referable that is gone (its claims). */
   forget(name: string): void {
-    this.claim(name, "", []);
+    this.claims.claim(name, "", []);
   }
 
   async write(obj: Referable, result: ResolutionResult, memory: FieldsMemory): Promise<FieldsStep> {
@@ -180,7 +140,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         );
       targets.push(parsed);
     }
-    this.claim(name, createdKey(obj), targets);
+    this.claims.claim(name, createdKey(obj), targets);
     let metadata: FieldsStep["metadata"];
     if (targets.length > 0 && !hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) {
       const patch = await addFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
@@ -224,7 +184,9 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         this.writeObject(obj, key, p, value, memory, previous, gathered),
       ),
     );
-    const step = this.summarize(targets, value, gathered, memory);
+    const step = summarize(targets, value, gathered, memory, this.options.rereadMs ?? FIELD_REREAD_MS, (m) =>
+      this.backoff(m),
+    );
     if (step.state === null && hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
   }
@@ -315,44 +277,6 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     };
   }
 
-  /** Records `name`'s claims (replacing the earlier ones) and asks every Referable sharing one to look again. */
-  private claim(name: string, created: string, targets: readonly ParsedFieldTarget[]): void {
-    const next = new Set(targets.map((t) => fieldKey(t, t.fieldPath)));
-    const before = this.claimed.get(name) ?? new Set<string>();
-    const touched = new Set<string>();
-    for (const k of before) {
-      if (next.has(k)) continue;
-      const c = this.claims.get(k);
-      c?.delete(name);
-      if (c?.size === 0) this.claims.delete(k);
-      else if (c) for (const other of c.keys()) touched.add(other);
-    }
-    for (const k of next) {
-      let c = this.claims.get(k);
-      if (!c) this.claims.set(k, (c = new Map()));
-      if (c.get(name) !== created) for (const other of c.keys()) if (other !== name) touched.add(other);
-      c.set(name, created);
-    }
-    if (next.size > 0) this.claimed.set(name, next);
-    else this.claimed.delete(name);
-    for (const other of touched) this.options.enqueue?.(other);
-  }
-
-  /** The Referable that owns a field by the one-owner rule (the first created naming it). */
-  private ownerOf(key: string): string | undefined {
-    const c = this.claims.get(key);
-    if (!c) return undefined;
-    let best: [string, string] | undefined;
-    for (const [name, created] of c) if (!best || created < best[1]) best = [name, created];
-    return best?.[0];
-  }
-
-  /** The Referable a field manager belongs to, among those claiming `key`. */
-  private claimantOf(key: string, manager: string): string | undefined {
-    for (const name of this.claims.get(key)?.keys() ?? []) if (fieldManagerFor(name) === manager) return name;
-    return undefined;
-  }
-
   /** Brings one object to what it should hold, gathering its records and problems. */
   private async writeObject(
     obj: Referable,
@@ -384,7 +308,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
       const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
       records = await this.sync(name, resource, p, value, previous, problems);
     } catch (err) {
-      problems.push(this.failure(name, p.object, err));
+      problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
       // Nothing is known to have changed: the records stay as they were.
       records = [
         ...p.targets.map((t) => recordOf(t, findRecord(previous, t)?.resourceVersion)),
@@ -425,7 +349,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         });
       return p.targets.map((t) => recordOf(t, undefined));
     }
-    const { body, included, fills, force } = this.decide(name, what, p, state, value, problems);
+    const { body, included, fills, force } = decide(this.claims, name, what, p, state, value, problems);
     const stale = [...state.applied].some((fp) => !included.has(fp));
     const differs = [...included].some((fp) => {
       const f = state.fields.get(fp)!;
@@ -473,57 +397,6 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     });
   }
 
-  /**
-   * What one object gets: the body to apply (the Referable's fields there that it owns and that
-   * have a value), the IfNotPresent fields to fill, and whether the apply takes a field from a
-   * later Referable (force). A field owned elsewhere is a problem, left out.
-   */
-  private decide(
-    name: string,
-    what: string,
-    p: ObjectPlan,
-    state: FieldObjectState,
-    value: unknown,
-    problems: Problem[],
-  ): { body: Record<string, unknown>; included: Set<string>; fills: ParsedFieldTarget[]; force: boolean } {
-    const body: Record<string, unknown> = {};
-    const included = new Set<string>();
-    const fills: ParsedFieldTarget[] = [];
-    let force = false;
-    for (const t of p.targets) {
-      const f = state.fields.get(t.fieldPath)!;
-      const owner = this.ownerOf(fieldKey(t, t.fieldPath));
-      if (owner !== undefined && owner !== name) {
-        problems.push({
-          reason: "ExportConflict",
-          message: `${what}: ${t.fieldPath} is exported by the Referable ${owner}, created first: one field has one owner; export to another field`,
-          retry: false,
-        });
-        continue;
-      }
-      if (value === undefined) continue; // no value: released (Always), left (IfNotPresent)
-      if (t.policy === "IfNotPresent") {
-        if (!f.present) fills.push(t);
-        continue;
-      }
-      if (f.others.length > 0 && !f.equal) {
-        const strangers = f.others.filter((m) => this.claimantOf(fieldKey(t, t.fieldPath), m) === undefined);
-        if (strangers.length > 0) {
-          problems.push({
-            reason: "ExportConflict",
-            message: `${what}: ${t.fieldPath} is owned by the field manager ${strangers.map((m) => JSON.stringify(m)).join(", ")}: it is never taken; remove the field there (or hand it over), or export to another field`,
-            retry: false,
-          });
-          continue;
-        }
-        force = true; // held by a later Referable only: the owner takes it over
-      }
-      mergeInto(body, nest(t.path, value));
-      included.add(t.fieldPath);
-    }
-    return { body, included, fills, force };
-  }
-
   /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
   private admitted(key: string, memory: FieldsMemory, gathered: Gathered): boolean {
     let gate = memory.gates.get(key);
@@ -535,82 +408,6 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     if (admission.write) return true;
     gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
     return false;
-  }
-
-  private failure(name: string, object: FieldObject, err: unknown): Problem {
-    const what = describeFieldObject(object);
-    if (isResolutionError(err)) {
-      // Discovery: the kind is not served (yet), or the apiVersion cannot be one.
-      const reason = err.reason === "InvalidSpec" ? "InvalidSpec" : "TargetNotFound";
-      return { reason, message: `${what}: ${err.message}`, retry: err.reason !== "InvalidSpec" };
-    }
-    const reason = isExportError(err) ? err.reason : undefined;
-    this.options.onWrite?.(
-      reason === "ExportConflict" ? "conflict" : reason === "ExportForbidden" ? "forbidden" : "error",
-    );
-    if (!isExportError(err))
-      return {
-        reason: "ExportFailed",
-        message: `${what}: ${asError(err).message.slice(0, 300)}; retrying`,
-        retry: true,
-      };
-    this.logger.warn(
-      { referable: name, target: what, reason: err.reason },
-      "could not export the value into a field",
-    );
-    return {
-      reason: err.reason,
-      message: err.message,
-      retry: err.retryable && err.reason !== "ExportConflict",
-    };
-  }
-
-  private summarize(
-    targets: ParsedFieldTarget[],
-    value: unknown,
-    gathered: Gathered,
-    memory: FieldsMemory,
-  ): FieldsStep {
-    const { records, problems, deferredMs } = gathered;
-    const reread = this.options.rereadMs ?? FIELD_REREAD_MS;
-    if (targets.length === 0 && problems.length === 0 && deferredMs === undefined) {
-      // spec names no field any more, and every recorded one is released.
-      return { state: null, retryAfterMs: undefined };
-    }
-    // Some object waits for the write policy: the status keeps saying what the fields hold until then.
-    if (deferredMs !== undefined && problems.length === 0)
-      return { state: undefined, retryAfterMs: deferredMs };
-    const next = (ms: number | undefined) => Math.min(reread, ms ?? reread, deferredMs ?? reread);
-    records.sort(compareFieldRecords);
-    if (problems.length === 0) {
-      memory.failures = 0;
-      if (value === undefined)
-        return {
-          state: {
-            exports: records,
-            status: "False",
-            reason: "NoValue",
-            message: "the Referable has no value (see the Ready condition): its exported fields are released",
-          },
-          retryAfterMs: next(undefined),
-        };
-      return {
-        state: { exports: records, status: "True", reason: "Exported", message: "" },
-        retryAfterMs: next(undefined),
-      };
-    }
-    problems.sort((a, b) => a.message.localeCompare(b.message));
-    const state: ExportState = {
-      exports: records,
-      status: "False",
-      reason: problems[0]!.reason,
-      message: problems
-        .map((x) => x.message)
-        .join("; ")
-        .slice(0, Limits.conditionMessage),
-    };
-    const retry = problems.some((x) => x.retry) ? this.backoff(memory) : undefined;
-    return { state, retryAfterMs: next(retry) };
   }
 
   private writeOptions(name: string): { fieldManager: string; forbiddenHint: string } {
@@ -628,87 +425,4 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
       maxMs: this.options.maxRetryMs ?? 300_000,
     });
   }
-}
-
-/** The objects of one pass: the spec's targets, and the recorded fields the spec dropped. */
-function plan(targets: ParsedFieldTarget[], previous: ExportRecord[]): Map<string, ObjectPlan> {
-  const out = new Map<string, ObjectPlan>();
-  const entry = (o: FieldObject) => {
-    const k = fieldObjectKey(o);
-    let e = out.get(k);
-    if (!e)
-      out.set(
-        k,
-        (e = {
-          object: { apiVersion: o.apiVersion, kind: o.kind, namespace: o.namespace, name: o.name },
-          targets: [],
-          dropped: [],
-        }),
-      );
-    return e;
-  };
-  const named = new Set(targets.map((t) => fieldKey(t, t.fieldPath)));
-  for (const t of targets) entry(t).targets.push(t);
-  for (const r of previous) {
-    const o = asObject(r);
-    if (!named.has(fieldKey(o, r.fieldPath!))) entry(o).dropped.push(r);
-  }
-  return out;
-}
-
-function asObject(r: ExportRecord): FieldObject {
-  return { apiVersion: r.apiVersion ?? "v1", kind: r.kind, namespace: r.namespace, name: r.name };
-}
-
-function pathOfRecord(r: ExportRecord): { fieldPath: string; path: string[] | undefined } {
-  const path = parseWritePath(r.fieldPath!);
-  return { fieldPath: r.fieldPath!, path: typeof path === "string" ? undefined : path };
-}
-
-function recordOf(t: ParsedFieldTarget, resourceVersion: string | undefined): ExportRecord {
-  const r: ExportRecord = {
-    apiVersion: t.apiVersion,
-    kind: t.kind,
-    namespace: t.namespace,
-    name: t.name,
-    fieldPath: t.fieldPath,
-  };
-  if (resourceVersion !== undefined) r.resourceVersion = resourceVersion;
-  return r;
-}
-
-function findRecord(previous: ExportRecord[], t: ParsedFieldTarget): ExportRecord | undefined {
-  const k = fieldKey(t, t.fieldPath);
-  return previous.find((r) => fieldKey(asObject(r), r.fieldPath!) === k);
-}
-
-/** The order of creation: creationTimestamp (RFC 3339, so it sorts as text), then name. */
-function createdKey(obj: Referable): string {
-  const ts = obj.metadata.creationTimestamp;
-  return `${typeof ts === "string" ? ts : "9999"}\u0000${obj.metadata.name}`;
-}
-
-/** The value to write, or undefined when the Referable has none (with its JSON type, not text). */
-function valueOf(result: ResolutionResult): unknown {
-  if (!result.ok) return undefined;
-  if ("values" in result) return result.values;
-  return result.value === null ? undefined : result.value;
-}
-
-function hashOf(p: ObjectPlan, value: unknown): string {
-  const h = createHash("sha256");
-  h.update(stableStringify(p.targets.map((t) => [t.fieldPath, t.policy])));
-  h.update("\0").update(stableStringify(p.dropped.map((r) => r.fieldPath)));
-  h.update("\0").update(value === undefined ? "" : stableStringify(value));
-  return h.digest("base64").slice(0, 22);
-}
-
-export function compareFieldRecords(a: ExportRecord, b: ExportRecord): number {
-  return (
-    (a.apiVersion ?? "").localeCompare(b.apiVersion ?? "") ||
-    a.kind.localeCompare(b.kind) ||
-    a.namespace.localeCompare(b.namespace) ||
-    a.name.localeCompare(b.name) ||
-    (a.fieldPath ?? "").localeCompare(b.fieldPath ?? "")
-  );
 }

@@ -10,12 +10,10 @@
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
-import { EXPORTED, EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
-import { asError } from "../../errors.ts";
+import { EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import { silentLogger, type Logger } from "../../log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
-import type { ExportState } from "../../referable/status.ts";
 import { backoffDelay } from "../../runtime/backoff.ts";
 import type { Output } from "../output.ts";
 import { pass, WritePolicy } from "../write-policy.ts";
@@ -30,7 +28,6 @@ import {
 import { recordedObjects, sweepObject, type Recorded } from "./sweep.ts";
 import {
   describeObject,
-  ExportLimits,
   fieldManagerFor,
   objectKey,
   parseTarget,
@@ -39,23 +36,24 @@ import {
   type TargetObject,
 } from "./target.ts";
 import {
-  compareRecords,
-  exportedState,
   hashOf,
   newKeysMemory,
   planObjects,
-  recordKey,
-  type ObjectPlan,
   readObjects,
   valueText,
   type KeysMemory,
   type Written,
 } from "./memory.ts";
 import { ownedTargets, type KeyOwnership } from "./ownership.ts";
-import { releaseLegacy, takeOverLegacy } from "./takeover.ts";
+import { conflictingKeys, intentOf, recordIntent, unrecorded } from "./intent.ts";
+import { releaseObject } from "./release.ts";
+import { failure, summarize, type Gathered, type KeysStep } from "./summary.ts";
+import { takeOverLegacy } from "./takeover.ts";
 import { syncObject, type KnownObject } from "./writer.ts";
 
 export { newKeysMemory, type KeysMemory } from "./memory.ts";
+export { conflictingKeys } from "./intent.ts";
+export type { KeysStep } from "./summary.ts";
 
 /** Remembers what a write left in an object; the watch event of this very write, seen before its answer, is not drift. */
 function remember(memory: KeysMemory, key: string, written: Written): void {
@@ -93,28 +91,6 @@ export interface KeysOutputOptions {
   ownership?: Pick<KeyOwnership, "ownerOf">;
   /** Told of every write of a target object and of every failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
-}
-
-/** What the key output asks of the reconcile. */
-export interface KeysStep {
-  /** The export part of the status to write (null: none; undefined: as it is). */
-  state: ExportState | null | undefined;
-  /** When to look again: a failure's backoff, or a write waiting for the write policy. */
-  retryAfterMs: number | undefined;
-  /** The Referable's metadata after the finalizer patch this step made: the reconcile goes on from it. */
-  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
-  /** The Referable changed since it was read: look again (on the backoff) from the newer version. */
-  requeue?: boolean;
-  /** Another step follows once the status records this one (the finalizer let go of): look again then. */
-  thenRequeue?: boolean;
-}
-
-/** What one write gathers, object by object. */
-interface Gathered {
-  records: ExportRecord[];
-  problems: Array<{ reason: string; message: string }>;
-  /** The soonest a write held back by the write policy is due. */
-  deferredMs: number | undefined;
 }
 
 /** Writes and releases the keys of spec.export; one per controller. See the module comment. */
@@ -170,7 +146,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const recorded = recordedObjects(previous);
     // Intent first: an object about to get a key status.exports does not name yet waits for the
     // status write that names it (see sweep.ts); everything else is written now.
-    const intents = text === undefined ? new Set<string>() : this.unrecorded(plan, previous, read);
+    const intents =
+      text === undefined ? new Set<string>() : unrecorded(plan, previous, read, this.options.allowSecrets);
     await Promise.all(
       [...plan]
         .filter(([key]) => !intents.has(key))
@@ -179,10 +156,10 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         ),
     );
     if (intents.size > 0) {
-      const step = this.recordIntent(obj, plan, intents, previous, gathered, memory);
+      const step = recordIntent(obj, plan, intents, previous, gathered, memory, (m) => this.backoff(m));
       return metadata ? { ...step, metadata } : step;
     }
-    const step = this.summarize(targets, text, gathered, memory);
+    const step = summarize(targets, text, gathered, memory, (m) => this.backoff(m));
     if (step.state === null && hasFinalizer(obj)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
   }
@@ -209,7 +186,15 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     const held: Gathered = { records: [], problems: [], deferredMs: undefined };
     for (const [key, object] of objects) {
       if (!this.admitted(key, memory, held, [])) continue;
-      const problem = await this.releaseObject(obj.metadata.name, object, keysOf.get(key) ?? [], recorded);
+      const problem = await releaseObject(
+        this.options.client,
+        this.logger,
+        this.options.allowSecrets,
+        obj.metadata.name,
+        object,
+        keysOf.get(key) ?? [],
+        recorded,
+      );
       if (problem !== undefined) problems.push(problem);
     }
     if (problems.length === 0 && held.deferredMs !== undefined) return held.deferredMs;
@@ -231,70 +216,6 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       return this.backoff(memory);
     }
     return undefined;
-  }
-
-  /**
-   * The objects of `plan` that would get a key now that `previous` (status.exports) does not
-   * name: each waits for a status write that names it. Not those written nowhere (an object
-   * the value is read from, a Secret without --allow-secret-export).
-   */
-  private unrecorded(plan: ObjectPlan, previous: ExportRecord[], read: Set<string>): Set<string> {
-    const named = new Set(previous.map(recordKey));
-    const out = new Set<string>();
-    for (const [key, { object, keys }] of plan) {
-      if (keys.length === 0 || read.has(key)) continue;
-      if (EXPORT_KINDS[object.kind].needsSecretExport && !this.options.allowSecrets) continue;
-      if (keys.some((k) => !named.has(recordKey({ ...object, key: k })))) out.add(key);
-    }
-    return out;
-  }
-
-  /**
-   * The status step that records the intent to write `intents`: the records of what was written
-   * now, the previous records of the objects that wait, and for each key they will get a record
-   * without a resourceVersion. The writes follow on the next look, once the status says so.
-   * Never more records than the CRD allows: a key that does not fit waits for keys of dropped
-   * targets to be removed.
-   */
-  private recordIntent(
-    obj: Referable,
-    plan: ObjectPlan,
-    intents: Set<string>,
-    previous: ExportRecord[],
-    gathered: Gathered,
-    memory: KeysMemory,
-  ): KeysStep {
-    const records = [...gathered.records];
-    const pending: ExportRecord[] = [];
-    for (const key of intents) {
-      const { object, keys } = plan.get(key)!;
-      const before = previous.filter((r) => objectKey(r as TargetObject) === key);
-      records.push(...before);
-      const named = new Set(before.map((r) => r.key));
-      for (const k of keys)
-        if (!named.has(k))
-          pending.push({ kind: object.kind, namespace: object.namespace, name: object.name, key: k });
-    }
-    pending.sort(compareRecords);
-    records.push(...pending.slice(0, Math.max(0, ExportLimits.targets - records.length)));
-    records.sort(compareRecords);
-    if (gathered.problems.length > 0) {
-      // On the backoff as well: should no record fit (dropped targets' keys not yet removed),
-      // the status may not change, and no write would call for the next look.
-      const step = this.summarize([], undefined, { ...gathered, records, deferredMs: undefined }, memory);
-      return { ...step, thenRequeue: true };
-    }
-    const shown = obj.status?.conditions?.find((c) => c.type === EXPORTED);
-    return {
-      state: {
-        exports: records,
-        status: shown?.status ?? "Unknown",
-        reason: shown?.reason ?? "Pending",
-        message: shown?.message ?? "recording the keys of spec.export in status.exports before writing them",
-      },
-      retryAfterMs: undefined,
-      thenRequeue: true,
-    };
   }
 
   /** Nothing to export and nothing exported: let go of the finalizer, if held. */
@@ -396,7 +317,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       remember(memory, key, { object, hash, ...written });
       gathered.records.push(...written.records);
     } catch (err) {
-      gathered.problems.push(this.failure(obj.metadata.name, object, err));
+      gathered.problems.push(failure(this.options.onWrite, this.logger, obj.metadata.name, object, err));
       // What the records said may be there still may be: they stay, so a later sweep finds it.
       // A key another manager owns (an apply conflict names it) holds nothing of this Referable:
       // its record stays as an intent only (no resourceVersion), for the write once they let go.
@@ -429,7 +350,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         );
       }
     } catch (err) {
-      const problem = this.failure(name, object, err);
+      const problem = failure(this.options.onWrite, this.logger, name, object, err);
       ctx.gathered.problems.push({
         reason: problem.reason,
         message: `could not remove the keys ${why}: ${problem.message}`,
@@ -505,89 +426,6 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
     };
   }
 
-  /** A failed write as a problem for the Exported condition, counted and logged. */
-  private failure(name: string, object: TargetObject, err: unknown): { reason: string; message: string } {
-    const reason = isExportError(err) ? err.reason : undefined;
-    this.options.onWrite?.(
-      reason === "ExportConflict" ? "conflict" : reason === "ExportForbidden" ? "forbidden" : "error",
-    );
-    // A network error, a timeout: tried again on the backoff.
-    if (!isExportError(err))
-      return {
-        reason: "ExportFailed",
-        message: `${describeObject(object)}: ${asError(err).message.slice(0, 300)}; retrying`,
-      };
-    this.logger.warn(
-      { referable: name, target: describeObject(object), reason: err.reason },
-      "could not export the value",
-    );
-    return { reason: err.reason, message: err.message };
-  }
-
-  /** The Exported state of a write, and when to look again. */
-  private summarize(
-    targets: ExportTarget[],
-    text: string | undefined,
-    gathered: Gathered,
-    memory: KeysMemory,
-  ): KeysStep {
-    const { records, problems, deferredMs } = gathered;
-    // Some object waits for the write policy: the status keeps saying what the keys hold until then.
-    if (deferredMs !== undefined && problems.length === 0)
-      return { state: undefined, retryAfterMs: deferredMs };
-    records.sort(compareRecords);
-    if (problems.length === 0) {
-      memory.failures = 0;
-      return { state: exportedState(targets, text, records), retryAfterMs: undefined };
-    }
-    problems.sort((a, b) => a.message.localeCompare(b.message));
-    const state: ExportState = {
-      exports: records,
-      status: "False",
-      reason: problems[0]!.reason,
-      message: problems
-        .map((p) => p.message)
-        .join("; ")
-        .slice(0, Limits.conditionMessage),
-    };
-    const backoff = this.backoff(memory);
-    return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
-  }
-
-  /** Lets go of one object's keys; what went wrong when that failed and must be tried again. */
-  private async releaseObject(
-    name: string,
-    object: TargetObject,
-    keys: readonly string[],
-    recorded: Recorded,
-  ): Promise<{ reason: string; message: string } | undefined> {
-    const kind = EXPORT_KINDS[object.kind];
-    // Without --allow-secret-export a Secret no record names was never written by this Referable.
-    if (kind.needsSecretExport && !this.options.allowSecrets && !recorded.any.has(objectKey(object)))
-      return undefined;
-    try {
-      const options = { fieldManager: fieldManagerFor(name), forbiddenHint: kind.optIn };
-      // Keys left under the manager of earlier releases (never taken over): those go too.
-      await releaseLegacy(this.options.client, object, keys, name, options);
-      // A target never written (its namespace never opted in, or an intent the write of which
-      // was refused) holds nothing of this Referable: a refusal there must not keep it forever.
-      const outcome = await sweepObject(this.options.client, object, name, recorded, options);
-      if (outcome === "released" || outcome === "deleted")
-        this.logger.info(
-          { referable: name, target: describeObject(object), outcome },
-          "removed exported keys",
-        );
-      return undefined;
-    } catch (err) {
-      const message = asError(err).message.slice(0, 300);
-      this.logger.warn(
-        { referable: name, target: describeObject(object), err: message },
-        "could not remove exported keys; the Referable keeps its finalizer until they are",
-      );
-      return { reason: isExportError(err) ? err.reason : "ExportFailed", message };
-    }
-  }
-
   /** The wait before the next attempt of a Referable whose export failed. */
   private backoff(memory: KeysMemory): number {
     const attempt = memory.failures++;
@@ -596,19 +434,4 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       maxMs: this.options.maxRetryMs ?? 300_000,
     });
   }
-}
-
-/**
- * The keys of `data` a server-side apply conflict names (`conflict with "m" using v1: .data.K`,
- * one field a line when there are several): another manager owns them, not the writer.
- */
-export function conflictingKeys(message: string): Set<string> {
-  const keys = new Set<string>();
-  for (const m of message.matchAll(/\.data\.([-._a-zA-Z0-9]+)(?=[\s)]|$)/gm)) keys.add(m[1]!);
-  return keys;
-}
-
-/** A record as an intent only: the key is to be written, and holds nothing of the Referable now. */
-function intentOf(r: ExportRecord): ExportRecord {
-  return { kind: r.kind, namespace: r.namespace, name: r.name, key: r.key };
 }

@@ -1,0 +1,156 @@
+/**
+ * The field output's plan of one pass (the objects it is about, their fields and dropped records),
+ * what it remembers of a Referable, and the status records it writes. Pure: no I/O.
+ */
+import { createHash } from "node:crypto";
+import type { ExportRecord, Referable } from "../../api/referable.ts";
+import { stableStringify } from "../../api/stable-json.ts";
+import type { ExportState } from "../../referable/status.ts";
+import type { ResolutionResult } from "../../resolver/types.ts";
+import type { WriteGate } from "../write-policy.ts";
+import {
+  fieldKey,
+  fieldObjectKey,
+  parseWritePath,
+  type FieldObject,
+  type ParsedFieldTarget,
+} from "./target.ts";
+
+/** What the output remembers of one object: a hash of what it should hold, never a value. */
+export interface Known {
+  hash: string;
+  /** When the object was last read (policy clock). */
+  verifiedAt: number;
+  records: ExportRecord[];
+  problems: Problem[];
+}
+
+/** What the field output remembers of one Referable; dropped on a change of leader. */
+export interface FieldsMemory {
+  objects: Map<string, Known>;
+  gates: Map<string, WriteGate>;
+  failures: number;
+}
+
+/** A Referable's empty memory. */
+export function newFieldsMemory(): FieldsMemory {
+  return { objects: new Map(), gates: new Map(), failures: 0 };
+}
+
+/** What the field output asks of the reconcile; the same shape as the key output's step. */
+export interface FieldsStep {
+  state: ExportState | null | undefined;
+  retryAfterMs: number | undefined;
+  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
+  requeue?: boolean;
+  thenRequeue?: boolean;
+}
+
+export interface Problem {
+  reason: string;
+  message: string;
+  /** Whether the backoff applies (a refusal to retry), not the reread interval alone. */
+  retry: boolean;
+}
+
+export interface Gathered {
+  records: ExportRecord[];
+  problems: Problem[];
+  deferredMs: number | undefined;
+}
+
+/** The fields of one object this pass is about. */
+export interface ObjectPlan {
+  object: FieldObject;
+  targets: ParsedFieldTarget[];
+  /** Fields recorded before that the spec no longer names: released. */
+  dropped: ExportRecord[];
+}
+
+/** Whether a status record is a field's (not a key's). */
+export function isFieldRecord(r: ExportRecord): boolean {
+  return r.fieldPath !== undefined;
+}
+
+/** The objects of one pass: the spec's targets, and the recorded fields the spec dropped. */
+export function plan(targets: ParsedFieldTarget[], previous: ExportRecord[]): Map<string, ObjectPlan> {
+  const out = new Map<string, ObjectPlan>();
+  const entry = (o: FieldObject) => {
+    const k = fieldObjectKey(o);
+    let e = out.get(k);
+    if (!e)
+      out.set(
+        k,
+        (e = {
+          object: { apiVersion: o.apiVersion, kind: o.kind, namespace: o.namespace, name: o.name },
+          targets: [],
+          dropped: [],
+        }),
+      );
+    return e;
+  };
+  const named = new Set(targets.map((t) => fieldKey(t, t.fieldPath)));
+  for (const t of targets) entry(t).targets.push(t);
+  for (const r of previous) {
+    const o = asObject(r);
+    if (!named.has(fieldKey(o, r.fieldPath!))) entry(o).dropped.push(r);
+  }
+  return out;
+}
+
+export function asObject(r: ExportRecord): FieldObject {
+  return { apiVersion: r.apiVersion ?? "v1", kind: r.kind, namespace: r.namespace, name: r.name };
+}
+
+export function pathOfRecord(r: ExportRecord): { fieldPath: string; path: string[] | undefined } {
+  const path = parseWritePath(r.fieldPath!);
+  return { fieldPath: r.fieldPath!, path: typeof path === "string" ? undefined : path };
+}
+
+export function recordOf(t: ParsedFieldTarget, resourceVersion: string | undefined): ExportRecord {
+  const r: ExportRecord = {
+    apiVersion: t.apiVersion,
+    kind: t.kind,
+    namespace: t.namespace,
+    name: t.name,
+    fieldPath: t.fieldPath,
+  };
+  if (resourceVersion !== undefined) r.resourceVersion = resourceVersion;
+  return r;
+}
+
+export function findRecord(previous: ExportRecord[], t: ParsedFieldTarget): ExportRecord | undefined {
+  const k = fieldKey(t, t.fieldPath);
+  return previous.find((r) => fieldKey(asObject(r), r.fieldPath!) === k);
+}
+
+/** The order of creation: creationTimestamp (RFC 3339, so it sorts as text), then name. */
+export function createdKey(obj: Referable): string {
+  const ts = obj.metadata.creationTimestamp;
+  return `${typeof ts === "string" ? ts : "9999"}\u0000${obj.metadata.name}`;
+}
+
+/** The value to write, or undefined when the Referable has none (with its JSON type, not text). */
+export function valueOf(result: ResolutionResult): unknown {
+  if (!result.ok) return undefined;
+  if ("values" in result) return result.values;
+  return result.value === null ? undefined : result.value;
+}
+
+export function hashOf(p: ObjectPlan, value: unknown): string {
+  const h = createHash("sha256");
+  h.update(stableStringify(p.targets.map((t) => [t.fieldPath, t.policy])));
+  h.update("\0").update(stableStringify(p.dropped.map((r) => r.fieldPath)));
+  h.update("\0").update(value === undefined ? "" : stableStringify(value));
+  return h.digest("base64").slice(0, 22);
+}
+
+export function compareFieldRecords(a: ExportRecord, b: ExportRecord): number {
+  return (
+    (a.apiVersion ?? "").localeCompare(b.apiVersion ?? "") ||
+    a.kind.localeCompare(b.kind) ||
+    a.namespace.localeCompare(b.namespace) ||
+    a.name.localeCompare(b.name) ||
+    (a.fieldPath ?? "").localeCompare(b.fieldPath ?? "")
+  );
+}

@@ -1,0 +1,88 @@
+/**
+ * What the key output asks of the reconcile, and how a write comes to it: a failed write as a
+ * problem, and the problems and records of a pass as the Exported state.
+ */
+import { Limits } from "../../api/limits.ts";
+import type { ExportRecord } from "../../api/referable.ts";
+import { asError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { ExportState } from "../../referable/status.ts";
+import { isExportError } from "./errors.ts";
+import { compareRecords, exportedState, type KeysMemory } from "./memory.ts";
+import { describeObject, type ExportTarget, type TargetObject } from "./target.ts";
+
+/** What the key output asks of the reconcile. */
+export interface KeysStep {
+  /** The export part of the status to write (null: none; undefined: as it is). */
+  state: ExportState | null | undefined;
+  /** When to look again: a failure's backoff, or a write waiting for the write policy. */
+  retryAfterMs: number | undefined;
+  /** The Referable's metadata after the finalizer patch this step made: the reconcile goes on from it. */
+  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
+  /** The Referable changed since it was read: look again (on the backoff) from the newer version. */
+  requeue?: boolean;
+  /** Another step follows once the status records this one (the finalizer let go of): look again then. */
+  thenRequeue?: boolean;
+}
+
+/** What one write gathers, object by object. */
+export interface Gathered {
+  records: ExportRecord[];
+  problems: Array<{ reason: string; message: string }>;
+  /** The soonest a write held back by the write policy is due. */
+  deferredMs: number | undefined;
+}
+
+/** A failed write as a problem for the Exported condition, counted and logged. */
+export function failure(
+  onWrite: ((result: "success" | "conflict" | "forbidden" | "error") => void) | undefined,
+  logger: Logger,
+  name: string,
+  object: TargetObject,
+  err: unknown,
+): { reason: string; message: string } {
+  const reason = isExportError(err) ? err.reason : undefined;
+  onWrite?.(reason === "ExportConflict" ? "conflict" : reason === "ExportForbidden" ? "forbidden" : "error");
+  // A network error, a timeout: tried again on the backoff.
+  if (!isExportError(err))
+    return {
+      reason: "ExportFailed",
+      message: `${describeObject(object)}: ${asError(err).message.slice(0, 300)}; retrying`,
+    };
+  logger.warn(
+    { referable: name, target: describeObject(object), reason: err.reason },
+    "could not export the value",
+  );
+  return { reason: err.reason, message: err.message };
+}
+
+/** The Exported state of a write, and when to look again. */
+export function summarize(
+  targets: ExportTarget[],
+  text: string | undefined,
+  gathered: Gathered,
+  memory: KeysMemory,
+  backoffOf: (memory: KeysMemory) => number,
+): KeysStep {
+  const { records, problems, deferredMs } = gathered;
+  // Some object waits for the write policy: the status keeps saying what the keys hold until then.
+  if (deferredMs !== undefined && problems.length === 0)
+    return { state: undefined, retryAfterMs: deferredMs };
+  records.sort(compareRecords);
+  if (problems.length === 0) {
+    memory.failures = 0;
+    return { state: exportedState(targets, text, records), retryAfterMs: undefined };
+  }
+  problems.sort((a, b) => a.message.localeCompare(b.message));
+  const state: ExportState = {
+    exports: records,
+    status: "False",
+    reason: problems[0]!.reason,
+    message: problems
+      .map((p) => p.message)
+      .join("; ")
+      .slice(0, Limits.conditionMessage),
+  };
+  const backoff = backoffOf(memory);
+  return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
+}
