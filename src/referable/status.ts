@@ -5,6 +5,7 @@
  * the resourceVersion the value was read at while the value stays the same, and the caller
  * writes only when {@link statusEquals} says the result differs from what is stored.
  */
+import { Limits } from "../api/limits.ts";
 import { EXPORTED, READY } from "../api/referable.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
@@ -22,6 +23,27 @@ export interface ExportState {
   status: Condition["status"];
   reason: string;
   message: string;
+}
+
+/**
+ * The Exported state of a pass that met problems: False, under the reason of the first problem
+ * by message order, with every message joined (cut at the condition message's limit). Sorts
+ * `problems` in place, so the state is the same whatever order the writes ended in.
+ */
+export function problemsState(
+  records: ExportRecord[],
+  problems: Array<{ reason: string; message: string }>,
+): ExportState {
+  problems.sort((a, b) => a.message.localeCompare(b.message));
+  return {
+    exports: records,
+    status: "False",
+    reason: problems[0]!.reason,
+    message: problems
+      .map((p) => p.message)
+      .join("; ")
+      .slice(0, Limits.conditionMessage),
+  };
 }
 
 /**

@@ -2,10 +2,9 @@
  * The field output's problems: an error of one object as a problem, and a pass's records and
  * problems as the step (the Exported condition and when to look again).
  */
-import { Limits } from "../../api/limits.ts";
 import { asError, isResolutionError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
-import type { ExportState } from "../../referable/status.ts";
+import { problemsState } from "../../referable/status.ts";
 import { isExportError } from "../keys/errors.ts";
 import {
   compareFieldRecords,
@@ -85,16 +84,7 @@ export function summarize(
       retryAfterMs: next(undefined),
     };
   }
-  problems.sort((a, b) => a.message.localeCompare(b.message));
-  const state: ExportState = {
-    exports: records,
-    status: "False",
-    reason: problems[0]!.reason,
-    message: problems
-      .map((x) => x.message)
-      .join("; ")
-      .slice(0, Limits.conditionMessage),
-  };
+  const state = problemsState(records, problems);
   const retry = problems.some((x) => x.retry) ? backoff(memory) : undefined;
   return { state, retryAfterMs: next(retry) };
 }

@@ -2,11 +2,10 @@
  * What the key output asks of the reconcile, and how a write comes to it: a failed write as a
  * problem, and the problems and records of a pass as the Exported state.
  */
-import { Limits } from "../../api/limits.ts";
 import type { ExportRecord } from "../../api/referable.ts";
 import { asError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
-import type { ExportState } from "../../referable/status.ts";
+import { problemsState, type ExportState } from "../../referable/status.ts";
 import { isExportError } from "./errors.ts";
 import { compareRecords, exportedState, type KeysMemory } from "./memory.ts";
 import { describeObject, type ExportTarget, type TargetObject } from "./target.ts";
@@ -73,16 +72,7 @@ export function summarize(
     memory.failures = 0;
     return { state: exportedState(targets, text, records), retryAfterMs: undefined };
   }
-  problems.sort((a, b) => a.message.localeCompare(b.message));
-  const state: ExportState = {
-    exports: records,
-    status: "False",
-    reason: problems[0]!.reason,
-    message: problems
-      .map((p) => p.message)
-      .join("; ")
-      .slice(0, Limits.conditionMessage),
-  };
+  const state = problemsState(records, problems);
   const backoff = backoffOf(memory);
   return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
 }
