@@ -404,15 +404,13 @@ export class ShardCoordinator {
     }
     // Served even when stop() began meanwhile: stop() awaits this, then releases every bucket served.
     this.renewedAt.set(bucket, this.now());
-    if (takeover === undefined) this.logger.info({ bucket }, "took a bucket: serving its Referables");
-    else {
-      const seconds = takeover / 1000;
-      this.logger.info(
-        { bucket, from, unrenewedSeconds: Number(seconds.toFixed(3)) },
-        "took over the bucket of a replica that stopped renewing it: serving its Referables",
-      );
-      this.notify((o) => o.onTakeover?.(seconds));
-    }
+    // A takeover says from whom, and how long after the last renewal seen (for failover times).
+    const fields =
+      takeover === undefined
+        ? { bucket }
+        : { bucket, takenOverFrom: from, unrenewedSeconds: Number((takeover / 1000).toFixed(3)) };
+    this.logger.info(fields, "took a bucket: serving its Referables");
+    if (takeover !== undefined) this.notify((o) => o.onTakeover?.(takeover / 1000));
     this.notify((o) => o.onHandover?.("acquired"));
     this.gate.add(bucket);
   }
