@@ -147,11 +147,13 @@ export class ShardCoordinator {
       return;
     }
     this.observe(leases);
-    await this.renewMember();
     // The first round only announces this replica: the others' member Leases are seen before
     // any bucket is taken, so replicas that start together do not all take every bucket.
-    if (this.rounds++ === 0) return;
-    await this.renewBuckets();
+    const first = this.rounds++ === 0;
+    // The member and the buckets at once: another replica then sees them renewed in the same
+    // LIST (and, once this one is gone, expire in the same round) nearly always.
+    await Promise.all([this.renewMember(), first ? undefined : this.renewBuckets()]);
+    if (first) return;
     await this.plan();
   }
 
