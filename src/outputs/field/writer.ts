@@ -14,6 +14,7 @@ import { stableStringify } from "../../api/stable-json.ts";
 import { isApiError, type KubeClient } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
+import { toRequestFailure } from "../request-failure.ts";
 import { describeFieldObject, nest, valueAt, type FieldObject } from "./target.ts";
 
 type Client = Pick<KubeClient, "request">;
@@ -211,9 +212,8 @@ function signalOf(options: FieldWriteOptions): { signal?: AbortSignal } {
 }
 
 /**
- * The condition reason and a message for a failed request: the API server's own words (which
- * name the user, the verb, the other manager and the field, never the value; a value is cut out
- * all the same, should a server echo it).
+ * The condition reason and a message for a failed request (see request-failure.ts); a field's
+ * own cases: a missing object (never created for a field), and a value the server refused.
  */
 export function toFieldError(
   err: unknown,
@@ -223,57 +223,40 @@ export function toFieldError(
   options: FieldWriteOptions,
   values: unknown[] = [],
 ): unknown {
-  if (!isApiError(err)) return err; // a network error: the caller retries it
   const what = describeFieldObject(object);
-  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
   const where = resource.namespaced ? ` in namespace ${object.namespace}` : "";
   const plural = resource.group ? `${resource.resource}.${resource.group}` : resource.resource;
-  if (err.statusCode === 403)
-    return new ExportError(
-      "ExportForbidden",
-      `${what}: the controller may not ${verb} ${plural}${where} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
-      { cause: err },
-    );
-  if (err.statusCode === 404)
-    return new ExportError(
-      "TargetNotFound",
-      `${what} does not exist: objects are never created for a field`,
-      {
-        cause: err,
+  return toRequestFailure(
+    err,
+    verb,
+    {
+      what,
+      forbidden: `the controller may not ${verb} ${plural}${where}`,
+      forbiddenHint: options.forbiddenHint,
+      unit: "field",
+      never: "taken",
+      special: (apiError, apiMessage) => {
+        if (apiError.statusCode === 404)
+          return new ExportError(
+            "TargetNotFound",
+            `${what} does not exist: objects are never created for a field`,
+            { cause: apiError },
+          );
+        // The server refused the value itself: its schema (a wrong type, a pattern), a webhook,
+        // an immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
+        if (
+          apiError.statusCode === 400 ||
+          apiError.statusCode === 422 ||
+          (apiError.statusCode === 500 && /typed patch|typed value|expected/i.test(apiError.message))
+        )
+          return new ExportError(
+            "ExportRejected",
+            `the API server refused the value for ${what}: ${apiMessage}`,
+            { cause: apiError, retryable: false },
+          );
+        return undefined;
       },
-    );
-  if (err.statusCode === 409 && /Apply failed with/.test(err.message))
-    return new ExportError(
-      "ExportConflict",
-      `another writer owns the field in ${what} (${apiMessage}): it is never taken; remove it there, or export to another field`,
-      { cause: err },
-    );
-  if (err.statusCode === 409)
-    return new ExportError("ExportFailed", `${what} changed meanwhile (${apiMessage}); retrying`, {
-      cause: err,
-    });
-  // The server refused the value itself: its schema (a wrong type, a pattern), a webhook, an
-  // immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
-  if (
-    err.statusCode === 400 ||
-    err.statusCode === 422 ||
-    (err.statusCode === 500 && /typed patch|typed value|expected/i.test(err.message))
-  )
-    return new ExportError("ExportRejected", `the API server refused the value for ${what}: ${apiMessage}`, {
-      cause: err,
-      retryable: false,
-    });
-  return new ExportError("ExportFailed", `the API server refused to ${verb} ${what}: ${apiMessage}`, {
-    cause: err,
-  });
-}
-
-function scrub(message: string, values: unknown[]): string {
-  let out = message;
-  for (const v of values) {
-    if (v === undefined || v === null) continue;
-    const texts = [typeof v === "string" ? v : JSON.stringify(v), JSON.stringify(v)];
-    for (const t of texts) if (t.length >= 4) out = out.split(t).join("<value>");
-  }
-  return out;
+    },
+    values,
+  );
 }

@@ -10,6 +10,7 @@
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
 import { isApiError, type KubeClient } from "../../kube/client.ts";
+import { toRequestFailure } from "../request-failure.ts";
 import { ExportError, isExportError } from "./errors.ts";
 import {
   CREATED_BY_ANNOTATION,
@@ -371,11 +372,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/**
- * The condition reason and a message for a failed request. The API server's message names the
- * user, the verb, the other field manager and the field, never the value; `values` are cut out
- * of it all the same, in case a future server echoes them.
- */
+/** The condition reason and a message for a failed request (see request-failure.ts). */
 function toExportError(
   err: unknown,
   object: TargetObject,
@@ -383,36 +380,21 @@ function toExportError(
   options: ExportOptions,
   values: string[] = [],
 ): unknown {
-  if (!isApiError(err)) return err; // a network error: the caller retries it
   const what = describeObject(object);
-  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
-  if (err.statusCode === 403) {
-    return new ExportError(
-      "ExportForbidden",
-      `${what}: may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
-      { cause: err },
-    );
-  }
-  if (err.statusCode === 409 && /Apply failed with/.test(err.message)) {
-    return new ExportError(
-      "ExportConflict",
-      `another writer owns the key in ${what} (${apiMessage}): it is never overwritten; remove it there, or export to another key`,
-      { cause: err },
-    );
-  }
-  if (err.statusCode === 409)
-    return new ExportError("ExportFailed", `${what} changed meanwhile (${apiMessage}); retrying`, {
-      cause: err,
-    });
-  if (err.statusCode === 404)
-    return new ExportError("ExportFailed", `cannot write ${what}: ${apiMessage}`, { cause: err });
-  return new ExportError("ExportFailed", `the API server refused to ${verb} ${what}: ${apiMessage}`, {
-    cause: err,
-  });
-}
-
-function scrub(message: string, values: string[]): string {
-  let out = message;
-  for (const v of values) if (v.length >= 4) out = out.split(v).join("<value>");
-  return out;
+  return toRequestFailure(
+    err,
+    verb,
+    {
+      what,
+      forbidden: `may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace}`,
+      forbiddenHint: options.forbiddenHint,
+      unit: "key",
+      never: "overwritten",
+      special: (apiError, apiMessage) =>
+        apiError.statusCode === 404
+          ? new ExportError("ExportFailed", `cannot write ${what}: ${apiMessage}`, { cause: apiError })
+          : undefined,
+    },
+    values,
+  );
 }
