@@ -11,9 +11,10 @@
  * read is reduced at once to a {@link FieldObjectState}, never kept whole.
  */
 import { stableStringify } from "../../api/stable-json.ts";
-import { isApiError, type KubeClient } from "../../kube/client.ts";
+import type { KubeClient } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
+import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
 import { toRequestFailure } from "../request-failure.ts";
 import { describeFieldObject, nest, valueAt, type FieldObject } from "./target.ts";
 
@@ -32,10 +33,7 @@ export interface FieldState {
 }
 
 /** What a writer needs to know of an object; a projection, never the object. */
-export interface FieldObjectState {
-  exists: boolean;
-  uid: string | undefined;
-  resourceVersion: string | undefined;
+export interface FieldObjectState extends ObjectIdentity {
   /** Per asked fieldPath. */
   fields: Map<string, FieldState>;
   /** The fieldPaths (among those asked) the writer's manager owns through apply. */
@@ -59,13 +57,6 @@ export interface AskedField {
   value: unknown;
 }
 
-interface ManagedFieldsEntry {
-  manager?: string;
-  operation?: string;
-  subresource?: string;
-  fieldsV1?: Record<string, unknown>;
-}
-
 /** The API path of an object of `resource`. */
 export function fieldObjectPath(resource: ResourceInfo, object: FieldObject): string {
   const base = resource.group ? `/apis/${resource.group}/${resource.version}` : `/api/${resource.version}`;
@@ -81,26 +72,15 @@ export async function readFieldObject(
   asked: readonly AskedField[],
   options: FieldWriteOptions,
 ): Promise<FieldObjectState> {
-  let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
-  try {
-    obj = await client.request("GET", fieldObjectPath(resource, object), signalOf(options));
-  } catch (err) {
-    if (isApiError(err, 404))
-      return {
-        exists: false,
-        uid: undefined,
-        resourceVersion: undefined,
-        fields: new Map(),
-        applied: new Set(),
-      };
-    throw toFieldError(err, object, "get", resource, options);
-  }
-  const meta = obj.metadata ?? {};
-  const entries = (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[];
+  const read = await readObject(client, fieldObjectPath(resource, object), options, (err) =>
+    toFieldError(err, { object, resource }, "get", options),
+  );
+  if (!read) return { ...ABSENT, fields: new Map(), applied: new Set() };
+  const entries = read.managedFields;
   const fields = new Map<string, FieldState>();
   const applied = new Set<string>();
   for (const a of asked) {
-    const at = valueAt(obj, a.path);
+    const at = valueAt(read.object, a.path);
     const state: FieldState = {
       present: at.found && at.value !== null,
       equal: at.found && a.value !== undefined && stableStringify(at.value) === stableStringify(a.value),
@@ -116,13 +96,7 @@ export async function readFieldObject(
     }
     fields.set(a.fieldPath, state);
   }
-  return {
-    exists: true,
-    uid: typeof meta.uid === "string" ? meta.uid : undefined,
-    resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
-    fields,
-    applied,
-  };
+  return { ...read.identity, fields, applied };
 }
 
 /** Whether a managedFields entry's fieldsV1 holds `path` (or something under it). */
@@ -169,7 +143,7 @@ export async function applyFields(
     );
     return applied?.metadata?.resourceVersion;
   } catch (err) {
-    throw toFieldError(err, object, "patch", resource, options, values);
+    throw toFieldError(err, { object, resource }, "patch", options, values);
   }
 }
 
@@ -203,12 +177,8 @@ export async function fillField(
     );
     return patched?.metadata?.resourceVersion;
   } catch (err) {
-    throw toFieldError(err, object, "patch", resource, options, [value]);
+    throw toFieldError(err, { object, resource }, "patch", options, [value]);
   }
-}
-
-function signalOf(options: FieldWriteOptions): { signal?: AbortSignal } {
-  return options.signal ? { signal: options.signal } : {};
 }
 
 /**
@@ -217,12 +187,12 @@ function signalOf(options: FieldWriteOptions): { signal?: AbortSignal } {
  */
 export function toFieldError(
   err: unknown,
-  object: FieldObject,
+  target: { object: FieldObject; resource: ResourceInfo },
   verb: string,
-  resource: ResourceInfo,
   options: FieldWriteOptions,
   values: unknown[] = [],
 ): unknown {
+  const { object, resource } = target;
   const what = describeFieldObject(object);
   const where = resource.namespaced ? ` in namespace ${object.namespace}` : "";
   const plural = resource.group ? `${resource.resource}.${resource.group}` : resource.resource;

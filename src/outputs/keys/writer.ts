@@ -10,6 +10,7 @@
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
 import { isApiError, type KubeClient } from "../../kube/client.ts";
+import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
 import { toRequestFailure } from "../request-failure.ts";
 import { ExportError, isExportError } from "./errors.ts";
 import {
@@ -27,10 +28,7 @@ import {
 export type Client = Pick<KubeClient, "request">;
 
 /** What a writer needs to know of a target object; a projection, never the object. */
-export interface TargetState {
-  exists: boolean;
-  uid: string | undefined;
-  resourceVersion: string | undefined;
+export interface TargetState extends ObjectIdentity {
   /** The stored text (base64 in a Secret) of each asked key and each key the manager owns, when present. */
   values: Map<string, string>;
   /** Keys of `data` the manager owns (through server-side apply). */
@@ -55,12 +53,6 @@ export interface ExportOptions {
   forbiddenHint?: string;
 }
 
-interface ManagedFieldsEntry {
-  manager?: string;
-  operation?: string;
-  fieldsV1?: Record<string, unknown>;
-}
-
 /** Reads `object` and keeps only what a writer under `fieldManager` needs; see {@link TargetState}. */
 export async function readTarget(
   client: Client,
@@ -68,32 +60,27 @@ export async function readTarget(
   keys: Iterable<string>,
   options: ExportOptions,
 ): Promise<TargetState> {
-  let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
-  try {
-    obj = await client.request("GET", objectPath(object), requestOptions(options));
-  } catch (err) {
-    if (isApiError(err, 404))
-      return {
-        exists: false,
-        uid: undefined,
-        resourceVersion: undefined,
-        values: new Map(),
-        owned: new Set(),
-        managersOf: new Map(),
-        managed: false,
-        holdsOther: false,
-        createdBy: undefined,
-      };
-    throw toExportError(err, object, "get", options);
-  }
-  const meta = obj.metadata ?? {};
+  const read = await readObject(client, objectPath(object), options, (err) =>
+    toExportError(err, object, "get", options),
+  );
+  if (!read)
+    return {
+      ...ABSENT,
+      values: new Map(),
+      owned: new Set(),
+      managersOf: new Map(),
+      managed: false,
+      holdsOther: false,
+      createdBy: undefined,
+    };
+  const { object: obj, metadata: meta } = read;
   const data = isRecord(obj.data) ? obj.data : {};
   const owned = new Set<string>();
   const asked = new Set(keys);
   const managersOf = new Map<string, Set<string>>();
   let managed = false;
   let others = false;
-  for (const entry of (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[]) {
+  for (const entry of read.managedFields) {
     const entryData = entry.fieldsV1?.["f:data"];
     if (isRecord(entryData) && typeof entry.manager === "string")
       for (const f of Object.keys(entryData)) {
@@ -121,9 +108,7 @@ export async function readTarget(
   const annotations = isRecord(meta.annotations) ? meta.annotations : {};
   const createdBy = annotations[CREATED_BY_ANNOTATION];
   return {
-    exists: true,
-    uid: typeof meta.uid === "string" ? meta.uid : undefined,
-    resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
+    ...read.identity,
     values,
     owned,
     managersOf,
@@ -173,7 +158,7 @@ export async function applyTarget(
       "PATCH",
       objectPath(object),
       {
-        ...requestOptions(options),
+        ...signalOf(options),
         // JSON is YAML: the apply patch's content type takes it as it is.
         body,
         contentType: "application/apply-patch+yaml",
@@ -281,7 +266,7 @@ export async function releaseObject(
   if (creator !== undefined && state.createdBy === creator && !state.holdsOther) {
     try {
       await client.request("DELETE", objectPath(object), {
-        ...requestOptions(options),
+        ...signalOf(options),
         body: {
           apiVersion: "v1",
           kind: "DeleteOptions",
@@ -362,10 +347,6 @@ export async function removeKey(
   if (state.createdBy === options.fieldManager) config.createdBy = options.fieldManager;
   await applyTarget(client, target, config, state.uid, options);
   return true;
-}
-
-function requestOptions(options: ExportOptions): { signal?: AbortSignal } {
-  return options.signal ? { signal: options.signal } : {};
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
