@@ -24,22 +24,20 @@
  */
 import {
   ApiException,
-  CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import {
-  createReferenceController,
   type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
   type GenericSelector,
-  type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
 } from "../../src/index.ts";
+import { HostController } from "../example-host.ts";
 import { DATABASE_PLURAL, GROUP, VERSION } from "./crds.ts";
 
 /** A Database's parameters: each reference field beside the field it fills. */
@@ -91,24 +89,9 @@ const FIELDS = [
 ];
 
 /** Keeps every Database's spec resolved and its status current. */
-export class DatabaseController {
-  private readonly api: CustomObjectsApi;
-  private readonly resolver: DatabaseResolver;
-  private readonly loop: ReferenceController;
-
+export class DatabaseController extends HostController<Database, DatabaseResolver> {
   constructor(options: DatabaseControllerOptions) {
-    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.resolver = options.resolver;
-    // The library's loop lists and watches Databases, keeps a subscription per reference that
-    // referencesOf names, and runs reconcile one Database at a time, with backoff on a throw.
-    this.loop = createReferenceController<Database>({
-      ...options,
-      group: GROUP,
-      version: VERSION,
-      plural: DATABASE_PLURAL,
-      referencesOf: openReferences,
-      reconcile: (db) => this.reconcile(db),
-    });
+    super(options, { group: GROUP, version: VERSION, plural: DATABASE_PLURAL, referencesOf: openReferences });
   }
 
   /** How many subscriptions the controller holds for one Database (for tests and metrics). */
@@ -116,17 +99,7 @@ export class DatabaseController {
     return this.loop.subscriptionsOf(namespace, name);
   }
 
-  /** Lists the Databases (waiting out a CRD whose storage is still starting), then watches them. */
-  start(): Promise<void> {
-    return this.loop.start();
-  }
-
-  /** Stops watching, closes every subscription and waits for in-flight reconciles. */
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async reconcile(db: Database): Promise<void> {
+  protected async reconcile(db: Database): Promise<void> {
     try {
       let resolved: Database;
       let failure: { reason: string; message: string } | undefined;

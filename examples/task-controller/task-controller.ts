@@ -10,21 +10,19 @@
  */
 import {
   ApiException,
-  CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import {
-  createReferenceController,
   type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
-  type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
 } from "../../src/index.ts";
+import { HostController } from "../example-host.ts";
 import { TASK_GROUP, TASK_PLURAL, TASK_VERSION } from "./task-crd.ts";
 
 /** A Task as the API server returns it. */
@@ -52,35 +50,17 @@ export type TaskControllerOptions = HostControllerOptions<TaskResolver>;
 const FIELDS = [{ target: "spec.sourceLocationArn" }];
 
 /** Keeps every Task's status in step with the value its reference points at. */
-export class TaskController {
-  private readonly api: CustomObjectsApi;
-  private readonly resolver: TaskResolver;
-  private readonly loop: ReferenceController;
-
+export class TaskController extends HostController<Task, TaskResolver> {
   constructor(options: TaskControllerOptions) {
-    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.resolver = options.resolver;
-    this.loop = createReferenceController<Task>({
-      ...options,
+    super(options, {
       group: TASK_GROUP,
       version: TASK_VERSION,
       plural: TASK_PLURAL,
       referencesOf: (task) => (task.spec?.sourceLocationArnRef ? [task.spec.sourceLocationArnRef] : []),
-      reconcile: (task) => this.reconcile(task),
     });
   }
 
-  /** Lists the Tasks (waiting out a CRD whose storage is still starting), then watches them. */
-  start(): Promise<void> {
-    return this.loop.start();
-  }
-
-  /** Stops watching, closes every subscription and waits for in-flight reconciles. */
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async reconcile(task: Task): Promise<void> {
+  protected async reconcile(task: Task): Promise<void> {
     const desired = await this.desiredStatus(task);
     // Compare with the status the watch last showed. Two quick pushes may both patch before
     // the first patch is echoed back; the second is then a no-op on the server, never wrong.
