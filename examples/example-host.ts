@@ -9,6 +9,8 @@ import {
   ApiextensionsV1Api,
   CustomObjectsApi,
   loadYaml,
+  PatchStrategy,
+  setHeaderOptions,
   type KubeConfig,
   type KubernetesObject,
   type V1CustomResourceDefinition,
@@ -93,16 +95,18 @@ export type HostKind<T extends KubernetesObject> = Pick<
 /**
  * The base of an example controller: the library's loop lists and watches the kind, keeps a
  * subscription per reference `referencesOf` names, and runs {@link reconcile} one object at a
- * time, with backoff on a throw. `api` reads and writes the objects themselves.
+ * time, with backoff on a throw; {@link mergePatch} writes the objects and their status.
  */
 export abstract class HostController<T extends KubernetesObject, R extends ReferenceWatcher> {
-  protected readonly api: CustomObjectsApi;
+  private readonly api: CustomObjectsApi;
   protected readonly resolver: R;
   protected readonly loop: ReferenceController;
+  private readonly kind: HostKind<T>;
 
   constructor(options: HostControllerOptions<R>, kind: HostKind<T>) {
     this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.resolver = options.resolver;
+    this.kind = kind;
     this.loop = createReferenceController<T>({ ...options, ...kind, reconcile: (o) => this.reconcile(o) });
   }
 
@@ -114,6 +118,21 @@ export abstract class HostController<T extends KubernetesObject, R extends Refer
   /** Stops watching, closes every subscription and waits for in-flight reconciles. */
   stop(): Promise<void> {
     return this.loop.stop();
+  }
+
+  /** Applies `body` to `object` (its status with `subresource: "status"`) as a JSON merge patch. */
+  protected async mergePatch(object: T, body: object, subresource?: "status"): Promise<void> {
+    const request = {
+      group: this.kind.group,
+      version: this.kind.version,
+      plural: this.kind.plural,
+      namespace: object.metadata?.namespace ?? "",
+      name: object.metadata?.name ?? "",
+      body,
+    };
+    const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+    if (subresource === "status") await this.api.patchNamespacedCustomObjectStatus(request, merge);
+    else await this.api.patchNamespacedCustomObject(request, merge);
   }
 
   /** Brings the world in line with `object`, the latest the watch delivered. */

@@ -22,12 +22,7 @@
  * It uses the library only through its public entry, as any consumer does, and reads, watches
  * and patches Databases with `@kubernetes/client-node`.
  */
-import {
-  ApiException,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-} from "@kubernetes/client-node";
+import { ApiException, type KubernetesObject } from "@kubernetes/client-node";
 import {
   type HostControllerOptions,
   isResolutionError,
@@ -133,16 +128,10 @@ export class DatabaseController extends HostController<Database, DatabaseResolve
   private async lateInitialize(db: Database, resolved: Database): Promise<void> {
     const { resourceVersion } = db.metadata ?? {};
     const now = resolved.spec?.forProvider ?? {};
-    await this.api.patchNamespacedCustomObject(
-      {
-        ...this.coordinates(db),
-        body: {
-          metadata: { resourceVersion },
-          spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
-        },
-      },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-    );
+    await this.mergePatch(db, {
+      metadata: { resourceVersion },
+      spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
+    });
   }
 
   /** Patches the status when it differs from what the Database already has. */
@@ -159,27 +148,12 @@ export class DatabaseController extends HostController<Database, DatabaseResolve
     });
     const next: DatabaseStatus = { atProvider: desired.atProvider ?? {}, conditions };
     if (JSON.stringify(comparable(have)) === JSON.stringify(comparable(next))) return;
-    await this.api.patchNamespacedCustomObjectStatus(
-      {
-        ...this.coordinates(db),
-        // A merge patch replaces lists whole; null clears an atProvider field that went away.
-        body: {
-          status: { atProvider: { networkId: null, subnetIds: null, ...next.atProvider }, conditions },
-        },
-      },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    // A merge patch replaces lists whole; null clears an atProvider field that went away.
+    await this.mergePatch(
+      db,
+      { status: { atProvider: { networkId: null, subnetIds: null, ...next.atProvider }, conditions } },
+      "status",
     );
-  }
-
-  /** Where a Database is, as CustomObjectsApi takes it. */
-  private coordinates(db: Database) {
-    return {
-      group: GROUP,
-      version: VERSION,
-      plural: DATABASE_PLURAL,
-      namespace: db.metadata?.namespace ?? "",
-      name: db.metadata?.name ?? "",
-    };
   }
 }
 

@@ -8,12 +8,7 @@
  * `resolveReferences` computes the resolved Task in memory, as ACK does (the spec is never
  * written back), and the status is patched only when it differs from what the watch last showed.
  */
-import {
-  ApiException,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-} from "@kubernetes/client-node";
+import { ApiException, type KubernetesObject } from "@kubernetes/client-node";
 import {
   type HostControllerOptions,
   isResolutionError,
@@ -66,17 +61,11 @@ export class TaskController extends HostController<Task, TaskResolver> {
     // the first patch is echoed back; the second is then a no-op on the server, never wrong.
     if (sameStatus(task.status, desired)) return;
     try {
-      await this.api.patchNamespacedCustomObjectStatus(
-        {
-          group: TASK_GROUP,
-          version: TASK_VERSION,
-          plural: TASK_PLURAL,
-          namespace: task.metadata?.namespace ?? "",
-          name: task.metadata?.name ?? "",
-          // null removes a field in a merge patch, so a value that went away is cleared.
-          body: { status: { sourceLocationArn: null, message: null, ...desired } },
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      // null removes a field in a merge patch, so a value that went away is cleared.
+      await this.mergePatch(
+        task,
+        { status: { sourceLocationArn: null, message: null, ...desired } },
+        "status",
       );
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return; // deleted meanwhile
