@@ -168,21 +168,23 @@ describe("a transform evaluates to JSON", () => {
 });
 
 describe("a transform that cannot compile is InvalidSpec with its position", () => {
-  // Each case compiles in mode Single unless it names its shape.
   it.each([
     {
       reason: "a parse error names the line and column",
       text: "value +",
+      shape: SINGLE,
       want: ["does not parse", "line 1, column 8"],
     },
     {
       reason: "a type error is found before anything runs",
       text: "1 + 'a'",
+      shape: SINGLE,
       want: ["does not type-check", "int + string"],
     },
     {
       reason: "values is not bound in mode Single, and the message says which is",
       text: "values.size()",
+      shape: SINGLE,
       want: ["Unknown variable: values", "use value"],
     },
     {
@@ -194,39 +196,40 @@ describe("a transform that cannot compile is InvalidSpec with its position", () 
     {
       reason: "default is not bound without a default",
       text: "default",
+      shape: SINGLE,
       want: ["Unknown variable: default", "only when the request sets a default"],
     },
     {
       reason: "matches() is refused: JavaScript regexes can backtrack without bound",
       text: "value.matches('^(a+)+$')",
+      shape: SINGLE,
       want: ["matches() is not available"],
     },
     {
       reason: "a second line is counted in the position",
       text: "value\n  + ",
+      shape: SINGLE,
       want: ["line 2"],
     },
-    { reason: "an empty expression", text: "  ", want: ["non-empty"] },
+    { reason: "an empty expression", text: "  ", shape: SINGLE, want: ["non-empty"] },
     {
       reason: "an expression over 4096 characters",
       text: "1+".repeat(2100) + "1",
+      shape: SINGLE,
       want: ["over the limit of 4096"],
     },
-  ] as Array<{ reason: string; text: string; shape?: TransformShape; want: string[] }>)(
-    "$reason",
-    ({ text, shape = SINGLE, want }) => {
-      let caught: unknown;
-      try {
-        compileTransform(text, shape, "spec.transform");
-      } catch (err) {
-        caught = err;
-      }
-      expect(isResolutionError(caught) && caught.reason).toBe("InvalidSpec");
-      const message = (caught as Error).message;
-      expect(message.startsWith("spec.transform:")).toBe(true);
-      for (const part of want) expect(message).toContain(part);
-    },
-  );
+  ])("$reason", ({ text, shape, want }) => {
+    let caught: unknown;
+    try {
+      compileTransform(text, shape, "spec.transform");
+    } catch (err) {
+      caught = err;
+    }
+    expect(isResolutionError(caught) && caught.reason).toBe("InvalidSpec");
+    const message = (caught as Error).message;
+    expect(message.startsWith("spec.transform:")).toBe(true);
+    for (const part of want) expect(message).toContain(part);
+  });
 
   it("compiles each text once: the same text gives the same compiled transform", () => {
     const a = compileTransform("value + 'x'", SINGLE);
