@@ -5,7 +5,12 @@
  *
  * Every replica keeps its caches and subscriptions warm; only the leader writes.
  */
-import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
+import {
+  REFERABLE_RESOURCE,
+  type Condition,
+  type Referable,
+  type ReferableStatus,
+} from "../api/referable.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
 import { StringPool } from "../informers/projection.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
@@ -23,6 +28,7 @@ import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
+import { expandStatus, type StatusSummary } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
@@ -98,6 +104,8 @@ export class ReferableController {
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
   private primed = false;
+  /** The Referable cache's string pool, for the compact records of a bucket given back. */
+  private pool: StringPool | undefined;
   private cacheStarted = false;
 
   constructor(options: ReferableControllerOptions) {
@@ -211,6 +219,9 @@ export class ReferableController {
       if (state?.uid) this.options.events?.forget(state.uid);
       // Its claims on fields too: the replica serving it now claims them there.
       this.fields?.forget(name);
+      // Its cached status drops to a summary, as for any other replica's Referable.
+      if (obj.summary === undefined && obj.status !== undefined)
+        this.informer.replace(projectReferable(obj, this.pool, obj, true));
     }
   }
 
@@ -218,7 +229,7 @@ export class ReferableController {
   countByReason(): Map<string, number> {
     const counts = new Map<string, number>();
     for (const obj of this.informer.list()) {
-      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
+      const reason = readyCondition(statusOf(obj))?.reason ?? "Pending";
       counts.set(reason, (counts.get(reason) ?? 0) + 1);
     }
     return counts;
@@ -250,7 +261,7 @@ export class ReferableController {
       flush: (reconciling) => this.flushGraph(reconciling),
     };
     return new ReferableReconciler({
-      reader: { get: (name) => this.informer.get(undefined, name) as unknown as Referable | undefined },
+      reader: { get: (name) => expandReferable(this.informer.get(undefined, name)) },
       states: this.states,
       track: (obj) => this.subscriptions.track(obj),
       cycles,
@@ -309,10 +320,13 @@ export class ReferableController {
     const pool = new StringPool();
     const decode = (raw: KubeObject): KubeObject => {
       const name = raw.metadata?.name;
+      const shards = this.options.shards;
       const slim = projectReferable(
         raw,
         pool,
         name === undefined ? undefined : informer.get(undefined, name),
+        // Another replica's Referable (its status echoes too): a compact record (compact.ts).
+        shards !== undefined && !shards.admits(name ?? ""),
       );
       // The echo of this replica's status write holds the status it wrote: one copy, not two
       // (the version it wrote says so without a comparison; any other is compared).
@@ -338,6 +352,7 @@ export class ReferableController {
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
     const informer = new Informer(options);
+    this.pool = pool;
     informer.addListener({
       onEvent: (event) => this.onEvent(event),
       onState: (state) => {
@@ -408,6 +423,21 @@ export class ReferableController {
   private flushGraph(reconciling: string | undefined): void {
     for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
   }
+}
+
+/** The status of a cached Referable, or of its compact record (what of it is kept: the conditions). */
+function statusOf(obj: KubeObject): ReferableStatus | undefined {
+  const summary = obj.summary as StatusSummary | undefined;
+  return summary
+    ? { conditions: summary.conditions as Condition[] }
+    : (obj.status as ReferableStatus | undefined);
+}
+
+/** A cached Referable as the reconciler reads it: a compact record's status expanded from its summary. */
+function expandReferable(obj: KubeObject | undefined): Referable | undefined {
+  const summary = obj?.summary as StatusSummary | undefined;
+  if (!summary) return obj as unknown as Referable | undefined;
+  return { ...(obj as unknown as Referable), status: expandStatus(summary) };
 }
 
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */

@@ -10,6 +10,7 @@ import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
+import { summarizeStatus } from "./compact.ts";
 import { exportObjectNode, exportScopeNode, type ReadsReferables } from "./reference-graph.ts";
 
 /**
@@ -39,11 +40,15 @@ const POOLED_MAX = 128;
  *   and resourceVersion, not a second copy of the object.
  *
  * The controller then shares the status with the one it wrote, when they are equal.
+ *
+ * `compact` (sharded, a Referable of a bucket this replica does not serve): the status is kept
+ * as a summary (StatusSummary) in `summary` instead (see compact.ts), when it can be.
  */
 export function projectReferable(
   obj: KubeObject,
   pool: StringPool | undefined,
   previous: KubeObject | undefined,
+  compact = false,
 ): KubeObject {
   const m = obj.metadata ?? {};
   const pm = previous?.metadata;
@@ -72,14 +77,19 @@ export function projectReferable(
       : same && m.generation !== undefined && same.generation === m.generation && previous!.spec !== undefined
         ? previous!.spec
         : pooled(obj.spec, pool, 0);
+  const summary =
+    compact && obj.status !== undefined ? summarizeStatus(obj.status, m.generation, pool) : undefined;
   const status =
-    obj.status === undefined ? undefined : pooledStatus(obj.status as Record<string, unknown>, pool);
+    obj.status === undefined || summary !== undefined
+      ? undefined
+      : pooledStatus(obj.status as Record<string, unknown>, pool);
   const slim: KubeObject = {
     apiVersion: intern(obj.apiVersion, pool),
     kind: intern(obj.kind, pool),
     metadata,
     spec,
     status,
+    summary,
   };
   return slim;
 }

@@ -1,0 +1,142 @@
+/**
+ * The compact record of a Referable this replica does not serve (sharded: its bucket is another
+ * replica's). The reference graph is global, so every replica caches every Referable's identity
+ * and spec; but of its status a replica that does not write it keeps only a summary: a digest
+ * of what a status write would compare, the observed generation, and the conditions without
+ * their messages (shared among Referables: most carry the same few). What a reconcile carries
+ * over from a stored status (a condition's `lastTransitionTime`) is all there.
+ *
+ * When the replica takes the bucket over, the reconcile reads the summary as a status
+ * ({@link expandStatus}): the desired status it computes is compared with the stored one by
+ * digest ({@link sameAsStored}), so a takeover of unchanged Referables writes nothing, with no
+ * GET and no re-list. Not in the digest: a condition's `lastTransitionTime` (carried over, so
+ * equal whenever the rest is) and the resourceVersion a source was read at (kept while the value
+ * stays the same, so a new owner has nothing to correct there).
+ *
+ * A status of a Referable that exports (`status.exports`, what the key and field outputs let go
+ * of, or an Exported condition) is never summarised: it stays whole.
+ */
+import { createHash } from "node:crypto";
+import { READY, type Condition, type ReferableStatus } from "../api/referable.ts";
+import { stableStringify } from "../api/stable-json.ts";
+import type { StringPool } from "../informers/projection.ts";
+
+/** What a replica keeps of the status of a Referable it does not serve; see the module comment. */
+export interface StatusSummary {
+  /** {@link statusDigest} of the stored status. */
+  readonly digest: string;
+  readonly observedGeneration: number | undefined;
+  /** The conditions without their messages; shared, never to be changed. */
+  readonly conditions: readonly Condition[] | undefined;
+}
+
+/**
+ * A digest of what a status write compares: the status without its conditions'
+ * `lastTransitionTime` and its sources' `resourceVersion` (see the module comment). 120 bits of
+ * SHA-256, 20 characters.
+ */
+export function statusDigest(status: ReferableStatus): string {
+  const normalized: Record<string, unknown> = { ...status };
+  if (status.conditions)
+    normalized.conditions = status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined }));
+  if (status.sources) normalized.sources = status.sources.map((s) => ({ ...s, resourceVersion: undefined }));
+  return createHash("sha256").update(stableStringify(normalized)).digest("base64url").slice(0, 20);
+}
+
+/**
+ * The summary of `status` of a Referable at `generation`; undefined when it is not summarised:
+ * it exports, is not what the CRD allows, or is of another generation (a spec change not
+ * observed yet: a reconcile that cannot resolve at once keeps the value from what is stored).
+ */
+export function summarizeStatus(
+  status: unknown,
+  generation: unknown,
+  pool: StringPool | undefined,
+): StatusSummary | undefined {
+  if (typeof status !== "object" || status === null || Array.isArray(status)) return undefined;
+  const s = status as ReferableStatus;
+  if (s.exports !== undefined || s.observedGeneration !== generation) return undefined;
+  if (s.conditions !== undefined && !Array.isArray(s.conditions)) return undefined;
+  if (s.conditions?.some((c) => (c as Partial<Condition> | null)?.type !== READY)) return undefined;
+  return {
+    digest: statusDigest(s),
+    observedGeneration: typeof s.observedGeneration === "number" ? s.observedGeneration : undefined,
+    conditions: s.conditions === undefined ? undefined : conditionSets(pool).intern(s.conditions, pool),
+  };
+}
+
+/** Digests of the statuses {@link expandStatus} made, by the status. */
+const expanded = new WeakMap<ReferableStatus, string>();
+
+/**
+ * A status made from `summary` for a reconcile to start from: the observed generation and the
+ * conditions (no messages, no value). {@link sameAsStored} compares against it by digest.
+ */
+export function expandStatus(summary: StatusSummary): ReferableStatus {
+  const status: ReferableStatus = {};
+  if (summary.observedGeneration !== undefined) status.observedGeneration = summary.observedGeneration;
+  if (summary.conditions !== undefined) status.conditions = summary.conditions as Condition[];
+  expanded.set(status, summary.digest);
+  return status;
+}
+
+/**
+ * Whether writing `desired` would change nothing that matters over `stored`: by digest when
+ * `stored` was expanded from a summary, otherwise field by field (`equals`).
+ */
+export function sameAsStored(
+  stored: ReferableStatus | undefined,
+  desired: ReferableStatus,
+  equals: (a: ReferableStatus | undefined, b: ReferableStatus) => boolean,
+): boolean {
+  const digest = stored === undefined ? undefined : expanded.get(stored);
+  return digest !== undefined ? statusDigest(desired) === digest : equals(stored, desired);
+}
+
+/** Condition lists pooled at most (past it the pool starts again), and the longest pooled (as JSON). */
+const CONDITION_SETS_MAX = 2000;
+const CONDITION_SET_MAX_CHARS = 1024;
+
+/**
+ * Message-less condition lists shared among Referables: a Ready condition that turned True in
+ * the same second at generation 1 is one frozen object for all that share it.
+ */
+class ConditionSets {
+  private readonly sets = new Map<string, readonly Condition[]>();
+
+  intern(conditions: readonly unknown[], pool: StringPool | undefined): readonly Condition[] {
+    const bare = conditions.map((c) => bareCondition(c, pool));
+    const key = JSON.stringify(bare);
+    if (key.length > CONDITION_SET_MAX_CHARS) return Object.freeze(bare);
+    const hit = this.sets.get(key);
+    if (hit) return hit;
+    if (this.sets.size >= CONDITION_SETS_MAX) this.sets.clear();
+    const frozen = Object.freeze(bare.map((c) => Object.freeze(c)));
+    this.sets.set(key, frozen);
+    return frozen;
+  }
+}
+
+function bareCondition(c: unknown, pool: StringPool | undefined): Condition {
+  const from = (typeof c === "object" && c !== null ? c : {}) as Partial<Condition>;
+  const intern = (s: unknown): string =>
+    typeof s === "string" && pool && s.length <= 128 ? (pool.intern(s) as string) : (s as string);
+  const out = {
+    type: intern(from.type),
+    status: intern(from.status),
+    reason: intern(from.reason),
+    lastTransitionTime: intern(from.lastTransitionTime),
+  } as Condition;
+  if (from.observedGeneration !== undefined) out.observedGeneration = from.observedGeneration;
+  return out;
+}
+
+const withoutPool = new ConditionSets();
+const sets = new WeakMap<StringPool, ConditionSets>();
+
+function conditionSets(pool: StringPool | undefined): ConditionSets {
+  if (!pool) return withoutPool;
+  let found = sets.get(pool);
+  if (!found) sets.set(pool, (found = new ConditionSets()));
+  return found;
+}
