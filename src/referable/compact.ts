@@ -125,7 +125,7 @@ function bareCondition(c: unknown, pool: StringPool | undefined): Condition {
     type: intern(from.type),
     status: intern(from.status),
     reason: intern(from.reason),
-    lastTransitionTime: intern(from.lastTransitionTime),
+    lastTransitionTime: internTime(from.lastTransitionTime, pool) as string,
   } as Condition;
   if (from.observedGeneration !== undefined) out.observedGeneration = from.observedGeneration;
   return out;
@@ -140,3 +140,24 @@ function conditionSets(pool: StringPool | undefined): ConditionSets {
   if (!found) sets.set(pool, (found = new ConditionSets()));
   return found;
 }
+
+/** Timestamps pooled at most: past it the pool starts again (they recur in bursts, then never). */
+const TIMES_MAX = 2000;
+
+/**
+ * Timestamps (RFC 3339, to the second) shared among Referables made or changed in the same
+ * second, in a pool of their own that starts again when full: in the string pool, a cluster's
+ * history of seconds would fill it for good.
+ */
+export function internTime<T>(s: T, pool: StringPool | undefined): T {
+  if (!pool || typeof s !== "string" || s.length > 40) return s;
+  let times = timePools.get(pool);
+  if (!times) timePools.set(pool, (times = new Map()));
+  const hit = times.get(s);
+  if (hit !== undefined) return hit as T;
+  if (times.size >= TIMES_MAX) times.clear();
+  times.set(s, s);
+  return s;
+}
+
+const timePools = new WeakMap<StringPool, Map<string, string>>();

@@ -10,7 +10,7 @@ import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
-import { summarizeStatus } from "./compact.ts";
+import { internTime, summarizeStatus } from "./compact.ts";
 import { exportObjectNode, exportScopeNode, type ReadsReferables } from "./reference-graph.ts";
 
 /**
@@ -59,7 +59,9 @@ export function projectReferable(
   const metadata: Record<string, unknown> = {
     name: same?.name ?? m.name,
     uid: same?.uid ?? m.uid,
-    creationTimestamp: m.creationTimestamp, // the one-owner rule of exported fields: the first created owns
+    // The one-owner rule of exported fields: the first created owns. Pooled: Referables created
+    // together share the second.
+    creationTimestamp: internTime(m.creationTimestamp, pool),
     resourceVersion: m.resourceVersion,
     generation: m.generation,
     labels:
@@ -142,8 +144,10 @@ function pooled(value: unknown, pool: StringPool | undefined, depth: number): un
   if (typeof value === "string") return intern(value, pool);
   if (Array.isArray(value)) return value.map((v) => pooled(v, pool, depth + 1));
   if (typeof value !== "object" || value === null) return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = k === "name" ? v : pooled(v, pool, depth + 1);
+  // A copy made whole, then its values replaced: the fields stay in the object itself (added
+  // one by one to an empty literal, past the fourth they would spill into an array of their own).
+  const out: Record<string, unknown> = { ...value };
+  for (const k of Object.keys(out)) if (k !== "name") out[k] = pooled(out[k], pool, depth + 1);
   return out;
 }
 
