@@ -3,8 +3,10 @@
  * replica's). The reference graph is global, so every replica caches every Referable's identity
  * and spec; but of its status a replica that does not write it keeps only a summary: a digest
  * of what a status write would compare, the observed generation, and the conditions without
- * their messages (shared among Referables: most carry the same few). What a reconcile carries
- * over from a stored status (a condition's `lastTransitionTime`) is all there.
+ * their messages (one frozen skeleton status shared among Referables: most carry the same few). What a reconcile carries
+ * over from a stored status (a condition's `lastTransitionTime`) is all there. In the cache the
+ * skeleton is the record's `status` (so what reads conditions reads them as ever), and the digest
+ * is its `digest`.
  *
  * When the replica takes the bucket over, the reconcile reads the summary as a status
  * ({@link expandStatus}): the desired status it computes is compared with the stored one by
@@ -21,13 +23,15 @@ import { READY, type Condition, type ReferableStatus } from "../api/referable.ts
 import { stableStringify } from "../api/stable-json.ts";
 import type { StringPool } from "../informers/projection.ts";
 
-/** What a replica keeps of the status of a Referable it does not serve; see the module comment. */
+/**
+ * What a replica keeps of the status of a Referable it does not serve; see the module comment.
+ * In the cache, `status` is the skeleton and `digest` sits beside it.
+ */
 export interface StatusSummary {
+  /** The observed generation and the conditions without their messages: shared, frozen. */
+  readonly skeleton: ReferableStatus;
   /** {@link statusDigest} of the stored status. */
   readonly digest: string;
-  readonly observedGeneration: number | undefined;
-  /** The conditions without their messages; shared, never to be changed. */
-  readonly conditions: readonly Condition[] | undefined;
 }
 
 /**
@@ -59,9 +63,8 @@ export function summarizeStatus(
   if (s.conditions !== undefined && !Array.isArray(s.conditions)) return undefined;
   if (s.conditions?.some((c) => (c as Partial<Condition> | null)?.type !== READY)) return undefined;
   return {
+    skeleton: skeletons(pool).intern(s.observedGeneration, s.conditions ?? [], pool),
     digest: statusDigest(s),
-    observedGeneration: typeof s.observedGeneration === "number" ? s.observedGeneration : undefined,
-    conditions: s.conditions === undefined ? undefined : conditionSets(pool).intern(s.conditions, pool),
   };
 }
 
@@ -69,14 +72,13 @@ export function summarizeStatus(
 const expanded = new WeakMap<ReferableStatus, string>();
 
 /**
- * A status made from `summary` for a reconcile to start from: the observed generation and the
- * conditions (no messages, no value). {@link sameAsStored} compares against it by digest.
+ * A status for a reconcile to start from, made from a compact record's skeleton (the observed
+ * generation and the conditions: no messages, no value): {@link sameAsStored} compares against
+ * it by `digest`.
  */
-export function expandStatus(summary: StatusSummary): ReferableStatus {
-  const status: ReferableStatus = {};
-  if (summary.observedGeneration !== undefined) status.observedGeneration = summary.observedGeneration;
-  if (summary.conditions !== undefined) status.conditions = summary.conditions as Condition[];
-  expanded.set(status, summary.digest);
+export function expandStatus(skeleton: ReferableStatus, digest: string): ReferableStatus {
+  const status: ReferableStatus = { ...skeleton };
+  expanded.set(status, digest);
   return status;
 }
 
@@ -93,27 +95,33 @@ export function sameAsStored(
   return digest !== undefined ? statusDigest(desired) === digest : equals(stored, desired);
 }
 
-/** Condition lists pooled at most (past it the pool starts again), and the longest pooled (as JSON). */
-const CONDITION_SETS_MAX = 2000;
-const CONDITION_SET_MAX_CHARS = 1024;
+/** Skeletons pooled at most (past it the pool starts again), and the longest pooled (as JSON). */
+const SKELETONS_MAX = 2000;
+const SKELETON_MAX_CHARS = 1024;
 
 /**
- * Message-less condition lists shared among Referables: a Ready condition that turned True in
- * the same second at generation 1 is one frozen object for all that share it.
+ * Skeleton statuses shared among Referables: a Ready condition that turned True in the same
+ * second at generation 1 is one frozen status for all that share it.
  */
-class ConditionSets {
-  private readonly sets = new Map<string, readonly Condition[]>();
+class Skeletons {
+  private readonly sets = new Map<string, ReferableStatus>();
 
-  intern(conditions: readonly unknown[], pool: StringPool | undefined): readonly Condition[] {
-    const bare = conditions.map((c) => bareCondition(c, pool));
-    const key = JSON.stringify(bare);
-    if (key.length > CONDITION_SET_MAX_CHARS) return Object.freeze(bare);
+  intern(
+    observedGeneration: number | undefined,
+    conditions: readonly unknown[],
+    pool: StringPool | undefined,
+  ): ReferableStatus {
+    const bare = conditions.map((c) => Object.freeze(bareCondition(c, pool)));
+    const skeleton: ReferableStatus = {};
+    if (observedGeneration !== undefined) skeleton.observedGeneration = observedGeneration;
+    if (bare.length > 0) skeleton.conditions = Object.freeze(bare) as Condition[];
+    const key = JSON.stringify(skeleton);
+    if (key.length > SKELETON_MAX_CHARS) return Object.freeze(skeleton);
     const hit = this.sets.get(key);
     if (hit) return hit;
-    if (this.sets.size >= CONDITION_SETS_MAX) this.sets.clear();
-    const frozen = Object.freeze(bare.map((c) => Object.freeze(c)));
-    this.sets.set(key, frozen);
-    return frozen;
+    if (this.sets.size >= SKELETONS_MAX) this.sets.clear();
+    this.sets.set(key, Object.freeze(skeleton));
+    return skeleton;
   }
 }
 
@@ -131,13 +139,13 @@ function bareCondition(c: unknown, pool: StringPool | undefined): Condition {
   return out;
 }
 
-const withoutPool = new ConditionSets();
-const sets = new WeakMap<StringPool, ConditionSets>();
+const withoutPool = new Skeletons();
+const pools = new WeakMap<StringPool, Skeletons>();
 
-function conditionSets(pool: StringPool | undefined): ConditionSets {
+function skeletons(pool: StringPool | undefined): Skeletons {
   if (!pool) return withoutPool;
-  let found = sets.get(pool);
-  if (!found) sets.set(pool, (found = new ConditionSets()));
+  let found = pools.get(pool);
+  if (!found) pools.set(pool, (found = new Skeletons()));
   return found;
 }
 

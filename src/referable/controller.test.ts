@@ -105,7 +105,7 @@ async function reconciled(
   }
 }
 
-describe("ReferableController sharded: compact records of Referables it does not serve", () => {
+describe("ReferableController sharded: compact records of the Referables it does not serve", () => {
   const gate = new ShardGate(2);
   // Names in each of the two buckets.
   const names = Array.from({ length: 40 }, (_, i) => `r${i}`);
@@ -130,12 +130,16 @@ describe("ReferableController sharded: compact records of Referables it does not
     try {
       for (const name of names) {
         const obj = cached(controller, name)!;
-        expect(obj.status).toBeUndefined();
-        expect(obj.summary).toEqual(expect.objectContaining({ observedGeneration: 1 }));
+        // A skeleton (no value, no messages), and the digest of the stored status.
+        expect(obj.status).toEqual({
+          observedGeneration: 1,
+          conditions: [expect.not.objectContaining({ message: expect.anything() })],
+        });
+        expect(obj.digest).toEqual(expect.any(String));
         expect(obj.spec).toEqual(items[0]!.spec);
       }
       expect(resolver.made()).toBe(0);
-      // The gauge of Ready reasons still counts them, from the summary.
+      // The gauge of Ready reasons still counts them, from the skeleton.
       expect(controller.countByReason()).toEqual(new Map([["Available", names.length]]));
     } finally {
       await controller.stop();
@@ -186,14 +190,14 @@ describe("ReferableController sharded: compact records of Referables it does not
     try {
       await until("every Referable is subscribed", () => resolver.open.size === names.length);
       await reconciled(controller, metrics, names.length);
-      for (const name of names) expect(cached(controller, name)!.status).toBeDefined();
+      for (const name of names) expect(cached(controller, name)!.status).toHaveProperty("value", "v");
 
       await shards.remove(0);
       for (const name of inBucket(0)) {
-        expect(cached(controller, name)!.status).toBeUndefined();
-        expect(cached(controller, name)!.summary).toBeDefined();
+        expect(cached(controller, name)!.status).not.toHaveProperty("value");
+        expect(cached(controller, name)!.digest).toEqual(expect.any(String));
       }
-      for (const name of inBucket(1)) expect(cached(controller, name)!.status).toBeDefined();
+      for (const name of inBucket(1)) expect(cached(controller, name)!.status).toHaveProperty("value", "v");
       expect(resolver.open.size).toBe(inBucket(1).length);
 
       const before = await reconciles(metrics);

@@ -5,12 +5,7 @@
  *
  * Every replica keeps its caches and subscriptions warm; only the leader writes.
  */
-import {
-  REFERABLE_RESOURCE,
-  type Condition,
-  type Referable,
-  type ReferableStatus,
-} from "../api/referable.ts";
+import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
 import { StringPool } from "../informers/projection.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
@@ -28,7 +23,7 @@ import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
-import { expandStatus, type StatusSummary } from "./compact.ts";
+import { expandStatus } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
@@ -220,7 +215,7 @@ export class ReferableController {
       // Its claims on fields too: the replica serving it now claims them there.
       this.fields?.forget(name);
       // Its cached status drops to a summary, as for any other replica's Referable.
-      if (obj.summary === undefined && obj.status !== undefined)
+      if (obj.digest === undefined && obj.status !== undefined)
         this.informer.replace(projectReferable(obj, this.pool, obj, true));
     }
   }
@@ -229,7 +224,7 @@ export class ReferableController {
   countByReason(): Map<string, number> {
     const counts = new Map<string, number>();
     for (const obj of this.informer.list()) {
-      const reason = readyCondition(statusOf(obj))?.reason ?? "Pending";
+      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
       counts.set(reason, (counts.get(reason) ?? 0) + 1);
     }
     return counts;
@@ -335,6 +330,7 @@ export class ReferableController {
       if (
         own !== undefined &&
         slim.status !== undefined &&
+        slim.digest === undefined &&
         ((state!.overlay?.resourceVersion !== undefined &&
           state!.overlay.resourceVersion === slim.metadata?.resourceVersion &&
           state!.overlay.status === own) ||
@@ -425,19 +421,12 @@ export class ReferableController {
   }
 }
 
-/** The status of a cached Referable, or of its compact record (what of it is kept: the conditions). */
-function statusOf(obj: KubeObject): ReferableStatus | undefined {
-  const summary = obj.summary as StatusSummary | undefined;
-  return summary
-    ? { conditions: summary.conditions as Condition[] }
-    : (obj.status as ReferableStatus | undefined);
-}
-
-/** A cached Referable as the reconciler reads it: a compact record's status expanded from its summary. */
+/** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
 function expandReferable(obj: KubeObject | undefined): Referable | undefined {
-  const summary = obj?.summary as StatusSummary | undefined;
-  if (!summary) return obj as unknown as Referable | undefined;
-  return { ...(obj as unknown as Referable), status: expandStatus(summary) };
+  const referable = obj as unknown as Referable | undefined;
+  const digest = obj?.digest;
+  if (typeof digest !== "string" || !referable?.status) return referable;
+  return { ...referable, status: expandStatus(referable.status, digest) };
 }
 
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */

@@ -42,7 +42,8 @@ const POOLED_MAX = 128;
  * The controller then shares the status with the one it wrote, when they are equal.
  *
  * `compact` (sharded, a Referable of a bucket this replica does not serve): the status is kept
- * as a summary (StatusSummary) in `summary` instead (see compact.ts), when it can be.
+ * as a summary instead, when it can be: a shared skeleton in `status` and a digest in `digest`
+ * (see compact.ts).
  */
 export function projectReferable(
   obj: KubeObject,
@@ -82,16 +83,16 @@ export function projectReferable(
   const summary =
     compact && obj.status !== undefined ? summarizeStatus(obj.status, m.generation, pool) : undefined;
   const status =
-    obj.status === undefined || summary !== undefined
+    obj.status === undefined
       ? undefined
-      : pooledStatus(obj.status as Record<string, unknown>, pool);
+      : (summary?.skeleton ?? pooledStatus(obj.status as Record<string, unknown>, pool));
   const slim: KubeObject = {
     apiVersion: intern(obj.apiVersion, pool),
     kind: intern(obj.kind, pool),
     metadata,
     spec,
     status,
-    summary,
+    digest: summary?.digest,
   };
   return slim;
 }
