@@ -40,6 +40,13 @@ describe("statusDigest", () => {
   ])("tells apart statuses that differ in %s", (_what, overrides) => {
     expect(statusDigest(status(overrides))).not.toBe(statusDigest(status()));
   });
+  it("takes any stored status without a throw", () => {
+    for (const forged of [
+      { conditions: "x", sources: 3 },
+      { conditions: [null, "x"], sources: [[1]] },
+    ])
+      expect(statusDigest(forged as unknown as ReferableStatus)).toMatch(/^[A-Za-z0-9_-]{20}$/);
+  });
 });
 
 describe("summarizeStatus", () => {

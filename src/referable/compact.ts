@@ -41,10 +41,19 @@ export interface StatusSummary {
  */
 export function statusDigest(status: ReferableStatus): string {
   const normalized: Record<string, unknown> = { ...status };
-  if (status.conditions)
-    normalized.conditions = status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined }));
-  if (status.sources) normalized.sources = status.sources.map((s) => ({ ...s, resourceVersion: undefined }));
+  // Whatever the stored status holds (the schema is the API server's to enforce), never a throw.
+  if (Array.isArray(status.conditions))
+    normalized.conditions = status.conditions.map((c: unknown) => without(c, "lastTransitionTime"));
+  if (Array.isArray(status.sources))
+    normalized.sources = status.sources.map((s: unknown) => without(s, "resourceVersion"));
   return createHash("sha256").update(stableStringify(normalized)).digest("base64url").slice(0, 20);
+}
+
+/** `entry` without `field`, when it is an object. */
+function without(entry: unknown, field: string): unknown {
+  return typeof entry === "object" && entry !== null && !Array.isArray(entry)
+    ? { ...entry, [field]: undefined }
+    : entry;
 }
 
 /**
