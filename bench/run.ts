@@ -953,6 +953,9 @@ async function runSize(
   await until(`all ${n} Referables Ready`, () => (watch.readyCount() >= n ? true : undefined), 600_000);
   const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
   const settled = await cost(c);
+  log(
+    `size ${n}: cold start ${coldStartSeconds.toFixed(1)} s, CPU ${settled.cpuSeconds} s, ${sumOf(await scrape(c), 'referable_status_writes_total{result="success"}')} status writes`,
+  );
 
   const propagation: Propagation[] = [];
   for (const rate of rates) {
