@@ -118,6 +118,11 @@ export interface RequestOptions {
   onItem?: (item: KubeObject) => void;
   /** With `onItem`: what each item loses before it is parsed (see list-stream.ts). */
   itemFilter?: ListItemFilter;
+  /**
+   * Makes the answer of a successful request from its (non-empty) text, instead of `JSON.parse`:
+   * for a caller that keeps one field of a large answer (see json-peek.ts).
+   */
+  decode?: (text: string) => unknown;
 }
 
 /** A watch event as sent on the wire. */
@@ -197,7 +202,8 @@ export class KubeClient {
         if (options.onItem && code >= 200 && code < 300) return (await readList(response, options)) as T;
         const text = await response.body.text();
         options.onBodyLength?.(text.length);
-        if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
+        if (code >= 200 && code < 300)
+          return (text ? (options.decode ? options.decode(text) : JSON.parse(text)) : undefined) as T;
         const retryAfterMs =
           attempt < this.maxRetries ? retryAfter(code, headerReader(response.headers)) : undefined;
         if (retryAfterMs === undefined) throw toApiError(method, path, code, text);
