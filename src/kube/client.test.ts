@@ -92,6 +92,54 @@ describe("KubeClient and 429 Too Many Requests", () => {
   });
 });
 
+describe("KubeClient request deadlines", () => {
+  /** A server that takes requests and never answers them. */
+  const silent = () => () => undefined;
+
+  it("ends a request the server does not answer at its timeout, as a TimeoutError", async () => {
+    const s = await scriptedServer([silent()]);
+    server = s.server;
+    client = clientOf(s.url);
+    const err: unknown = await client
+      .request("GET", "/api/v1/configmaps", { timeoutMs: 200 })
+      .catch((e: unknown) => e);
+    expect((err as Error).name).toBe("TimeoutError");
+  });
+
+  it("ends a request when the caller's signal aborts, with the caller's reason", async () => {
+    const s = await scriptedServer([silent()]);
+    server = s.server;
+    client = clientOf(s.url);
+    const caller = new AbortController();
+    const pending = client
+      .request("GET", "/api/v1/configmaps", { signal: caller.signal })
+      .catch((e: unknown) => e);
+    await until(() => s.arrivals.length === 1);
+    caller.abort(new Error("stopping"));
+    expect(((await pending) as Error).message).toBe("stopping");
+  });
+
+  it("sends nothing for a caller's signal that has already aborted", async () => {
+    const s = await scriptedServer([]);
+    server = s.server;
+    client = clientOf(s.url);
+    const err: unknown = await client
+      .request("GET", "/api/v1/configmaps", { signal: AbortSignal.abort(new Error("stopped")) })
+      .catch((e: unknown) => e);
+    expect((err as Error).message).toBe("stopped");
+    expect(s.arrivals).toHaveLength(0);
+  });
+});
+
+/** Waits for `condition`, up to 5 s. */
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("timed out waiting for the condition");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 describe("KubeClient lists with onItem", () => {
   it("hands out each item before the page has ended, and returns the list without them", async () => {
     // The second item is sent only once the client has taken the first: a client that waited

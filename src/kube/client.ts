@@ -178,8 +178,11 @@ export class KubeClient {
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
   async request<T = KubeObject>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const started = performance.now();
-    const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(options.timeoutMs ?? this.requestTimeoutMs)));
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const deadline = new Deadline(
+      Math.max(1, Math.ceil(options.timeoutMs ?? this.requestTimeoutMs)),
+      options.signal,
+    );
+    const signal = deadline.signal;
     let code = 0;
     try {
       const { headers, dispatcher } = await this.authenticate();
@@ -213,6 +216,7 @@ export class KubeClient {
         if (signal.aborted) throw toApiError(method, path, code, text);
       }
     } finally {
+      deadline.end();
       this.observe?.({
         method,
         verb: verbOf(method, path, options.query),
@@ -371,6 +375,46 @@ export class KubeClient {
       bodyTimeout: 0,
       keepAliveTimeout: IDLE_CONNECTION_MS,
     });
+  }
+}
+
+/**
+ * A request's deadline: aborted after `ms`, or when `outer` aborts (with its reason), as
+ * `AbortSignal.any([outer, AbortSignal.timeout(ms)])`, but with a timer that {@link end} clears.
+ * AbortSignal.timeout's timer stays until it fires, and the signals it and AbortSignal.any hold
+ * through weak references live until a full GC: per request of a cold start's thousands.
+ */
+class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private readonly outer: AbortSignal | undefined;
+  private readonly onOuterAbort: (() => void) | undefined;
+
+  constructor(ms: number, outer: AbortSignal | undefined) {
+    const controller = this.controller;
+    this.timer = setTimeout(
+      () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+      ms,
+    );
+    this.timer.unref(); // as AbortSignal.timeout's: a deadline keeps no process alive
+    if (!outer) return;
+    if (outer.aborted) {
+      controller.abort(outer.reason);
+      return;
+    }
+    this.outer = outer;
+    this.onOuterAbort = () => controller.abort(outer.reason);
+    outer.addEventListener("abort", this.onOuterAbort, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The request ended: no timer or listener stays behind. */
+  end(): void {
+    clearTimeout(this.timer);
+    if (this.onOuterAbort) this.outer!.removeEventListener("abort", this.onOuterAbort);
   }
 }
 
