@@ -158,6 +158,8 @@ export class KubeClient {
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
   private openWatches = 0;
+  /** The server's origin and path, for {@link url}: undefined until the first request, null when its URL has more. */
+  private base: { origin: string; path: string } | null | undefined;
 
   constructor(options: KubeClientOptions) {
     const access =
@@ -200,7 +202,7 @@ export class KubeClient {
       }
       const url = this.url(path, options.query);
       for (let attempt = 0; ; attempt++) {
-        const response = await undiciRequest(dispatcher, url, init);
+        const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
         if (options.onItem && code >= 200 && code < 300) return (await readList(response, options)) as T;
         const text = await response.body.text();
@@ -244,7 +246,8 @@ export class KubeClient {
           headers: { ...headers, accept: "application/json" },
           signal: controller.signal,
         };
-        const response = await undiciRequest(dispatcher, this.url(path, { ...query, watch: true }), init);
+        const url = this.url(path, { ...query, watch: true });
+        const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
         if (code < 200 || code >= 300) throw toApiError("GET", path, code, await response.body.text());
         const decoder = new TextDecoder();
@@ -317,12 +320,33 @@ export class KubeClient {
     await dispatcher?.close().catch(() => undefined);
   }
 
-  private url(path: string, query: RequestOptions["query"]): string {
-    const url = new URL(this.server + path);
-    for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
+  /**
+   * Where a request goes: `new URL(server + path)` with the query set on it, as origin and
+   * path. A path of plain characters (every path this project builds) is joined to the server's
+   * own path as the URL parser would leave it, without parsing a URL per request; any other
+   * path is parsed.
+   */
+  private url(path: string, query: RequestOptions["query"]): { origin: string; path: string } {
+    let origin: string;
+    let pathname: string;
+    const base = this.base === undefined ? (this.base = baseOf(this.server) ?? null) : this.base;
+    // Dot segments ("/..", "/%2e%2e") are the parser's to resolve.
+    if (base && PLAIN_PATH.test(path) && !path.includes("/.") && !/%2e/i.test(path)) {
+      origin = base.origin;
+      pathname = base.path + path;
+    } else {
+      const url = new URL(this.server + path);
+      origin = url.origin;
+      pathname = url.pathname;
+      if (url.search) return { origin, path: withQuery(url, query) };
     }
-    return url.toString();
+    if (!query) return { origin, path: pathname };
+    let params: URLSearchParams | undefined;
+    for (const key of Object.keys(query)) {
+      const value = query[key];
+      if (value !== undefined) (params ??= new URLSearchParams()).set(key, String(value));
+    }
+    return { origin, path: params ? `${pathname}?${params.toString()}` : pathname };
   }
 
   private async authenticate(): Promise<AuthState> {
@@ -376,6 +400,24 @@ export class KubeClient {
       keepAliveTimeout: IDLE_CONNECTION_MS,
     });
   }
+}
+
+/** Path characters the URL parser keeps as they are (no `?`, `#`, `\\`, spaces or non-ASCII). */
+const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
+
+/** The server's origin and path (without its trailing slash), or undefined when it has more (a query). */
+function baseOf(server: string): { origin: string; path: string } | undefined {
+  const url = new URL(server);
+  if (url.search || url.hash || url.username || url.password) return undefined;
+  return { origin: url.origin, path: url.pathname.replace(/\/+$/, "") };
+}
+
+/** A parsed URL's path and query with `query` set on it. */
+function withQuery(url: URL, query: RequestOptions["query"]): string {
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  return `${url.pathname}${url.search}`;
 }
 
 /**
