@@ -445,18 +445,26 @@ function exportTargets(obj: Referable): ExportTarget[] {
 /** The runtime's measurements into controller-runtime's metrics. */
 function controllerObserver(metrics: ControllerMetrics): ControllerObserver {
   const labels = { name: NAME, controller: NAME };
+  // Each series looked up once: these are called several times per reconcile, and a lookup
+  // checks and copies its labels every time.
+  const adds = metrics.workqueueAdds.labels(labels);
+  const depth = metrics.workqueueDepth.labels(labels);
+  const queued = metrics.workqueueQueueDuration.labels(labels);
+  const worked = metrics.workqueueWorkDuration.labels(labels);
+  const retries = metrics.workqueueRetries.labels(labels);
+  const active = metrics.activeWorkers.labels(NAME);
+  const reconcileTime = metrics.reconcileTime.labels(NAME);
   return {
-    onAdd: () => metrics.workqueueAdds.labels(labels).inc(),
-    onDepth: (depth) => metrics.workqueueDepth.labels(labels).set(depth),
-    onGet: (s) => metrics.workqueueQueueDuration.labels(labels).observe(s),
-    onDone: (s) => metrics.workqueueWorkDuration.labels(labels).observe(s),
-    onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
-    onActive: (delta) =>
-      delta > 0 ? metrics.activeWorkers.labels(NAME).inc() : metrics.activeWorkers.labels(NAME).dec(),
+    onAdd: () => adds.inc(),
+    onDepth: (d) => depth.set(d),
+    onGet: (s) => queued.observe(s),
+    onDone: (s) => worked.observe(s),
+    onRetry: () => retries.inc(),
+    onActive: (delta) => (delta > 0 ? active.inc() : active.dec()),
     onReconcile: (outcome, seconds, error) => {
       if (outcome === "error") metrics.observeReconcileError(error ?? "error");
       else metrics.reconcileTotal.labels(NAME, outcome).inc();
-      metrics.reconcileTime.labels(NAME).observe(seconds);
+      reconcileTime.observe(seconds);
     },
   };
 }
