@@ -10,8 +10,10 @@ import type { ReferableController } from "../../src/referable/controller.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
+  closeTestClients,
   cmSource,
   createConfigMap,
+  mergePatch,
   testKubeConfig,
   uniqueName,
   waitFor,
@@ -108,29 +110,75 @@ export async function getReferable(client: KubeClient, name: string): Promise<Re
   return { ready: ready?.status, reason: ready?.reason, message: ready?.message, status, object };
 }
 
-/** Waits until the Referable's Ready reason is `reason` (and `extra` holds), and returns it. */
-export async function waitForReason(
+/**
+ * Waits until `done` holds of the Referable `name` as read from the API server, and returns it;
+ * on timeout the error names `what` was awaited and ends with `lastSeen` of the last read.
+ */
+export async function waitForView(
   client: KubeClient,
   name: string,
-  reason: string,
-  extra: (view: ReferableView) => boolean = () => true,
-  timeoutMs = 10_000,
+  what: string,
+  done: (view: ReferableView) => boolean,
+  options: { timeoutMs?: number; lastSeen?: (view: ReferableView | undefined) => string } = {},
 ): Promise<ReferableView> {
+  const { timeoutMs = 10_000, lastSeen = (v) => JSON.stringify(v?.status).slice(0, 600) } = options;
   let last: ReferableView | undefined;
   try {
     return await waitFor(
-      `Referable ${name} to reach ${reason}`,
+      `Referable ${name} ${what}`,
       async () => {
         last = await getReferable(client, name);
-        return last.reason === reason && extra(last) ? last : undefined;
+        return done(last) ? last : undefined;
       },
       { timeoutMs, intervalMs: 25 },
     );
   } catch (err) {
-    throw new Error(
-      `${(err as Error).message}; last seen: ${last?.reason} ${JSON.stringify(last?.status).slice(0, 400)}`,
-    );
+    throw new Error(`${(err as Error).message}; last seen: ${lastSeen(last)}`);
   }
+}
+
+/** Waits until a condition of the Referable `name` has `reason` (and `extra` holds), and returns it. */
+export type WaitForReason = (
+  client: KubeClient,
+  name: string,
+  reason: string,
+  extra?: (view: ReferableView) => boolean,
+  timeoutMs?: number,
+) => Promise<ReferableView>;
+
+/** Waits until the Referable's Ready reason is `reason` (and `extra` holds), and returns it. */
+export const waitForReason: WaitForReason = (client, name, reason, extra = () => true, timeoutMs = 10_000) =>
+  waitForView(client, name, `to reach ${reason}`, (v) => v.reason === reason && extra(v), {
+    timeoutMs,
+    lastSeen: (v) => `${v?.reason} ${JSON.stringify(v?.status).slice(0, 400)}`,
+  });
+
+/**
+ * The end of a file that ran test controllers: stops them, lets go of and deletes the Referables
+ * they own (an export finalizer would keep them), deletes what `cleanup` names (newest first),
+ * and closes the test clients.
+ */
+export async function tearDownControllers(
+  admin: KubeClient,
+  controllers: Array<TestController | undefined>,
+  cleanup: string[],
+): Promise<void> {
+  const started = controllers.filter((c): c is TestController => c !== undefined);
+  for (const c of started) await c.stop().catch(() => undefined);
+  const list = started.length
+    ? await admin
+        .request<{ items: KubeObject[] }>("GET", REFERABLES, {
+          query: { labelSelector: `${SHARD_LABEL} in (${started.map((c) => c.shard).join(",")})` },
+        })
+        .catch(() => ({ items: [] }))
+    : { items: [] };
+  for (const rf of list.items) {
+    const path = `${REFERABLES}/${rf.metadata?.name}`;
+    await mergePatch(admin, path, { metadata: { finalizers: null } }).catch(() => undefined);
+    await admin.request("DELETE", path).catch(() => undefined);
+  }
+  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
+  await closeTestClients();
 }
 
 /** The Referables' collection path. */

@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
-import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { selfAccessReview } from "../../src/startup.ts";
 
 /** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
@@ -194,6 +194,22 @@ export async function waitFor<T>(
   }
 }
 
+/** Waits until the object at `path` is gone: a GET answers 404. */
+export async function waitForGone(client: KubeClient, path: string, timeoutMs = 10_000): Promise<void> {
+  await waitFor(
+    `${path} to be gone`,
+    async () => {
+      try {
+        await client.request("GET", path);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    },
+    { timeoutMs },
+  );
+}
+
 /**
  * Installs a test CRD `<plural>.<group>` of `kind` (namespaced unless `scope` says otherwise;
  * version `options.version`, v1 by default; a status subresource; any status, and any spec
@@ -306,6 +322,17 @@ export async function newShardScope(admin: KubeClient, prefix: string): Promise<
 /** A ConfigMap's `data.v` in the scope's namespace, as a Referable's source. */
 export function cmSource(scope: ShardScope, name: string) {
   return { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.v" };
+}
+
+/** `fieldPath` of the object `namespace/name` of a test CRD's `kind` ({@link installTestCrd}'s v1), as a Referable's source. */
+export function testCrdSource(
+  group: string,
+  kind: string,
+  namespace: string,
+  name: string,
+  fieldPath: string,
+) {
+  return { apiVersion: `${group}/v1`, kind, namespace, name, fieldPath };
 }
 
 /** Writes at `path` a kubeconfig whose current-context ("nowhere") points where nothing listens. */

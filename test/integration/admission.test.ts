@@ -18,6 +18,7 @@ import {
   selfAccess,
   createConfigMap,
   createSecret,
+  testCrdSource,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -326,13 +327,7 @@ describe("a Referable may only read what its author can read", () => {
   it("a kind the API server does not serve yet needs read access to every resource of its group", async () => {
     const erin = await newUser("erin");
     const group = `${uniqueName("later")}.example.com`;
-    const source = {
-      apiVersion: `${group}/v1`,
-      kind: "Queue",
-      namespace: ns,
-      name: "q",
-      fieldPath: "spec.url",
-    };
+    const source = testCrdSource(group, "Queue", ns, "q", "spec.url");
     const refused = await refusal(createReferable(erin.client, source));
     expect(refused).toContain(`the API server does not serve ${group}/v1`);
     expect(refused).toContain(

@@ -12,6 +12,7 @@ import {
   createConfigMap as createConfigMapIn,
   openScope,
   closeScope,
+  testCrdSource,
 } from "../harness/kube.ts";
 import { startedResolver } from "../harness/controller.ts";
 import { ResultRecorder } from "../harness/recorder.ts";
@@ -161,13 +162,7 @@ describe("a consistent read right after a write", () => {
 
   it("a kind whose CRD was installed after a miss is found (discovery is asked again)", async () => {
     const group = `${uniqueName("c")}.referable.dev`;
-    const ref = {
-      apiVersion: `${group}/v1`,
-      kind: "Gadget",
-      namespace: ns,
-      name: "g",
-      fieldPath: "spec.size",
-    };
+    const ref = testCrdSource(group, "Gadget", ns, "g", "spec.size");
     expect(await reasonOf(resolver.resolve(ref, { consistent: true }))).toBe("KindNotFound");
     await installTestCrd(admin, group, "Gadget");
     await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {

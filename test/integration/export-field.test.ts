@@ -24,15 +24,15 @@ import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import {
+  createReferable as createReferableAs,
   getReferable,
-  SHARD_LABEL,
   startTestController,
+  tearDownControllers,
   type TestController,
 } from "../harness/controller.ts";
-import { createReferable as createReferableAs } from "../harness/controller.ts";
+import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
   adminClient,
-  closeTestClients,
   createNamespace,
   deployBaseRules,
   installTestCrd,
@@ -157,24 +157,7 @@ beforeAll(async () => {
   ctl = await startTestController({ client: controllerClient, build: { fieldRereadMs: 1000 } });
 }, 60_000);
 
-afterAll(async () => {
-  await ctl?.stop().catch(() => undefined);
-  const list = await admin
-    .request<{ items: KubeObject[] }>("GET", RF, { query: { labelSelector: `${SHARD_LABEL}=${ctl?.shard}` } })
-    .catch(() => ({ items: [] }));
-  for (const rf of list.items) {
-    const path = `${RF}/${rf.metadata?.name}`;
-    await admin
-      .request("PATCH", path, {
-        body: { metadata: { finalizers: null } },
-        contentType: "application/merge-patch+json",
-      })
-      .catch(() => undefined);
-    await admin.request("DELETE", path).catch(() => undefined);
-  }
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-}, 60_000);
+afterAll(() => tearDownControllers(admin, [ctl], cleanup), 60_000);
 
 const createReferable = (spec: Record<string, unknown>) =>
   createReferableAs(admin, spec, { shard: ctl.shard });
@@ -227,29 +210,10 @@ const taskTarget = (
   ...(policy ? { policy } : {}),
 });
 
-/** Waits until the Referable's Exported condition has `reason`, and returns the Referable's status. */
+/** Waits until the Referable's Exported condition has `reason`; returns the condition, the status and the object. */
 async function waitForExported(name: string, reason: string, timeoutMs = 10_000) {
-  let last: unknown;
-  try {
-    return await waitFor(
-      `Referable ${name} to be Exported ${reason}`,
-      async () => {
-        const rf = await getReferable(admin, name);
-        const conditions = (rf.status.conditions ?? []) as Array<{
-          type: string;
-          reason: string;
-          message: string;
-          status: string;
-        }>;
-        const exported = conditions.find((c) => c.type === "Exported");
-        last = exported;
-        return exported?.reason === reason ? { exported, status: rf.status, object: rf.object } : undefined;
-      },
-      { timeoutMs, intervalMs: 50 },
-    );
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last Exported: ${JSON.stringify(last)}`);
-  }
+  const view = await waitForExportedAs(admin, name, reason, undefined, timeoutMs);
+  return { exported: exportedCondition(view)!, status: view.status, object: view.object };
 }
 
 const ARN_A = "arn:aws:datasync:eu-west-1:123456789012:location/loc-aaaa";

@@ -10,13 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import {
   startTestController,
+  tearDownControllers,
   waitForReason,
   type TestController,
   createReferable as createReferableAs,
 } from "../harness/controller.ts";
 import {
   adminClient,
-  closeTestClients,
   createNamespace,
   deployBaseRules,
   installTestCrd,
@@ -24,6 +24,7 @@ import {
   tokenClient,
   uniqueName,
   waitFor,
+  testCrdSource,
 } from "../harness/kube.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
 
@@ -38,11 +39,7 @@ beforeAll(() => {
   admin = adminClient();
 });
 
-afterAll(async () => {
-  for (const c of controllers) await c.stop().catch(() => undefined);
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-});
+afterAll(() => tearDownControllers(admin, controllers, cleanup));
 
 async function createReferable(name: string, shard: string, source: Record<string, unknown>): Promise<void> {
   await createReferableAs(admin, { source }, { shard, name });
@@ -117,14 +114,9 @@ describe("discovery follows CRDs", () => {
     await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {
       body: { apiVersion: `${group}/v1`, kind: "Gadget", metadata: { name: "g" }, spec: { size: 3 } },
     });
+    const gadgetSize = testCrdSource(group, "Gadget", ns, "g", "spec.size");
     const name = `${tc.shard}-scoped`;
-    await createReferable(name, tc.shard, {
-      apiVersion: `${group}/v1`,
-      kind: "Gadget",
-      namespace: ns,
-      name: "g",
-      fieldPath: "spec.size",
-    });
+    await createReferable(name, tc.shard, gadgetSize);
     await waitForReason(admin, name, "Available", (v) => v.status.value === 3);
 
     await deleteCrdAndWait(crd);
@@ -133,13 +125,7 @@ describe("discovery follows CRDs", () => {
     expect(view.message).toContain("cluster-scoped");
     // A new Referable of the same kind is told the same at once.
     const fresh = `${tc.shard}-scoped-new`;
-    await createReferable(fresh, tc.shard, {
-      apiVersion: `${group}/v1`,
-      kind: "Gadget",
-      namespace: ns,
-      name: "g",
-      fieldPath: "spec.size",
-    });
+    await createReferable(fresh, tc.shard, gadgetSize);
     await waitForReason(admin, fresh, "InvalidSpec", () => true, 20_000);
   }, 90_000);
 
