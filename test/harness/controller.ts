@@ -3,7 +3,7 @@
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import type { ControllerMetrics } from "../../src/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
@@ -13,6 +13,7 @@ import {
   closeTestClients,
   cmSource,
   createConfigMap,
+  kubeConfigWithToken,
   mergePatch,
   testKubeConfig,
   uniqueName,
@@ -73,6 +74,42 @@ export async function startTestController(
     stop: async () => {
       await controller.stop();
       await resolver.stop();
+    },
+  };
+}
+
+/**
+ * Starts a test controller again over `shard`'s Referables, as the ServiceAccount of `token`, over
+ * a client that records every request but a GET (an apply of what is stored changes no
+ * resourceVersion, so only the requests tell whether one was sent). Resolves once it has
+ * reconciled its Referable with its value, or written something: one reconcile as soon as it is
+ * listed (the source not read yet: nothing to say), one once the source's value is pushed, which
+ * reads the targets; a write, had there been one, comes with the second.
+ */
+export async function restartCountingWrites(
+  token: string,
+  shard: string,
+  build?: Partial<BuildOptions>,
+): Promise<{ controller: TestController; writes: string[]; stop(): Promise<void> }> {
+  const writes: string[] = [];
+  const counted = new KubeClient({
+    kubeConfig: kubeConfigWithToken(token),
+    observe: (o) => {
+      if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
+    },
+  });
+  const controller = await startTestController({ client: counted, shard, ...(build && { build }) });
+  await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
+    const metric = await controller.metrics.reconcileTotal.get();
+    const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
+    return writes.length > 0 || successes >= 2;
+  });
+  return {
+    controller,
+    writes,
+    stop: async () => {
+      await controller.stop();
+      await counted.close();
     },
   };
 }

@@ -154,6 +154,11 @@ export async function serviceAccountToken(
   await client.request("POST", `/api/v1/namespaces/${namespace}/serviceaccounts`, {
     body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name } },
   });
+  return requestToken(client, namespace, name);
+}
+
+/** A token for the existing ServiceAccount `namespace/name`, from the TokenRequest API (an hour long). */
+export async function requestToken(client: KubeClient, namespace: string, name: string): Promise<string> {
   const review = await client.request<{ status: { token: string } }>(
     "POST",
     `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
@@ -321,7 +326,21 @@ export async function newShardScope(admin: KubeClient, prefix: string): Promise<
 
 /** A ConfigMap's `data.v` in the scope's namespace, as a Referable's source. */
 export function cmSource(scope: ShardScope, name: string) {
-  return { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.v" };
+  return configMapField(scope.ns, name);
+}
+
+/** `fieldPath` of the ConfigMaps of `namespace` that carry `matchLabels`, as a Referable's source. */
+export function configMapsLabelled(
+  namespace: string,
+  matchLabels: Record<string, string>,
+  fieldPath = "data.v",
+) {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace, selector: { matchLabels }, fieldPath };
+}
+
+/** `fieldPath` of the ConfigMap `namespace/name`, as a Referable's source. */
+export function configMapField(namespace: string, name: string, fieldPath = "data.v") {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace, name, fieldPath };
 }
 
 /** `fieldPath` of the object `namespace/name` of a test CRD's `kind` ({@link installTestCrd}'s v1), as a Referable's source. */

@@ -19,6 +19,7 @@ import {
   createConfigMap,
   createSecret,
   testCrdSource,
+  configMapField,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -143,13 +144,7 @@ async function refusal(request: Promise<unknown>): Promise<string> {
   throw new Error("the request was allowed, but a refusal was expected");
 }
 
-const configMap = (name: string, fieldPath = "data.v") => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: ns,
-  name,
-  fieldPath,
-});
+const configMap = (name: string, fieldPath?: string) => configMapField(ns, name, fieldPath);
 
 describe("a Referable may only export where its author may write", () => {
   it("refuses an author who may read the source but not create and patch the target, and allows one who may", async () => {

@@ -56,18 +56,21 @@ async function reasonOf(p: Promise<unknown>): Promise<string> {
   }
 }
 
+/** `data.host` of every ConfigMap labelled `tier`, none required. */
+const hostsOfTier = (tier: string): GenericSelector => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: ns,
+  matchLabels: { tier },
+  fieldPath: "data.host",
+  mode: "Multiple",
+  minMatch: 0,
+});
+
 describe("a consistent read right after a write", () => {
   it("a label just added is matched by resolveSelector at once", async () => {
     const tier = uniqueName("tier");
-    const selector: GenericSelector = {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      namespace: ns,
-      matchLabels: { tier },
-      fieldPath: "data.host",
-      mode: "Multiple",
-      minMatch: 0,
-    };
+    const selector = hostsOfTier(tier);
     const warmed = await warm(selector);
     try {
       const names: string[] = [];
@@ -87,15 +90,7 @@ describe("a consistent read right after a write", () => {
 
   it("a label just removed, or an object just deleted, is not among the matches", async () => {
     const tier = uniqueName("tier");
-    const selector: GenericSelector = {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      namespace: ns,
-      matchLabels: { tier },
-      fieldPath: "data.host",
-      mode: "Multiple",
-      minMatch: 0,
-    };
+    const selector = hostsOfTier(tier);
     const names = Array.from({ length: ROUNDS }, (_, i) => `${tier}-${String(i).padStart(2, "0")}`);
     for (const name of names) await createConfigMap(name, { host: name }, { tier });
     const warmed = await warm(selector);

@@ -20,6 +20,8 @@ import {
   openScope,
   closeScope,
   createSecret,
+  configMapField,
+  configMapsLabelled,
 } from "../harness/kube.ts";
 
 let admin: KubeClient;
@@ -46,13 +48,7 @@ const createConfigMap = (name: string, data: Record<string, string>, labels?: Re
 
 const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
 
-const cmSource = (name: string, fieldPath = "data.v") => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: ns,
-  name,
-  fieldPath,
-});
+const cmSource = (name: string, fieldPath?: string) => configMapField(ns, name, fieldPath);
 
 describe("every reason from a real situation, and recovery", () => {
   it("Available, and the value follows the source", async () => {
@@ -161,13 +157,7 @@ describe("every reason from a real situation, and recovery", () => {
     const b = uniqueName("b");
     await createConfigMap(b, { v: "b" }, { app });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { app } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { app }),
     });
     const ambiguous = await waitForReason(admin, rf, "AmbiguousSelector");
     expect(ambiguous.message).toContain("2 objects match");
@@ -179,13 +169,7 @@ describe("every reason from a real situation, and recovery", () => {
     const tier = uniqueName("tier");
     await createConfigMap(`${tier}-b`, { v: "b" }, { tier });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { tier } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { tier }),
       selection: { mode: "Multiple", minMatch: 2 },
     });
     const few = await waitForReason(admin, rf, "TooFewMatches");
@@ -202,13 +186,7 @@ describe("every reason from a real situation, and recovery", () => {
     const tier = uniqueName("tier");
     await createConfigMap(`${tier}-a`, { other: "x" }, { tier });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { tier } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { tier }),
       selection: { mode: "Multiple" },
       default: ["fallback"],
     });

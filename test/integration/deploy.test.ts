@@ -37,6 +37,7 @@ import {
   openScope,
   selfAccess,
   createSecret,
+  requestToken,
 } from "../harness/kube.ts";
 import { KUBECTL, kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
@@ -598,18 +599,7 @@ describe("deploy/ on the real API server", () => {
   );
 
   it("gives the ServiceAccount what the controller needs, and no more", async () => {
-    const review = await admin.request<{ status: { token: string } }>(
-      "POST",
-      `/api/v1/namespaces/${SYSTEM_NAMESPACE}/serviceaccounts/${SERVICE_ACCOUNT}/token`,
-      {
-        body: {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenRequest",
-          spec: { expirationSeconds: 3600 },
-        },
-      },
-    );
-    const token = review.status.token;
+    const token = await requestToken(admin, SYSTEM_NAMESPACE, SERVICE_ACCOUNT);
     kubeconfigPath = join(tmp, "kubeconfig");
     await writeFile(kubeconfigPath, kubeConfigWithToken(token).exportConfig(), { mode: 0o600 });
     saClient = tokenClient(token);

@@ -22,10 +22,11 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
-import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
+  restartCountingWrites,
   startTestController,
   tearDownControllers,
   type TestController,
@@ -36,7 +37,6 @@ import {
   createNamespace,
   deployBaseRules,
   installTestCrd,
-  kubeConfigWithToken,
   serviceAccountToken,
   testKubeConfig,
   tokenClient,
@@ -508,26 +508,9 @@ describe("a restart", () => {
     const before = await waitForExported(rf, "Exported");
     const taskBefore = await getTask(task);
     await first.stop();
-    // The same credentials, counting the writes (an apply of what is stored changes no
-    // resourceVersion, so only the requests tell whether one was sent).
-    const writes: string[] = [];
-    const counted = new KubeClient({
-      kubeConfig: kubeConfigWithToken(controllerToken),
-      observe: (o) => {
-        if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
-      },
-    });
-    const second = await startTestController({
-      client: counted,
-      shard: first.shard,
-      build: { fieldRereadMs: 1000 },
-    });
+    const restarted = await restartCountingWrites(controllerToken, first.shard, { fieldRereadMs: 1000 });
+    const { writes } = restarted;
     try {
-      await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
-        const metric = await second.metrics.reconcileTotal.get();
-        const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
-        return writes.length > 0 || successes >= 2;
-      });
       expect(writes).toEqual([]);
       expect((await getTask(task)).metadata?.resourceVersion).toBe(taskBefore.metadata?.resourceVersion);
       expect((await getReferable(admin, rf)).object.metadata?.resourceVersion).toBe(
@@ -546,8 +529,7 @@ describe("a restart", () => {
         ),
       );
     } finally {
-      await second.stop();
-      await counted.close();
+      await restarted.stop();
     }
   });
 });
