@@ -117,6 +117,14 @@ async function waitForAccess(
   );
 }
 
+/** Waits until RBAC gives `allowed` for the user's get of the ConfigMap `name` of this file's namespace. */
+const waitForConfigMapRead = (client: KubeClient, name: string, allowed: boolean) =>
+  waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name }, allowed);
+
+/** A merge patch of the Referable's spec, as `client`. */
+const patchSpec = (client: KubeClient, name: string, spec: Record<string, unknown>) =>
+  client.request("PATCH", `${RF}/${name}`, { body: { spec }, contentType: "application/merge-patch+json" });
+
 function createReferable(
   client: KubeClient,
   source: Record<string, unknown>,
@@ -150,11 +158,7 @@ describe("a Referable may only export where its author may write", () => {
   it("refuses an author who may read the source but not create and patch the target, and allows one who may", async () => {
     const erin = await newUser("erin");
     await grant(erin, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      erin.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(erin.client, "db", true);
     const exportTo = (kind: string, name: string) => ({
       export: [{ kind, namespace: ns, name, key: "DB_HOST" }],
     });
@@ -186,17 +190,12 @@ describe("a Referable may only export where its author may write", () => {
   it("checks an update that adds a target, though the source is unchanged", async () => {
     const frank = await newUser("frank");
     await grant(frank, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      frank.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(frank.client, "db", true);
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
     const message = await refusal(
-      frank.client.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { export: [{ kind: "ConfigMap", namespace: ns, name: "app", key: "K" }] } },
-        contentType: "application/merge-patch+json",
+      patchSpec(frank.client, name, {
+        export: [{ kind: "ConfigMap", namespace: ns, name: "app", key: "K" }],
       }),
     );
     expect(message).toContain(`may not create configmaps in namespace "${ns}"`);
@@ -207,11 +206,7 @@ describe("a Referable may only export into a field where its author may patch th
   it("refuses an author who may read the source but not patch the object a field is exported into, and allows one who may", async () => {
     const gina = await newUser("gina");
     await grant(gina, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      gina.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(gina.client, "db", true);
     const field = {
       export: [
         {
@@ -277,7 +272,7 @@ describe("a Referable may only read what its author can read", () => {
       [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
       ns,
     );
-    await waitForAccess(bob.client, { verb: "get", resource: "configmaps", namespace: ns, name: "db" }, true);
+    await waitForConfigMapRead(bob.client, "db", true);
     await createReferable(bob.client, configMap("db"));
     // resourceNames is honoured: another ConfigMap in the same namespace is still refused.
     expect(await refusal(createReferable(bob.client, configMap("other")))).toContain(
@@ -295,11 +290,7 @@ describe("a Referable may only read what its author can read", () => {
       fieldPath: "data.v",
     };
     await grant(carol, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      carol.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(carol.client, "db", true);
     expect(await refusal(createReferable(carol.client, selector))).toContain(
       `user "${carol.username}" may not list configmaps in namespace "${ns}": ${REFUSAL_SUFFIX}`,
     );
@@ -342,19 +333,10 @@ describe("updates", () => {
       [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
       ns,
     );
-    await waitForAccess(
-      frank.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(frank.client, "db", true);
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
-    const refused = await refusal(
-      frank.client.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { source: { name: "other" } } },
-        contentType: "application/merge-patch+json",
-      }),
-    );
+    const refused = await refusal(patchSpec(frank.client, name, { source: { name: "other" } }));
     expect(refused).toContain(`user "${frank.username}" may not get configmaps "other" in namespace "${ns}"`);
     const stored = await admin.request<{ spec: { source: { name: string } } }>("GET", `${RF}/${name}`);
     expect(stored.spec.source.name).toBe("db");
@@ -363,19 +345,11 @@ describe("updates", () => {
   it("an update that leaves spec alone is not even sent to the webhook; a change of spec.default is checked again", async () => {
     const grace = await newUser("grace");
     const revoke = await grant(grace, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      grace.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(grace.client, "db", true);
     const name = uniqueName("rf");
     await createReferable(grace.client, configMap("db"), name);
     await revoke();
-    await waitForAccess(
-      grace.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      false,
-    );
+    await waitForConfigMapRead(grace.client, "db", false);
 
     const checksBefore = webhook.accessReviews;
     const reviewsBefore = webhook.reviews;
@@ -388,14 +362,9 @@ describe("updates", () => {
     expect(webhook.accessReviews).toBe(checksBefore);
     // ...while any change of spec, even only of the default it publishes, is checked: refused now.
     for (const spec of [{ default: "fallback" }, { source: { fieldPath: "data.other" } }])
-      expect(
-        await refusal(
-          grace.client.request("PATCH", `${RF}/${name}`, {
-            body: { spec },
-            contentType: "application/merge-patch+json",
-          }),
-        ),
-      ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
+      expect(await refusal(patchSpec(grace.client, name, spec))).toContain(
+        `may not get configmaps "db" in namespace "${ns}"`,
+      );
     // (No count of reviews here: the API server judges a patch again when it retries it after a
     // conflict, e.g. with a controller of another test file writing the status meanwhile.)
   });
@@ -421,7 +390,7 @@ describe("authorization follows the value: who changes what is written must be a
     );
     await bindRole(admin, roleName, roleName, [user(mallory)], ns, "Role");
     const client = impersonatingClient(mallory);
-    await waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name: "other" }, true);
+    await waitForConfigMapRead(client, "other", true);
     const missing = `user "${mallory}" may not create secrets in namespace "${victim}" and may not patch secrets "creds" in namespace "${victim}": ${EXPORT_REFUSAL_SUFFIX}`;
 
     const attempts: Array<[string, unknown]> = [
@@ -493,12 +462,7 @@ describe("spec.transform", () => {
     expect(await refusal(withTransform("values.size()"))).toContain("Unknown variable: values");
     const name = uniqueName("rf");
     await withTransform("'postgres://' + value", name);
-    const refused = await refusal(
-      admin.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { transform: "1 + 'a'" } },
-        contentType: "application/merge-patch+json",
-      }),
-    );
+    const refused = await refusal(patchSpec(admin, name, { transform: "1 + 'a'" }));
     expect(refused).toContain("does not type-check: no such overload: int + string");
     const stored = await admin.request<{ spec: { transform: string } }>("GET", `${RF}/${name}`);
     expect(stored.spec.transform).toBe("'postgres://' + value");
@@ -530,14 +494,7 @@ describe("the webhook's own certificate and outages", () => {
     await webhook.stopServer();
     const refused = await refusal(createReferable(admin, configMap("db")));
     expect(refused).toContain("failed calling webhook");
-    expect(
-      await refusal(
-        admin.request("PATCH", `${RF}/${name}`, {
-          body: { spec: { default: "x" } },
-          contentType: "application/merge-patch+json",
-        }),
-      ),
-    ).toContain("failed calling webhook");
+    expect(await refusal(patchSpec(admin, name, { default: "x" }))).toContain("failed calling webhook");
     // The controller's writes go to the status subresource, which the webhook does not match.
     await admin.request("PATCH", `${RF}/${name}/status`, {
       body: { status: { observedGeneration: 1 } },
