@@ -81,6 +81,23 @@ async function newUser(prefix: string): Promise<User> {
   return { name, username: `system:serviceaccount:${ns}:${name}`, client };
 }
 
+/**
+ * A new author who may get the ConfigMaps of the namespace (only those named `only`, when given),
+ * once RBAC says so for the ConfigMap "db".
+ */
+async function newConfigMapReader(prefix: string, only?: string[]): Promise<User> {
+  const reader = await newUser(prefix);
+  const rule = {
+    apiGroups: [""],
+    resources: ["configmaps"],
+    verbs: ["get"],
+    ...(only && { resourceNames: only }),
+  };
+  await grant(reader, [rule], ns);
+  await waitForConfigMapRead(reader.client, "db", true);
+  return reader;
+}
+
 /** Binds the ClusterRole `role` to the (impersonated) user `username`. */
 async function bindUser(username: string, role: string): Promise<void> {
   cleanup.push(await bindRole(admin, uniqueName(`${role}-user`), role, [user(username)]));
@@ -156,9 +173,7 @@ const configMap = (name: string, fieldPath?: string) => configMapField(ns, name,
 
 describe("a Referable may only export where its author may write", () => {
   it("refuses an author who may read the source but not create and patch the target, and allows one who may", async () => {
-    const erin = await newUser("erin");
-    await grant(erin, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForConfigMapRead(erin.client, "db", true);
+    const erin = await newConfigMapReader("erin");
     const exportTo = (kind: string, name: string) => ({
       export: [{ kind, namespace: ns, name, key: "DB_HOST" }],
     });
@@ -188,9 +203,7 @@ describe("a Referable may only export where its author may write", () => {
   });
 
   it("checks an update that adds a target, though the source is unchanged", async () => {
-    const frank = await newUser("frank");
-    await grant(frank, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForConfigMapRead(frank.client, "db", true);
+    const frank = await newConfigMapReader("frank");
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
     const message = await refusal(
@@ -204,9 +217,7 @@ describe("a Referable may only export where its author may write", () => {
 
 describe("a Referable may only export into a field where its author may patch the object", () => {
   it("refuses an author who may read the source but not patch the object a field is exported into, and allows one who may", async () => {
-    const gina = await newUser("gina");
-    await grant(gina, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForConfigMapRead(gina.client, "db", true);
+    const gina = await newConfigMapReader("gina");
     const field = {
       export: [
         {
@@ -266,13 +277,7 @@ describe("a Referable may only read what its author can read", () => {
   });
 
   it("allows the user once RBAC lets them get the object", async () => {
-    const bob = await newUser("bob");
-    await grant(
-      bob,
-      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
-      ns,
-    );
-    await waitForConfigMapRead(bob.client, "db", true);
+    const bob = await newConfigMapReader("bob", ["db"]);
     await createReferable(bob.client, configMap("db"));
     // resourceNames is honoured: another ConfigMap in the same namespace is still refused.
     expect(await refusal(createReferable(bob.client, configMap("other")))).toContain(
@@ -327,13 +332,7 @@ describe("a Referable may only read what its author can read", () => {
 
 describe("updates", () => {
   it("an update that changes spec.source is checked again", async () => {
-    const frank = await newUser("frank");
-    await grant(
-      frank,
-      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
-      ns,
-    );
-    await waitForConfigMapRead(frank.client, "db", true);
+    const frank = await newConfigMapReader("frank", ["db"]);
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
     const refused = await refusal(patchSpec(frank.client, name, { source: { name: "other" } }));

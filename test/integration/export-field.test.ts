@@ -17,12 +17,12 @@
  * The webhook's refusal of an author who may not patch the target is in admission.test.ts.
  */
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { repoRoot } from "../harness/control-plane.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
@@ -30,6 +30,7 @@ import {
   startTestController,
   tearDownControllers,
   type TestController,
+  REFERABLES,
 } from "../harness/controller.ts";
 import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
@@ -46,10 +47,8 @@ import {
 
 jest.setTimeout(30_000);
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let admin: KubeClient;
 let ctl: TestController;
@@ -364,9 +363,9 @@ describe("export into a field of a managed resource", () => {
     // The fields are written before the status that shows the new value: they were looked at.
     expect((await getTask(empty)).spec.forProvider.sourceLocationArn).toBe(ARN_A);
     expect((await getTask(set)).spec.forProvider.sourceLocationArn).toBe("arn:preset");
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     await waitFor("the Referable to go", async () =>
-      admin.request("GET", `${RF}/${rf}`).then(
+      admin.request("GET", `${REFERABLES}/${rf}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),
@@ -382,9 +381,9 @@ describe("export into a field of a managed resource", () => {
     expect((await getReferable(admin, rf)).object.metadata?.finalizers).toContain(
       "referable.dev/export-fields",
     );
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     await waitFor("the Referable to go", async () =>
-      admin.request("GET", `${RF}/${rf}`).then(
+      admin.request("GET", `${REFERABLES}/${rf}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),
@@ -416,7 +415,7 @@ describe("export into a field of a managed resource", () => {
       "the field to come back",
       async () => (await getTask(task)).spec.forProvider.sourceLocationArn === ARN_B,
     );
-    await admin.request("PATCH", `${RF}/${rf}`, {
+    await admin.request("PATCH", `${REFERABLES}/${rf}`, {
       body: { spec: { export: null } },
       contentType: "application/merge-patch+json",
     });
@@ -486,7 +485,7 @@ describe("one owner per field", () => {
     const { exported } = await waitForExported(b, "ExportConflict");
     expect(exported.message).toContain(`exported by the Referable ${a}, created first`);
     expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_A);
-    await admin.request("DELETE", `${RF}/${a}`);
+    await admin.request("DELETE", `${REFERABLES}/${a}`);
     await waitForExported(b, "Exported");
     expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_B);
   });
@@ -521,9 +520,9 @@ describe("a restart", () => {
         "the field to follow",
         async () => (await getTask(task)).spec.forProvider.sourceLocationArn === ARN_B,
       );
-      await admin.request("DELETE", `${RF}/${rf}`);
+      await admin.request("DELETE", `${REFERABLES}/${rf}`);
       await waitFor("the Referable to go", async () =>
-        admin.request("GET", `${RF}/${rf}`).then(
+        admin.request("GET", `${REFERABLES}/${rf}`).then(
           () => false,
           (e: unknown) => isApiError(e, 404),
         ),
@@ -574,9 +573,9 @@ describe("opting a kind in", () => {
       ],
     });
     await waitForExported(never, "ExportForbidden");
-    await admin.request("DELETE", `${RF}/${never}`);
+    await admin.request("DELETE", `${REFERABLES}/${never}`);
     await waitFor("the Referable that never wrote to go", async () =>
-      admin.request("GET", `${RF}/${never}`).then(
+      admin.request("GET", `${REFERABLES}/${never}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),

@@ -19,6 +19,7 @@ import {
   startTestController,
   tearDownControllers,
   type TestController,
+  REFERABLES,
 } from "../harness/controller.ts";
 import { dataOf, exportedCondition, getKeyTarget, waitForData, waitForExported } from "../harness/export.ts";
 import {
@@ -36,8 +37,6 @@ import {
 } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
-
-const RF = "/apis/referable.dev/v1alpha1/referables";
 
 let admin: KubeClient;
 let ctl: TestController;
@@ -138,8 +137,8 @@ async function firstCreated(a: string, b: string): Promise<[owner: string, other
 }
 
 async function deleteReferable(name: string): Promise<void> {
-  await admin.request("DELETE", `${RF}/${name}`);
-  await waitForGone(admin, `${RF}/${name}`);
+  await admin.request("DELETE", `${REFERABLES}/${name}`);
+  await waitForGone(admin, `${REFERABLES}/${name}`);
 }
 
 describe("drift (case 3)", () => {

@@ -16,14 +16,14 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { describeIf } from "../harness/availability.ts";
+import { repoRoot } from "../harness/control-plane.ts";
 import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 import {
   getReferable,
@@ -34,6 +34,7 @@ import {
   type ReferableView,
   type TestController,
   createReferable as createReferableAs,
+  REFERABLES,
 } from "../harness/controller.ts";
 import {
   dataOf,
@@ -57,9 +58,6 @@ import {
 } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
-
-const RF = "/apis/referable.dev/v1alpha1/referables";
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let admin: KubeClient;
 let controllerClient: KubeClient;
@@ -355,8 +353,8 @@ describe("export into ConfigMaps", () => {
     await waitForExported(neighbour, "Exported");
     expect(dataOf(await getObject("ConfigMap", open, made))).toEqual({ DB_HOST: "db.internal" });
 
-    await admin.request("DELETE", `${RF}/${rf}`);
-    await waitForGone(admin, `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
+    await waitForGone(admin, `${REFERABLES}/${rf}`);
     // Removed before the Referable went (the finalizer): no waiting needed.
     expect(await getObject("ConfigMap", open, made)).toBeUndefined();
     const after = await getObject("ConfigMap", open, shared);
@@ -382,7 +380,7 @@ describe("export into ConfigMaps", () => {
       B: "db.internal",
     });
     const patchExport = (exports: unknown) =>
-      admin.request("PATCH", `${RF}/${rf}`, {
+      admin.request("PATCH", `${REFERABLES}/${rf}`, {
         body: { spec: { export: exports } },
         contentType: "application/merge-patch+json",
       });
@@ -426,7 +424,7 @@ describe("export into ConfigMaps", () => {
       contentType: "application/merge-patch+json",
       query: { fieldManager: "someone-else" },
     });
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const cm = await waitForData("ConfigMap", open, made, (d) => !("DB_HOST" in d));
     expect(dataOf(cm)).toEqual({ THEIRS: "x" });
   });
@@ -451,8 +449,8 @@ describe("export into ConfigMaps", () => {
       target("Secret", closed, uniqueName("creds"), "PASSWORD"),
     ]);
     await waitForExported(rf, "ExportForbidden");
-    await admin.request("DELETE", `${RF}/${rf}`);
-    await waitForGone(admin, `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
+    await waitForGone(admin, `${REFERABLES}/${rf}`);
   });
 });
 
@@ -544,10 +542,10 @@ async function waitForSecretAccess(ns: string, code: 403 | 404): Promise<void> {
 }
 
 const waitForReferableGone = (name: string, timeoutMs = 15_000) =>
-  waitForGone(admin, `${RF}/${name}`, timeoutMs);
+  waitForGone(admin, `${REFERABLES}/${name}`, timeoutMs);
 
 const patchSpecExport = (name: string, exports: unknown) =>
-  admin.request("PATCH", `${RF}/${name}`, {
+  admin.request("PATCH", `${REFERABLES}/${name}`, {
     body: { spec: { export: exports } },
     contentType: "application/merge-patch+json",
   });
@@ -724,13 +722,13 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
     );
     const view = await waitForExported(rf, "ExportForbidden", (v) => v.status.exports === undefined);
     expect(exportedCondition(view)!.message).toContain("--allow-secret-export");
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     await waitForReferableGone(rf);
   });
 
   it("removes them when the Referable is deleted while the flag is off", async () => {
     const { rf, secret, shard } = await exportedSecret(open);
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const strict = await startTestController({ client: controllerClient, shard });
     controllers.push(strict);
     await waitForReferableGone(rf);
@@ -755,7 +753,7 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
     );
     // The records stay: the key is still there, and the status says so.
     expect((refused.status.exports as Array<{ name: string }>).map((r) => r.name)).toEqual([secret]);
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const terminating = await waitForExported(rf, "ExportForbidden", (v) =>
       (exportedCondition(v)?.message ?? "").includes("keeps its finalizer referable.dev/export"),
     );

@@ -14,6 +14,7 @@ import {
   waitForReason,
   type TestController,
   createReferable as createReferableAs,
+  REFERABLES,
 } from "../harness/controller.ts";
 import {
   adminClient,
@@ -28,7 +29,6 @@ import {
 } from "../harness/kube.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 let admin: KubeClient;
@@ -43,7 +43,7 @@ afterAll(() => tearDownControllers(admin, controllers, cleanup));
 
 async function createReferable(name: string, shard: string, source: Record<string, unknown>): Promise<void> {
   await createReferableAs(admin, { source }, { shard, name });
-  cleanup.push(`${RF}/${name}`);
+  cleanup.push(`${REFERABLES}/${name}`);
 }
 
 async function deleteCrdAndWait(name: string): Promise<void> {
@@ -150,7 +150,7 @@ describe("discovery follows CRDs", () => {
     await deleteCrdAndWait(crd);
     const view = await waitForReason(admin, name, "KindNotFound", () => true, 30_000);
     expect(view.status.value).toBeUndefined();
-    const stored = await admin.request<KubeObject>("GET", `${RF}/${name}`);
+    const stored = await admin.request<KubeObject>("GET", `${REFERABLES}/${name}`);
     expect((stored.status as { value?: unknown }).value).toBeUndefined();
   }, 90_000);
 });
