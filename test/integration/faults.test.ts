@@ -232,9 +232,15 @@ function startWriter(change: (k: number) => Promise<void>) {
       await sleep(ok ? 40 : 150);
     }
   })();
+  const okSince = (t: number) => done.filter((d) => d.ok && d.at >= t).length;
+  const failedSince = (t: number) => done.filter((d) => !d.ok && d.at >= t).length;
   return {
-    okSince: (t: number) => done.filter((d) => d.ok && d.at >= t).length,
-    failedSince: (t: number) => done.filter((d) => !d.ok && d.at >= t).length,
+    /** Waits (up to WAIT_MS) until `count` changes made from `since` on went through. */
+    waitForOk: (what: string, count: number, since = Date.now()) =>
+      waitFor(what, () => okSince(since) >= count, { timeoutMs: WAIT_MS }),
+    /** Waits (up to WAIT_MS) until `count` changes tried from `since` on were refused. */
+    waitForFailed: (what: string, count: number, since = Date.now()) =>
+      waitFor(what, () => failedSince(since) >= count, { timeoutMs: WAIT_MS }),
     stop: async () => {
       running = false;
       await loop;
@@ -303,21 +309,13 @@ describe("the API server", () => {
         });
     });
     try {
-      const startedAt = Date.now();
-      await waitFor("some changes before the outage", () => writer.okSince(startedAt) >= 10, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("some changes before the outage", 10);
       const killedAt = Date.now();
       await plane.killApiServer();
-      await waitFor("changes refused during the outage", () => writer.failedSince(killedAt) >= 3, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForFailed("changes refused during the outage", 3, killedAt);
       await plane.startApiServer();
-      const restartedAt = Date.now();
       // Changes made now land while the controller is still backing off: for it, still the outage.
-      await waitFor("changes after the restart", () => writer.okSince(restartedAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes after the restart", 20);
     } finally {
       await writer.stop();
     }
@@ -609,18 +607,13 @@ describe("the controller process", () => {
     let killedAt = 0;
     let tookOverMs = 0;
     try {
-      await waitFor("changes before the failover", () => writer.okSince(markAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes before the failover", 20, markAt);
       killedAt = Date.now();
       const killedPerf = performance.now();
       expect(await leader.kill()).toEqual({ code: null, signal: "SIGKILL" });
       await waitForLeaderStatus(standby, 1);
       tookOverMs = performance.now() - killedPerf;
-      const tookOverAt = Date.now();
-      await waitFor("changes after the failover", () => writer.okSince(tookOverAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes after the failover", 20);
     } finally {
       await writer.stop();
     }
