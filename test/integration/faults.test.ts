@@ -214,6 +214,32 @@ const countBy = <T>(items: readonly T[], key: (item: T) => string): Record<strin
 const unhandled = (p: ControllerProcess) =>
   p.logs().filter((l) => String(l.msg).includes("unhandled rejection")).length;
 
+/**
+ * A scope of its own (named after `prefix`) with `count` ConfigMaps cm-0, cm-1... holding
+ * `value(i)`, the first `labelled` of them labelled `app`; a Referable of each
+ * (`rf(cm)`), and `multi`, of all the labelled ones in Multiple mode. `names` holds them all.
+ */
+async function newConfigMapWorld(
+  prefix: string,
+  count: number,
+  labelled: number,
+  value: (i: number) => string,
+) {
+  const scope = await newScope(prefix);
+  const app = uniqueName("app");
+  const cms = Array.from({ length: count }, (_, i) => `cm-${i}`);
+  await Promise.all(
+    cms.map((cm, i) => createConfigMap(scope, cm, { v: value(i) }, i < labelled ? { app } : undefined)),
+  );
+  const rf = (cm: string) => `${scope.shard}-${cm}`;
+  const multi = `${scope.shard}-multi`;
+  await Promise.all([
+    ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
+    createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
+  ]);
+  return { scope, cms, rf, multi, names: new Set([...cms.map(rf), multi]) };
+}
+
 /** A loop of source changes, paced, that keeps going (and counting) through failures. */
 function startWriter(change: (k: number) => Promise<void>) {
   const done: Array<{ k: number; at: number; ok: boolean }> = [];
@@ -362,19 +388,7 @@ describe("the API server", () => {
 
 describe("etcd compaction", () => {
   it("a watch resumed from a compacted resourceVersion gets 410 Gone: the controller relists, ends correct, and writes only what changed", async () => {
-    const scope = await newScope("compaction");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 8 }, (_, i) => `cm-${i}`);
-    await Promise.all(
-      cms.map((cm, i) => createConfigMap(scope, cm, { v: "0" }, i < 4 ? { app } : undefined)),
-    );
-    const rf = (cm: string) => `${scope.shard}-${cm}`;
-    const multi = `${scope.shard}-multi`;
-    await Promise.all([
-      ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
-      createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
-    const names = new Set([...cms.map(rf), multi]);
+    const { scope, rf, multi, names } = await newConfigMapWorld("compaction", 8, 4, () => "0");
 
     // The controller talks through a proxy, so its connections can go dark; a short watchdog makes
     // it reopen its watches, from the resourceVersion it last saw, while they are dark.
@@ -515,22 +529,13 @@ describe("a silent watch", () => {
 
 describe("the controller process", () => {
   it("SIGKILLed and restarted: it converges, and writes nothing for Referables that were already right", async () => {
-    const scope = await newScope("sigkill");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 12 }, (_, i) => `cm-${i}`);
+    const { scope, names } = await newConfigMapWorld("sigkill", 12, 3, (i) => `v${i}`);
     await Promise.all(
-      cms.map((cm, i) => createConfigMap(scope, cm, { v: `v${i}` }, i < 3 ? { app } : undefined)),
+      [0, 1, 2].map((i) => {
+        names.add(`${scope.shard}-absent-${i}`);
+        return createReferable(scope, `${scope.shard}-absent-${i}`, cmSource(scope, `absent-${i}`));
+      }),
     );
-    const names = new Set<string>();
-    const create = async (name: string, source: Record<string, unknown>, extra = {}) => {
-      names.add(name);
-      await createReferable(scope, name, source, extra);
-    };
-    await Promise.all([
-      ...cms.map((cm) => create(`${scope.shard}-${cm}`, cmSource(scope, cm))),
-      ...[0, 1, 2].map((i) => create(`${scope.shard}-absent-${i}`, cmSource(scope, `absent-${i}`))),
-      create(`${scope.shard}-multi`, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
 
     const first = await startController(scope, "first", LEASE_ARGS);
     await waitConverged(scope, names.size);
@@ -565,17 +570,7 @@ describe("the controller process", () => {
   }, 180_000);
 
   it("the leader SIGKILLed while sources change: the standby takes over in time, and no write is lost or doubled", async () => {
-    const scope = await newScope("failover");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 6 }, (_, i) => `cm-${i}`);
-    await Promise.all(cms.map((cm) => createConfigMap(scope, cm, { v: "g0" }, { app })));
-    const rf = (cm: string) => `${scope.shard}-${cm}`;
-    const multi = `${scope.shard}-multi`;
-    await Promise.all([
-      ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
-      createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
-    const names = new Set([...cms.map(rf), multi]);
+    const { scope, cms, rf, names } = await newConfigMapWorld("failover", 6, 6, () => "g0");
 
     const a = await startController(scope, "replica-a", LEASE_ARGS);
     const b = await startController(scope, "replica-b", LEASE_ARGS);
