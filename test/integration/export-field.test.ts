@@ -23,6 +23,7 @@ import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
@@ -36,9 +37,7 @@ import { exportedCondition, waitForExported as waitForExportedAs } from "../harn
 import {
   adminClient,
   createNamespace,
-  deployBaseRules,
   installTestCrd,
-  serviceAccountToken,
   testKubeConfig,
   tokenClient,
   uniqueName,
@@ -47,12 +46,12 @@ import {
 
 jest.setTimeout(30_000);
 
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 let admin: KubeClient;
 let ctl: TestController;
-let controllerNs: string;
+/** The controller's ServiceAccount, with deploy/base's rules. */
+let account: ControllerAccount;
 let src: string;
 let team: string;
 /** The test's own API group: `tasks.<group>` (namespaced), `objects.<group>` (cluster-scoped). */
@@ -71,24 +70,6 @@ function optInRules(apiGroup: string, resources: string[]): unknown[] {
       return (obj.rules ?? []).map((r) => ({ ...r, apiGroups: [apiGroup], resources }));
   }
   throw new Error("no ClusterRole in deploy/examples/export-fields/tasks.yaml");
-}
-
-async function bindClusterRole(rules: unknown[]): Promise<string> {
-  const name = uniqueName("export-field-test");
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
-  });
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
-      subjects: [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }],
-    },
-  });
-  cleanup.push(`${RBAC}/clusterroles/${name}`, `${RBAC}/clusterrolebindings/${name}`);
-  return name;
 }
 
 /** A CRD shaped like a Crossplane managed resource (or, cluster-scoped, provider-kubernetes' Object). */
@@ -123,10 +104,9 @@ const TASK_SPEC = {
 
 beforeAll(async () => {
   admin = adminClient();
-  controllerNs = await createNamespace(admin, "xfield-ctl");
   src = await createNamespace(admin, "xfield-src");
   team = await createNamespace(admin, "xfield-team");
-  for (const ns of [controllerNs, src, team]) cleanup.push(`/api/v1/namespaces/${ns}`);
+  for (const ns of [src, team]) cleanup.push(`/api/v1/namespaces/${ns}`);
   group = `datasync.${uniqueName("aws")}.example.org`;
   taskApiVersion = `${group}/v1beta1`;
   await installCrd("Task", "Namespaced", TASK_SPEC);
@@ -140,11 +120,11 @@ beforeAll(async () => {
     },
   });
   // What deploy/base gives the controller, and the opt-in of Tasks and Deployments (not Objects).
-  await bindClusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  await bindClusterRole(optInRules(group, ["tasks"]));
-  await bindClusterRole(optInRules("apps", ["deployments"]));
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  const controllerClient = tokenClient(controllerToken);
+  account = await controllerAccount(admin, "xfield-ctl", cleanup);
+  await account.grant(optInRules(group, ["tasks"]));
+  await account.grant(optInRules("apps", ["deployments"]));
+  controllerToken = account.token;
+  const controllerClient = account.client;
   await waitFor("the controller's RBAC to apply", async () => {
     await controllerClient
       .request("GET", `/apis/${group}/v1beta1/namespaces/${team}/tasks/none`)
@@ -581,7 +561,7 @@ describe("opting a kind in", () => {
       ),
     );
     expect((await getReferable(admin, rf)).reason).toBe("Available");
-    await bindClusterRole(optInRules(group, ["objects"]));
+    await account.grant(optInRules(group, ["objects"]));
     await waitForExported(rf, "Exported", 20_000);
     const obj = await admin.request<{
       spec: { forProvider: { manifest: { data: Record<string, string> } } };

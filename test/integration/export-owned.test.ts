@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { fieldManagerFor, legacyFieldManagerFor } from "../../src/outputs/keys/target.ts";
-import { bindRole, createRole, serviceAccount, type Subject } from "../harness/rbac.ts";
+import { controllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
@@ -29,8 +29,6 @@ import {
   deployBaseRules,
   kubeConfigWithToken,
   mergePatch,
-  serviceAccountToken,
-  tokenClient,
   uniqueName,
   waitFor,
   waitForGone,
@@ -52,33 +50,22 @@ let controllerToken: string;
 const RESYNC_MS = 300;
 const cleanup: string[] = [];
 
-/** A ClusterRole of `rules`, bound to the controller in `namespace` (cluster-wide when undefined). */
-async function grant(rules: unknown[], subjects: Subject[], namespace?: string): Promise<void> {
-  const name = uniqueName("export-owned");
-  cleanup.push(await createRole(admin, name, rules));
-  const binding = await bindRole(admin, name, name, subjects, namespace);
-  if (!namespace) cleanup.push(binding);
-}
-
 beforeAll(async () => {
   admin = adminClient();
-  const controllerNs = await createNamespace(admin, "owned-ctl");
+  // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
+  const account = await controllerAccount(admin, "owned-ctl", cleanup);
   src = await createNamespace(admin, "owned-src");
   open = await createNamespace(admin, "owned-open");
   older = await createNamespace(admin, "owned-older");
-  for (const ns of [controllerNs, src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
-  const subjects = [serviceAccount("controller", controllerNs)];
-  // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
-  await grant(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"), subjects);
-  await grant(deployBaseRules("rbac-export.yaml"), subjects, open);
+  for (const ns of [src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
+  await account.grant(deployBaseRules("rbac-export.yaml"), open);
   // An opt-in of Secrets with the verbs of earlier releases.
-  await grant(
+  await account.grant(
     [{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] }],
-    subjects,
     older,
   );
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  const client = tokenClient(controllerToken);
+  controllerToken = account.token;
+  const client = account.client;
   controllerClient = client;
   await waitFor("the controller's RBAC to apply", () =>
     client.request("GET", `/api/v1/namespaces/${open}/configmaps`).then(

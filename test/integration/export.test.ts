@@ -24,7 +24,7 @@ import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { describeIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
-import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
+import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
   getReferable,
   restartCountingWrites,
@@ -49,9 +49,7 @@ import {
   adminClient,
   createNamespace,
   deployBaseRules,
-  serviceAccountToken,
   testKubeConfig,
-  tokenClient,
   uniqueName,
   waitFor,
   waitForGone,
@@ -63,7 +61,8 @@ let admin: KubeClient;
 let controllerClient: KubeClient;
 let controllerToken: string;
 let ctl: TestController;
-let controllerNs: string;
+/** The controller's ServiceAccount, with deploy/base's rules. */
+let account: ControllerAccount;
 /** Sources live here. */
 let src: string;
 /** Opted in to export: ConfigMaps and Secrets. */
@@ -86,36 +85,22 @@ function clusterRoleRules(path: string): unknown[] {
   throw new Error(`no ClusterRole in ${path}`);
 }
 
-async function clusterRole(rules: unknown[]): Promise<string> {
-  const name = uniqueName("export-test");
-  cleanup.push(await createRole(admin, name, rules));
-  return name;
-}
-
-const controllerSubject = () => [serviceAccount("controller", controllerNs)];
-
 beforeAll(async () => {
   admin = adminClient();
-  controllerNs = await createNamespace(admin, "export-ctl");
+  // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
+  account = await controllerAccount(admin, "export-ctl", cleanup);
   src = await createNamespace(admin, "export-src");
   open = await createNamespace(admin, "export-open");
   closed = await createNamespace(admin, "export-closed");
-  for (const ns of [controllerNs, src, open, closed]) cleanup.push(`/api/v1/namespaces/${ns}`);
-
-  // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
-  const base = await clusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  cleanup.push(await bindRole(admin, uniqueName("export-test"), base, controllerSubject()));
+  for (const ns of [src, open, closed]) cleanup.push(`/api/v1/namespaces/${ns}`);
   // The opt-in of one namespace, as deploy/examples/export-namespace and allow-secret-export do.
-  const exportConfigMaps = await clusterRole(deployBaseRules("rbac-export.yaml"));
-  exportConfigMapsRole = exportConfigMaps;
-  const exportSecrets = await clusterRole(
+  exportConfigMapsRole = await account.grant(deployBaseRules("rbac-export.yaml"), open);
+  exportSecretsRole = await account.grant(
     clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
+    open,
   );
-  exportSecretsRole = exportSecrets;
-  for (const role of [exportConfigMaps, exportSecrets])
-    await bindRole(admin, role, role, controllerSubject(), open);
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  controllerClient = tokenClient(controllerToken);
+  controllerToken = account.token;
+  controllerClient = account.client;
   await waitFor("the controller's RBAC to apply", async () => {
     await controllerClient
       .request("GET", `/api/v1/namespaces/${open}/configmaps/none`)
@@ -461,7 +446,7 @@ describe("opting a namespace in later", () => {
     const out = uniqueName("later");
     const { rf } = await exportingReferable("db.internal", [target("ConfigMap", later, out, "DB_HOST")]);
     await waitForExported(rf, "ExportForbidden");
-    await bindRole(admin, "referable-export-configmaps", exportConfigMapsRole, controllerSubject(), later);
+    await account.bind(exportConfigMapsRole, later, "referable-export-configmaps");
     // The first retries come 1, 2 and 4 s after the refusal.
     await waitForExported(rf, "Exported", () => true, 20_000);
     expect(dataOf(await getObject("ConfigMap", later, out))).toEqual({ DB_HOST: "db.internal" });
@@ -526,8 +511,7 @@ describe("a restart", () => {
 });
 
 /** Binds `role` to the controller in `ns`; resolves with the RoleBinding's path. */
-const bindToController = (ns: string, role: string): Promise<string> =>
-  bindRole(admin, role, role, controllerSubject(), ns);
+const bindToController = (ns: string, role: string): Promise<string> => account.bind(role, ns);
 
 /** Waits until the controller's `get` of a Secret in `ns` answers `code` (RBAC applied). */
 async function waitForSecretAccess(ns: string, code: 403 | 404): Promise<void> {

@@ -21,13 +21,13 @@ import {
   createNamespace,
   deployBaseRules,
   installTestCrd,
-  serviceAccountToken,
-  tokenClient,
   uniqueName,
   waitFor,
   testCrdSource,
+  configMapField,
 } from "../harness/kube.ts";
-import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
+import { RBAC } from "../harness/rbac.ts";
+import { controllerAccount } from "../harness/controller-account.ts";
 
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
@@ -64,20 +64,18 @@ async function deleteCrdAndWait(name: string): Promise<void> {
 
 describe("access withdrawn", () => {
   it("RBAC revoked mid-watch turns the Referable Forbidden once the watch's bounded lifetime ends", async () => {
-    const ns = await createNamespace(admin, "revoke");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
     // The controller's rules from deploy/base, less the source kinds; ConfigMaps from a role of their own.
-    const rules = deployBaseRules("rbac-controller.yaml");
-    const base = uniqueName("revoke-base");
-    const reader = uniqueName("revoke-configmaps");
-    for (const [name, roleRules] of [
-      [base, rules],
-      [reader, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }]],
-    ] as const) {
-      cleanup.push(await createRole(admin, name, [...roleRules]));
-      cleanup.push(await bindRole(admin, name, name, [serviceAccount("controller", ns)]));
-    }
-    const client = tokenClient(await serviceAccountToken(admin, ns, "controller"));
+    const account = await controllerAccount(
+      admin,
+      "revoke",
+      cleanup,
+      deployBaseRules("rbac-controller.yaml"),
+    );
+    const ns = account.ns;
+    const reader = await account.grant([
+      { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] },
+    ]);
+    const client = account.client;
     const tc = await startTestController({ client, watchTimeoutSeconds: [2, 3] });
     controllers.push(tc);
 
@@ -85,13 +83,7 @@ describe("access withdrawn", () => {
       body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "db" }, data: { v: "secret-ish" } },
     });
     const name = `${tc.shard}-revoked`;
-    await createReferable(name, tc.shard, {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      namespace: ns,
-      name: "db",
-      fieldPath: "data.v",
-    });
+    await createReferable(name, tc.shard, configMapField(ns, "db"));
     await waitForReason(admin, name, "Available", (v) => v.status.value === "secret-ish");
 
     // The role loses ConfigMaps; the open watch would keep delivering until its lifetime ends.
