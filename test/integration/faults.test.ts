@@ -37,6 +37,7 @@ import {
   uniqueName,
   waitFor,
   type ShardScope,
+  createConfigMap as createConfigMapIn,
 } from "../harness/kube.ts";
 import { checkAll, describeMismatch, observeWorld, type Mismatch } from "../harness/oracle.ts";
 import {
@@ -44,6 +45,9 @@ import {
   metricValue,
   leaseArgs,
   startControllerProcess,
+  QUEUE,
+  waitForIdle as waitForProcessIdle,
+  waitForLeaderStatus as waitForProcessLeaderStatus,
   TAKE_OVER_BOUND_MS,
   TOLERANCE_MS,
   type ControllerProcess,
@@ -54,7 +58,6 @@ const WIDGET_GROUP = "faults.test.referable.dev";
 /** Deadline of every wait: generous, for a loaded 2-core machine. */
 const WAIT_MS = 60_000;
 const LEASE_ARGS = leaseArgs();
-const QUEUE = { name: "referable", controller: "referable" };
 
 let plane: PrivateControlPlane;
 let admin: KubeClient;
@@ -73,19 +76,18 @@ afterAll(async () => {
 
 type Scope = ShardScope;
 const newScope = (prefix: string) => newShardScope(admin, prefix);
+const waitForIdle = (p: ControllerProcess) => waitForProcessIdle(p, WAIT_MS);
+const waitForLeaderStatus = (p: ControllerProcess, want: 0 | 1) =>
+  waitForProcessLeaderStatus(p, want, WAIT_MS);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function createConfigMap(
+const createConfigMap = (
   scope: Scope,
   name: string,
   data: Record<string, string>,
   labels?: Record<string, string>,
-): Promise<void> {
-  await admin.request("POST", `/api/v1/namespaces/${scope.ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+) => createConfigMapIn(admin, scope.ns, name, data, labels);
 
 async function patchConfigMap(scope: Scope, name: string, body: unknown, timeoutMs = 10_000): Promise<void> {
   await admin.request("PATCH", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`, {
@@ -173,29 +175,6 @@ function startController(
 
 async function sample(p: ControllerProcess, name: string, labels: Record<string, string> = {}) {
   return metricValue(await p.metrics(), name, labels) ?? NaN;
-}
-
-/** Waits until nothing is queued or being reconciled in `p`, and returns its metrics then. */
-function waitForIdle(p: ControllerProcess): Promise<string> {
-  return waitFor(
-    `process ${p.pid} to be idle`,
-    async () => {
-      const text = await p.metrics();
-      const idle =
-        metricValue(text, "workqueue_depth", QUEUE) === 0 &&
-        metricValue(text, "controller_runtime_active_workers", { controller: "referable" }) === 0;
-      return idle && text;
-    },
-    { timeoutMs: WAIT_MS, intervalMs: 100 },
-  );
-}
-
-function waitForLeaderStatus(p: ControllerProcess, want: 0 | 1): Promise<true> {
-  return waitFor(
-    `process ${p.pid} to report leader_election_master_status ${want}`,
-    async () => (await sample(p, "leader_election_master_status")) === want,
-    { timeoutMs: WAIT_MS, intervalMs: 50 },
-  );
 }
 
 /** Successful status writes the audit log recorded for `names` since `since` (ms since the epoch). */
