@@ -8,17 +8,12 @@
  * does not understand gives {@link UNREADABLE}; the caller then parses it whole.
  */
 
+import * as char from "./json-chars.ts";
+
+const { QUOTE, BACKSLASH, OPEN_BRACE, CLOSE_BRACE, OPEN_BRACKET, CLOSE_BRACKET, COLON, COMMA } = char;
+
 /** The text is not the JSON object the scan expects. */
 export const UNREADABLE = Symbol("unreadable");
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COLON = 0x3a;
-const COMMA = 0x2c;
 
 /**
  * `JSON.parse(text).metadata?.[field]` of a JSON object whose metadata is an object and the

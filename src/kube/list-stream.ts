@@ -17,19 +17,14 @@
  * are ASCII, so an item's bytes never split a UTF-8 sequence.
  */
 
+import * as char from "./json-chars.ts";
+
 /** The largest item a list may carry, in bytes of JSON: etcd keeps at most 1.5 MiB an object. */
 export const MAX_LIST_ITEM_BYTES = 16 * 1024 * 1024;
 /** The largest list outside its items (kind, apiVersion, metadata), in bytes of JSON. */
 export const MAX_LIST_ENVELOPE_BYTES = 1024 * 1024;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COLON = 0x3a;
-const COMMA = 0x2c;
+const { QUOTE, BACKSLASH, OPEN_BRACE, CLOSE_BRACE, OPEN_BRACKET, CLOSE_BRACKET, COLON, COMMA } = char;
 
 /** Thrown when a list's bytes are not the list JSON they should be, or break a bound. */
 export class ListStreamError extends Error {
