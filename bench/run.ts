@@ -2095,18 +2095,26 @@ const clock = (secondsFromNow: number) =>
  * or 3 (four shards: each lists and graphs every Referable), as measured at 10,000 on the loaded
  * machine, plus the propagation phase and process starts; the failover at most a minute.
  */
-function scaleEstimate(n: number, objectsPerSecond: number, floorSeconds?: number): string {
-  const floor = floorSeconds ?? n / objectsPerSecond;
+function scaleEstimate(
+  n: number,
+  objectsPerSecond: number,
+  options: { floorSeconds?: number; before?: number; singleFloorDone?: boolean } = {},
+): string {
+  const floor = options.floorSeconds ?? n / objectsPerSecond;
   const parts: string[] = [];
-  let total = 0;
+  let total = options.before ?? 0;
   const add = (name: string, seconds: number) => {
     total += seconds;
     parts.push(`${name} ~${Math.round(seconds)} s`);
   };
-  if (scalePhase("single")) add("single (floor + cold start)", floor * 2.5 + phaseSeconds + 30);
+  if (scalePhase("single"))
+    add(
+      options.singleFloorDone ? "single (cold start)" : "single (floor + cold start)",
+      floor * (options.singleFloorDone ? 1.5 : 2.5) + phaseSeconds + 30,
+    );
   if (scalePhase("sharded")) add("sharded (floor + cold start)", floor * 4 + phaseSeconds + 30);
   if (scalePhase("failover")) add("failover", 60);
-  return `${parts.join(", ")}: about ${Math.round(total / 60)} min more (ends about ${clock(total)})`;
+  return `${parts.join(", ")}: about ${Math.round(total / 60)} min more in all (ends about ${clock(total)})`;
 }
 
 /**
@@ -2339,7 +2347,7 @@ async function runScale(
     const rate = created / ((now - t0) / 1000);
     const left = (total - created) / rate;
     log(
-      `scale: ${first ? "estimate: " : ""}${created} of ${total} objects created, ${rate.toFixed(0)}/s: creating ends in ~${Math.round(left)} s; then ${scaleEstimate(n, rate).replace(/ends about .*\)/, `ends about ${clock(left + 0)})`)}`,
+      `scale: ${first ? "estimate: " : ""}${created} of ${total} objects created, ${rate.toFixed(0)}/s: creating ~${Math.round(left)} s more; then ${scaleEstimate(n, rate, { before: left })}`,
     );
   });
   const setupSeconds = (performance.now() - t0) / 1000;
@@ -2369,7 +2377,9 @@ async function runScale(
     if (scalePhase("single")) {
       log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
       const floor1 = await scaleFloor(client, watch, fx.names, concurrency, "floor-1");
-      log(`scale: floor ${floor1.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, floor1)}`);
+      log(
+        `scale: floor ${floor1.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1, singleFloorDone: true })}`,
+      );
       const one = await scaleColdStart(
         client,
         plane,
