@@ -396,6 +396,9 @@ function compiledMain(): Promise<string> {
   return compiled;
 }
 
+/** Controller processes running now: a bench stopped by a signal ends them (no orphans polling a dead API server). */
+const liveControllers = new Set<ChildProcess>();
+
 async function startController(
   kubeconfig: string,
   selector: string,
@@ -421,6 +424,8 @@ async function startController(
     stdio: ["ignore", "ignore", "inherit"],
     env: { ...process.env, NODE_OPTIONS: nodeOptions },
   });
+  liveControllers.add(proc);
+  proc.once("exit", () => liveControllers.delete(proc));
   await until(
     "the controller's /readyz",
     async () => {
@@ -2528,7 +2533,17 @@ async function main(): Promise<void> {
   if (!onlyScale) log("measuring transforms");
   const transforms = onlyScale ? [] : await measureTransforms(quick);
   // The scale scenario's control plane holds 200,000 objects written several times over.
+  // Ctrl-C or a kill of a long run: end the controllers and the control plane, then exit.
+  const toStop: { plane?: ControlPlane } = {};
+  const onSignal = (signal: NodeJS.Signals) => {
+    log(`${signal}: stopping ${liveControllers.size} controller(s) and the control plane`);
+    for (const proc of liveControllers) proc.kill("SIGKILL");
+    void (toStop.plane?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
   const plane = await startControlPlane({ log, ...(scenarios.has("scale") && { extraFlags: SCALE_FLAGS }) });
+  toStop.plane = plane;
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
   const rawClient = new KubeClient({ kubeConfig, requestTimeoutMs: 120_000 });
