@@ -2095,8 +2095,7 @@ const clock = (secondsFromNow: number) =>
 
 /**
  * A rough duration of the scale scenario's phases still to run, from the rate the fixture was
- * created at or, once measured,
- * the floor: each phase writes the floor, then a cold start of about 1.5 floors (one replica)
+ * created at or, once measured, the floor: each phase writes the floor, then a cold start of about 1.5 floors (one replica)
  * or 3 (four shards: each lists and graphs every Referable), as measured at 10,000 on the loaded
  * machine, plus the propagation phase and process starts; the failover at most a minute.
  */
