@@ -1024,6 +1024,10 @@ async function runSize(
   await until(`all ${n} Referables Ready`, () => (watch.readyCount() >= n ? true : undefined), 600_000);
   const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
   const settled = await cost(c);
+  const coldMetrics = await scrape(c);
+  log(
+    `size ${n}: cold start ${coldStartSeconds.toFixed(1)} s, CPU ${settled.cpuSeconds} s, ${sumOf(coldMetrics, 'referable_status_writes_total{result="success"}')} status writes, requests ${JSON.stringify(requestsByVerb(coldMetrics))}`,
+  );
 
   const propagation: Propagation[] = [];
   for (const rate of rates) {

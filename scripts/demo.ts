@@ -91,11 +91,17 @@ async function kubectl(plane: ControlPlane, ...args: string[]): Promise<string> 
   return stdout.trimEnd();
 }
 
-/** Times how long a Referable's status.value takes to satisfy `done` after `act`, watching it. */
+/** A change the demo makes: a merge patch of the object at `path`. */
+interface Change {
+  path: string;
+  body: Record<string, unknown>;
+}
+
+/** Times how long a Referable's status takes to satisfy `done` after `change`, watching it. */
 async function follow(
   client: KubeClient,
   name: string,
-  act: () => Promise<void>,
+  change: Change,
   done: (obj: KubeObject) => boolean,
 ): Promise<number> {
   const current = await client.request<KubeObject>("GET", `/apis/referable.dev/v1alpha1/referables/${name}`);
@@ -111,7 +117,10 @@ async function follow(
   );
   try {
     started = performance.now();
-    await act();
+    await client.request("PATCH", change.path, {
+      body: change.body,
+      contentType: "application/merge-patch+json",
+    });
     const timeout = new Promise<number>((_, reject) =>
       setTimeout(() => reject(new Error(`${name} did not follow within 30 s`)), 30_000).unref(),
     );
@@ -193,15 +202,9 @@ async function main(): Promise<void> {
     const bucketMs = await follow(
       client,
       "artifacts-bucket-arn",
-      async () => {
-        await client!.request(
-          "PATCH",
-          "/apis/storage.demo.referable.dev/v1/namespaces/demo/buckets/artifacts/status",
-          {
-            body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } },
-            contentType: "application/merge-patch+json",
-          },
-        );
+      {
+        path: "/apis/storage.demo.referable.dev/v1/namespaces/demo/buckets/artifacts/status",
+        body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } },
       },
       (o) => readyReason(o) === "Available",
     );
@@ -228,11 +231,9 @@ async function main(): Promise<void> {
     const hostMs = await follow(
       client,
       "database-host",
-      async () => {
-        await client!.request("PATCH", "/api/v1/namespaces/demo/configmaps/database", {
-          body: { data: { host: "db-2.demo.svc.cluster.local" } },
-          contentType: "application/merge-patch+json",
-        });
+      {
+        path: "/api/v1/namespaces/demo/configmaps/database",
+        body: { data: { host: "db-2.demo.svc.cluster.local" } },
       },
       (o) => (o.status as { value?: unknown } | undefined)?.value === "db-2.demo.svc.cluster.local",
     );
@@ -261,11 +262,9 @@ async function main(): Promise<void> {
     const cacheMs = await follow(
       client,
       "cache-endpoints",
-      async () => {
-        await client!.request("PATCH", "/api/v1/namespaces/demo/configmaps/cache-b", {
-          body: { metadata: { labels: { app: "retired" } } },
-          contentType: "application/merge-patch+json",
-        });
+      {
+        path: "/api/v1/namespaces/demo/configmaps/cache-b",
+        body: { metadata: { labels: { app: "retired" } } },
       },
       (o) => ((o.status as { values?: unknown[] } | undefined)?.values ?? []).length === 2,
     );

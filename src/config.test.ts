@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { ConfigError, helpText, parseConfig, parseDuration, type Config } from "./config.ts";
+import { parserCases } from "../test/harness/parser-cases.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -516,35 +517,32 @@ describe("helpText", () => {
 });
 
 describe("parseDuration", () => {
-  const cases: Array<{ reason: string; text: string; want: number }> = [
-    { reason: "milliseconds", text: "500ms", want: 500 },
-    { reason: "seconds", text: "2s", want: 2_000 },
-    { reason: "minutes and seconds", text: "1m30s", want: 90_000 },
-    { reason: "hours", text: "1h", want: 3_600_000 },
-    { reason: "every unit at once", text: "1h2m3s4ms", want: 3_723_004 },
-    { reason: "a fraction", text: "1.5s", want: 1_500 },
-    { reason: "a bare zero, as Go allows", text: "0", want: 0 },
-    { reason: "zero with a unit", text: "0s", want: 0 },
-    { reason: "surrounding blanks", text: " 15s ", want: 15_000 },
-  ];
-  it.each(cases)("$reason: $text", ({ text, want }) => {
-    expect(parseDuration(text)).toBe(want);
-  });
-
-  const bad: Array<{ reason: string; text: string }> = [
-    { reason: "empty", text: "" },
-    { reason: "blank", text: "  " },
-    { reason: "a number without a unit", text: "10" },
-    { reason: "an unknown unit", text: "5d" },
-    { reason: "a wrong unit", text: "10x" },
-    { reason: "negative", text: "-1s" },
-    { reason: "a trailing number without a unit", text: "1m30" },
-    { reason: "a unit without a number", text: "s" },
-    { reason: "a dangling decimal point", text: "1.s" },
-    { reason: "two decimal points", text: "1.5.5s" },
-    { reason: "a blank inside", text: "1 s" },
-  ];
-  it.each(bad)("refuses $reason: $text", ({ text }) => {
-    expect(() => parseDuration(text)).toThrow(ConfigError);
-  });
+  parserCases(
+    parseDuration,
+    [
+      { reason: "milliseconds", text: "500ms", want: 500 },
+      { reason: "seconds", text: "2s", want: 2_000 },
+      { reason: "minutes and seconds", text: "1m30s", want: 90_000 },
+      { reason: "hours", text: "1h", want: 3_600_000 },
+      { reason: "every unit at once", text: "1h2m3s4ms", want: 3_723_004 },
+      { reason: "a fraction", text: "1.5s", want: 1_500 },
+      { reason: "a bare zero, as Go allows", text: "0", want: 0 },
+      { reason: "zero with a unit", text: "0s", want: 0 },
+      { reason: "surrounding blanks", text: " 15s ", want: 15_000 },
+    ],
+    [
+      { reason: "empty", text: "" },
+      { reason: "blank", text: "  " },
+      { reason: "a number without a unit", text: "10" },
+      { reason: "an unknown unit", text: "5d" },
+      { reason: "a wrong unit", text: "10x" },
+      { reason: "negative", text: "-1s" },
+      { reason: "a trailing number without a unit", text: "1m30" },
+      { reason: "a unit without a number", text: "s" },
+      { reason: "a dangling decimal point", text: "1.s" },
+      { reason: "two decimal points", text: "1.5.5s" },
+      { reason: "a blank inside", text: "1 s" },
+    ],
+    () => ConfigError,
+  );
 });

@@ -375,6 +375,7 @@ function shardElector(
     observer: {
       onHandover: (kind) => metrics.shardHandovers.labels(kind).inc(),
       onMembers: (live) => metrics.shardMembers.set(live),
+      onTakeover: (seconds) => metrics.shardTakeover.observe(seconds),
     },
   });
   return {

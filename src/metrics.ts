@@ -90,6 +90,8 @@ const HELP = {
     "Live replicas this replica sees (member Leases renewed), itself included, when sharded",
   referable_shard_handovers_total:
     "Buckets that changed hands at this replica, by kind: acquired, released (handed over after a drain), lost (not renewed in time, or taken)",
+  referable_shard_takeover_seconds:
+    "Buckets taken over from a replica that stopped renewing them (killed, or cut off): seconds from the last renewal this replica saw to the takeover, at least the lease duration",
   referable_subscriptions_open:
     "Resolver subscriptions open: one per Referable whose spec could be read, every Referable unsharded (standbys too), sharded only those of the buckets served",
 } as const;
@@ -229,6 +231,10 @@ function shardMetrics(m: MetricMaker) {
       ["kind"],
       [["acquired"], ["released"], ["lost"]],
     ),
+    shardTakeover: m.histogram(
+      "referable_shard_takeover_seconds",
+      [5, 10, 15, 17.5, 20, 25, 30, 45, 60, 120],
+    ),
     subscriptions: m.gauge("referable_subscriptions_open"),
   };
 }
@@ -302,6 +308,7 @@ export class ControllerMetrics {
   readonly shardReferables: Gauge;
   readonly shardMembers: Gauge;
   readonly shardHandovers: Counter<"kind">;
+  readonly shardTakeover: Histogram;
   readonly subscriptions: Gauge;
   readonly restRequests: Counter<"code" | "method" | "host">;
   readonly restLatency: Histogram<"verb">;
@@ -350,6 +357,7 @@ export class ControllerMetrics {
       shardReferables: this.shardReferables,
       shardMembers: this.shardMembers,
       shardHandovers: this.shardHandovers,
+      shardTakeover: this.shardTakeover,
       subscriptions: this.subscriptions,
       restRequests: this.restRequests,
       restLatency: this.restLatency,

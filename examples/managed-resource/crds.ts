@@ -8,19 +8,14 @@
  * - `Network` and `Subnet`, the managed resources of a pretend provider that the Database points
  *   at: their cloud ID is `status.atProvider.id`, and they report a `Ready` condition.
  */
-import {
-  ApiException,
-  ApiextensionsV1Api,
-  loadYaml,
-  type KubeConfig,
-  type V1CustomResourceDefinition,
-} from "@kubernetes/client-node";
+import { ApiextensionsV1Api, type KubeConfig } from "@kubernetes/client-node";
 import {
   genericReferenceListSchema,
   genericReferenceSchema,
   genericSelectorSchema,
   type JSONSchemaProps,
 } from "../../src/index.ts";
+import { createCrd, namespacedCrd } from "../example-host.ts";
 
 /** The API group of every kind of the example. */
 export const GROUP = "demo.referable.dev";
@@ -133,29 +128,7 @@ function crd(
   status: JSONSchemaProps,
   columns: Array<Record<string, unknown>>,
 ): Record<string, unknown> {
-  return {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: `${plural}.${GROUP}` },
-    spec: {
-      group: GROUP,
-      scope: "Namespaced",
-      names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase() },
-      versions: [
-        {
-          name: VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            ...columns,
-            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
-          ],
-          schema: { openAPIV3Schema: { type: "object", properties: { spec, status } } },
-        },
-      ],
-    },
-  };
+  return namespacedCrd({ group: GROUP, version: VERSION, kind, plural, spec, status, columns });
 }
 
 /** The Database CRD (`databases.demo.referable.dev`). */
@@ -192,14 +165,7 @@ export async function installCrds(kubeConfig: KubeConfig, timeoutMs = 30_000): P
   const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
   for (const crd of [databaseCrd(), ...providerCrds()]) {
     const name = (crd.metadata as { name: string }).name;
-    try {
-      // loadYaml turns the CRD's wire names (`x-kubernetes-validations`) into client-node's
-      // model, which the typed API writes back out; JSON is YAML.
-      const body = loadYaml<V1CustomResourceDefinition>(JSON.stringify(crd));
-      await api.createCustomResourceDefinition({ body });
-    } catch (err) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err; // 409: already installed
-    }
+    await createCrd(kubeConfig, crd);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const got = await api.readCustomResourceDefinition({ name });

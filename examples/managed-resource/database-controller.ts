@@ -22,24 +22,17 @@
  * It uses the library only through its public entry, as any consumer does, and reads, watches
  * and patches Databases with `@kubernetes/client-node`.
  */
+import { ApiException, type KubernetesObject } from "@kubernetes/client-node";
 import {
-  ApiException,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-} from "@kubernetes/client-node";
-import {
-  createReferenceController,
   type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
   type GenericSelector,
-  type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
 } from "../../src/index.ts";
+import { HostController } from "../example-host.ts";
 import { DATABASE_PLURAL, GROUP, VERSION } from "./crds.ts";
 
 /** A Database's parameters: each reference field beside the field it fills. */
@@ -91,24 +84,9 @@ const FIELDS = [
 ];
 
 /** Keeps every Database's spec resolved and its status current. */
-export class DatabaseController {
-  private readonly api: CustomObjectsApi;
-  private readonly resolver: DatabaseResolver;
-  private readonly loop: ReferenceController;
-
+export class DatabaseController extends HostController<Database, DatabaseResolver> {
   constructor(options: DatabaseControllerOptions) {
-    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.resolver = options.resolver;
-    // The library's loop lists and watches Databases, keeps a subscription per reference that
-    // referencesOf names, and runs reconcile one Database at a time, with backoff on a throw.
-    this.loop = createReferenceController<Database>({
-      ...options,
-      group: GROUP,
-      version: VERSION,
-      plural: DATABASE_PLURAL,
-      referencesOf: openReferences,
-      reconcile: (db) => this.reconcile(db),
-    });
+    super(options, { group: GROUP, version: VERSION, plural: DATABASE_PLURAL, referencesOf: openReferences });
   }
 
   /** How many subscriptions the controller holds for one Database (for tests and metrics). */
@@ -116,17 +94,7 @@ export class DatabaseController {
     return this.loop.subscriptionsOf(namespace, name);
   }
 
-  /** Lists the Databases (waiting out a CRD whose storage is still starting), then watches them. */
-  start(): Promise<void> {
-    return this.loop.start();
-  }
-
-  /** Stops watching, closes every subscription and waits for in-flight reconciles. */
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async reconcile(db: Database): Promise<void> {
+  protected async reconcile(db: Database): Promise<void> {
     try {
       let resolved: Database;
       let failure: { reason: string; message: string } | undefined;
@@ -160,16 +128,10 @@ export class DatabaseController {
   private async lateInitialize(db: Database, resolved: Database): Promise<void> {
     const { resourceVersion } = db.metadata ?? {};
     const now = resolved.spec?.forProvider ?? {};
-    await this.api.patchNamespacedCustomObject(
-      {
-        ...this.coordinates(db),
-        body: {
-          metadata: { resourceVersion },
-          spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
-        },
-      },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-    );
+    await this.mergePatch(db, {
+      metadata: { resourceVersion },
+      spec: { forProvider: { networkId: now.networkId ?? null, subnetIds: now.subnetIds ?? null } },
+    });
   }
 
   /** Patches the status when it differs from what the Database already has. */
@@ -186,27 +148,12 @@ export class DatabaseController {
     });
     const next: DatabaseStatus = { atProvider: desired.atProvider ?? {}, conditions };
     if (JSON.stringify(comparable(have)) === JSON.stringify(comparable(next))) return;
-    await this.api.patchNamespacedCustomObjectStatus(
-      {
-        ...this.coordinates(db),
-        // A merge patch replaces lists whole; null clears an atProvider field that went away.
-        body: {
-          status: { atProvider: { networkId: null, subnetIds: null, ...next.atProvider }, conditions },
-        },
-      },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    // A merge patch replaces lists whole; null clears an atProvider field that went away.
+    await this.mergePatch(
+      db,
+      { status: { atProvider: { networkId: null, subnetIds: null, ...next.atProvider }, conditions } },
+      "status",
     );
-  }
-
-  /** Where a Database is, as CustomObjectsApi takes it. */
-  private coordinates(db: Database) {
-    return {
-      group: GROUP,
-      version: VERSION,
-      plural: DATABASE_PLURAL,
-      namespace: db.metadata?.namespace ?? "",
-      name: db.metadata?.name ?? "",
-    };
   }
 }
 

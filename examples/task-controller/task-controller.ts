@@ -8,23 +8,16 @@
  * `resolveReferences` computes the resolved Task in memory, as ACK does (the spec is never
  * written back), and the status is patched only when it differs from what the watch last showed.
  */
+import { ApiException, type KubernetesObject } from "@kubernetes/client-node";
 import {
-  ApiException,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-} from "@kubernetes/client-node";
-import {
-  createReferenceController,
   type HostControllerOptions,
   isResolutionError,
   resolveReferences,
   type GenericReference,
-  type ReferenceController,
   type ReferenceReader,
   type ReferenceWatcher,
 } from "../../src/index.ts";
+import { HostController } from "../example-host.ts";
 import { TASK_GROUP, TASK_PLURAL, TASK_VERSION } from "./task-crd.ts";
 
 /** A Task as the API server returns it. */
@@ -52,51 +45,27 @@ export type TaskControllerOptions = HostControllerOptions<TaskResolver>;
 const FIELDS = [{ target: "spec.sourceLocationArn" }];
 
 /** Keeps every Task's status in step with the value its reference points at. */
-export class TaskController {
-  private readonly api: CustomObjectsApi;
-  private readonly resolver: TaskResolver;
-  private readonly loop: ReferenceController;
-
+export class TaskController extends HostController<Task, TaskResolver> {
   constructor(options: TaskControllerOptions) {
-    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.resolver = options.resolver;
-    this.loop = createReferenceController<Task>({
-      ...options,
+    super(options, {
       group: TASK_GROUP,
       version: TASK_VERSION,
       plural: TASK_PLURAL,
       referencesOf: (task) => (task.spec?.sourceLocationArnRef ? [task.spec.sourceLocationArnRef] : []),
-      reconcile: (task) => this.reconcile(task),
     });
   }
 
-  /** Lists the Tasks (waiting out a CRD whose storage is still starting), then watches them. */
-  start(): Promise<void> {
-    return this.loop.start();
-  }
-
-  /** Stops watching, closes every subscription and waits for in-flight reconciles. */
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async reconcile(task: Task): Promise<void> {
+  protected async reconcile(task: Task): Promise<void> {
     const desired = await this.desiredStatus(task);
     // Compare with the status the watch last showed. Two quick pushes may both patch before
     // the first patch is echoed back; the second is then a no-op on the server, never wrong.
     if (sameStatus(task.status, desired)) return;
     try {
-      await this.api.patchNamespacedCustomObjectStatus(
-        {
-          group: TASK_GROUP,
-          version: TASK_VERSION,
-          plural: TASK_PLURAL,
-          namespace: task.metadata?.namespace ?? "",
-          name: task.metadata?.name ?? "",
-          // null removes a field in a merge patch, so a value that went away is cleared.
-          body: { status: { sourceLocationArn: null, message: null, ...desired } },
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      // null removes a field in a merge patch, so a value that went away is cleared.
+      await this.mergePatch(
+        task,
+        { status: { sourceLocationArn: null, message: null, ...desired } },
+        "status",
       );
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return; // deleted meanwhile

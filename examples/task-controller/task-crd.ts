@@ -5,6 +5,7 @@
  * and `kubectl explain task.spec.sourceLocationArnRef` documents every field.
  */
 import { genericReferenceSchema, type JSONSchemaProps } from "../../src/index.ts";
+import { namespacedCrd } from "../example-host.ts";
 
 /** The Task's API group. */
 export const TASK_GROUP = "demo.referable.dev";
@@ -56,31 +57,19 @@ const status: JSONSchemaProps = {
 
 /** Returns the Task CRD (`tasks.demo.referable.dev`): namespaced, with the status subresource. */
 export function taskCustomResourceDefinition(): Record<string, unknown> {
-  return {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: `${TASK_PLURAL}.${TASK_GROUP}` },
-    spec: {
-      group: TASK_GROUP,
-      scope: "Namespaced",
-      names: { kind: "Task", listKind: "TaskList", plural: TASK_PLURAL, singular: "task" },
-      versions: [
-        {
-          name: TASK_VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: "Ready", type: "boolean", jsonPath: ".status.ready" },
-            { name: "Reason", type: "string", jsonPath: ".status.reason" },
-            { name: "ARN", type: "string", jsonPath: ".status.sourceLocationArn", priority: 1 },
-            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
-          ],
-          schema: { openAPIV3Schema: { type: "object", properties: { spec, status } } },
-        },
-      ],
-    },
-  };
+  return namespacedCrd({
+    group: TASK_GROUP,
+    version: TASK_VERSION,
+    kind: "Task",
+    plural: TASK_PLURAL,
+    spec,
+    status,
+    columns: [
+      { name: "Ready", type: "boolean", jsonPath: ".status.ready" },
+      { name: "Reason", type: "string", jsonPath: ".status.reason" },
+      { name: "ARN", type: "string", jsonPath: ".status.sourceLocationArn", priority: 1 },
+    ],
+  });
 }
 
 /**

@@ -139,6 +139,16 @@ export class Informer<T extends Cached = KubeObject> {
     return this.store.size;
   }
 
+  /**
+   * Puts `obj` in place of the cached object of the same name and resourceVersion, with no event:
+   * the same version kept in another form (a sharded replica's compact record of a Referable it
+   * gave back). Does nothing when that version is no longer cached.
+   */
+  replace(obj: T): void {
+    const old = this.store.getLike(obj);
+    if (old && old.metadata?.resourceVersion === obj.metadata?.resourceVersion) this.store.set(obj);
+  }
+
   addListener(listener: InformerListener<T>): void {
     this.listeners.add(listener);
   }

@@ -6,6 +6,7 @@
  * extraction must see exactly what the API server stored. They also build a new connection
  * pool for every request; this client keeps one per instance.
  */
+import { createSecureContext } from "node:tls";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
@@ -86,6 +87,14 @@ export interface KubeClientOptions {
   maxRetries?: number;
 }
 
+/**
+ * How long a connection may stay idle before it is closed: client-go keeps idle connections
+ * 90 s, the API server closes them after 90 s. undici's default of 4 s closed and opened a
+ * connection (a TLS handshake on both sides) for about every 30 status writes of a cold start,
+ * where the writes in flight rise and fall.
+ */
+const IDLE_CONNECTION_MS = 30_000;
+
 /** The longest watch event, in characters of JSON (as the longest list item). */
 const MAX_WATCH_LINE = MAX_LIST_ITEM_BYTES;
 
@@ -109,6 +118,11 @@ export interface RequestOptions {
   onItem?: (item: KubeObject) => void;
   /** With `onItem`: what each item loses before it is parsed (see list-stream.ts). */
   itemFilter?: ListItemFilter;
+  /**
+   * Makes the answer of a successful request from its (non-empty) text, instead of `JSON.parse`:
+   * for a caller that keeps one field of a large answer (see json-peek.ts).
+   */
+  decode?: (text: string) => unknown;
 }
 
 /** A watch event as sent on the wire. */
@@ -144,6 +158,8 @@ export class KubeClient {
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
   private openWatches = 0;
+  /** The server's origin and path, for {@link url}: undefined until the first request, null when its URL has more. */
+  private base: { origin: string; path: string } | null | undefined;
 
   constructor(options: KubeClientOptions) {
     const access =
@@ -164,8 +180,11 @@ export class KubeClient {
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
   async request<T = KubeObject>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const started = performance.now();
-    const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(options.timeoutMs ?? this.requestTimeoutMs)));
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const deadline = new Deadline(
+      Math.max(1, Math.ceil(options.timeoutMs ?? this.requestTimeoutMs)),
+      options.signal,
+    );
+    const signal = deadline.signal;
     let code = 0;
     try {
       const { headers, dispatcher } = await this.authenticate();
@@ -183,12 +202,13 @@ export class KubeClient {
       }
       const url = this.url(path, options.query);
       for (let attempt = 0; ; attempt++) {
-        const response = await undiciRequest(dispatcher, url, init);
+        const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
         if (options.onItem && code >= 200 && code < 300) return (await readList(response, options)) as T;
         const text = await response.body.text();
         options.onBodyLength?.(text.length);
-        if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
+        if (code >= 200 && code < 300)
+          return (text ? (options.decode ? options.decode(text) : JSON.parse(text)) : undefined) as T;
         const retryAfterMs =
           attempt < this.maxRetries ? retryAfter(code, headerReader(response.headers)) : undefined;
         if (retryAfterMs === undefined) throw toApiError(method, path, code, text);
@@ -198,6 +218,7 @@ export class KubeClient {
         if (signal.aborted) throw toApiError(method, path, code, text);
       }
     } finally {
+      deadline.end();
       this.observe?.({
         method,
         verb: verbOf(method, path, options.query),
@@ -225,7 +246,8 @@ export class KubeClient {
           headers: { ...headers, accept: "application/json" },
           signal: controller.signal,
         };
-        const response = await undiciRequest(dispatcher, this.url(path, { ...query, watch: true }), init);
+        const url = this.url(path, { ...query, watch: true });
+        const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
         if (code < 200 || code >= 300) throw toApiError("GET", path, code, await response.body.text());
         const decoder = new TextDecoder();
@@ -298,12 +320,33 @@ export class KubeClient {
     await dispatcher?.close().catch(() => undefined);
   }
 
-  private url(path: string, query: RequestOptions["query"]): string {
-    const url = new URL(this.server + path);
-    for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
+  /**
+   * Where a request goes: `new URL(server + path)` with the query set on it, as origin and
+   * path. A path of plain characters (every path this project builds) is joined to the server's
+   * own path as the URL parser would leave it, without parsing a URL per request; any other
+   * path is parsed.
+   */
+  private url(path: string, query: RequestOptions["query"]): { origin: string; path: string } {
+    let origin: string;
+    let pathname: string;
+    const base = this.base === undefined ? (this.base = baseOf(this.server) ?? null) : this.base;
+    // Dot segments ("/..", "/%2e%2e") are the parser's to resolve.
+    if (base && PLAIN_PATH.test(path) && !path.includes("/.") && !/%2e/i.test(path)) {
+      origin = base.origin;
+      pathname = base.path + path;
+    } else {
+      const url = new URL(this.server + path);
+      origin = url.origin;
+      pathname = url.pathname;
+      if (url.search) return { origin, path: withQuery(url, query) };
     }
-    return url.toString();
+    if (!query) return { origin, path: pathname };
+    let params: URLSearchParams | undefined;
+    for (const key of Object.keys(query)) {
+      const value = query[key];
+      if (value !== undefined) (params ??= new URLSearchParams()).set(key, String(value));
+    }
+    return { origin, path: params ? `${pathname}?${params.toString()}` : pathname };
   }
 
   private async authenticate(): Promise<AuthState> {
@@ -336,8 +379,84 @@ export class KubeClient {
    */
   private async ownDispatcher(): Promise<Dispatcher> {
     const tls = this.server.startsWith("https:") ? await this.access.tls() : {};
-    const connect = { keepAlive: true, keepAliveInitialDelay: 30_000, ...tls };
-    return new Agent({ allowH2: this.http2, connect, headersTimeout: 0, bodyTimeout: 0 });
+    const { ca, cert, key, ...rest } = tls;
+    // One secure context for every connection: given the CA, certificate and key, tls.connect
+    // parses them again for each socket (a fifth of a cold start's connection cost).
+    const secureContext =
+      ca !== undefined || cert !== undefined || key !== undefined
+        ? createSecureContext({ ca, cert, key })
+        : undefined;
+    const connect = {
+      keepAlive: true,
+      keepAliveInitialDelay: 30_000,
+      ...rest,
+      ...(secureContext && { secureContext }),
+    };
+    return new Agent({
+      allowH2: this.http2,
+      connect,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      keepAliveTimeout: IDLE_CONNECTION_MS,
+    });
+  }
+}
+
+/** Path characters the URL parser keeps as they are (no `?`, `#`, `\\`, spaces or non-ASCII). */
+const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
+
+/** The server's origin and path (without its trailing slash), or undefined when it has more (a query). */
+function baseOf(server: string): { origin: string; path: string } | undefined {
+  const url = new URL(server);
+  if (url.search || url.hash || url.username || url.password) return undefined;
+  return { origin: url.origin, path: url.pathname.replace(/\/+$/, "") };
+}
+
+/** A parsed URL's path and query with `query` set on it. */
+function withQuery(url: URL, query: RequestOptions["query"]): string {
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  return `${url.pathname}${url.search}`;
+}
+
+/**
+ * A request's deadline: aborted after `ms`, or when `outer` aborts (with its reason), as
+ * `AbortSignal.any([outer, AbortSignal.timeout(ms)])`, but with a timer that {@link end} clears.
+ * AbortSignal.timeout's timer stays until it fires, and the signals it and AbortSignal.any hold
+ * through weak references live until a full GC: per request of a cold start's thousands.
+ */
+class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private readonly outer: AbortSignal | undefined;
+  private readonly onOuterAbort: (() => void) | undefined;
+
+  constructor(ms: number, outer: AbortSignal | undefined) {
+    const controller = this.controller;
+    this.timer = setTimeout(
+      () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+      ms,
+    );
+    this.timer.unref(); // as AbortSignal.timeout's: a deadline keeps no process alive
+    if (!outer) return;
+    if (outer.aborted) {
+      controller.abort(outer.reason);
+      return;
+    }
+    this.outer = outer;
+    this.onOuterAbort = () => controller.abort(outer.reason);
+    outer.addEventListener("abort", this.onOuterAbort, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The request ended: no timer or listener stays behind. */
+  end(): void {
+    clearTimeout(this.timer);
+    if (this.onOuterAbort) this.outer!.removeEventListener("abort", this.onOuterAbort);
   }
 }
 

@@ -21,12 +21,12 @@ const requestApi = require("undici/lib/api/api-request.js") as (
 /** Options of {@link request}: undici's request options, less the URL's parts. */
 export type RequestOptions = Omit<Undici.Dispatcher.RequestOptions, "origin" | "path">;
 
-/** `dispatcher.request()` for `url`, as undici's own `request(url, { dispatcher })`. */
+/** `dispatcher.request()` for `origin` and `path` (with its query), as undici's own `request(url, { dispatcher })`. */
 export function request(
   dispatcher: Undici.Dispatcher,
-  url: string,
+  origin: string,
+  path: string,
   options: RequestOptions,
 ): Promise<Undici.Dispatcher.ResponseData> {
-  const u = new URL(url);
-  return requestApi.call(dispatcher, { ...options, origin: u.origin, path: `${u.pathname}${u.search}` });
+  return requestApi.call(dispatcher, { ...options, origin, path });
 }

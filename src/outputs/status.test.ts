@@ -22,6 +22,17 @@ function fakeClient(answer: unknown) {
 
 const apiError = (code: number) => new ApiError("PATCH", "/x", code, "Reason", "message");
 
+/** A StatusOutput whose every request fails with `statusCode`, and the write results it reports. */
+function failingOutput(statusCode: number): { output: StatusOutput; writes: string[] } {
+  const writes: string[] = [];
+  const output = new StatusOutput({
+    client: fakeClient(apiError(statusCode)),
+    policy: new WritePolicy(),
+    onWrite: (r) => void writes.push(r),
+  });
+  return { output, writes };
+}
+
 describe("StatusOutput", () => {
   it.each<{ reason: string; answer: unknown; want: StatusOutcome; metric: string[] }>([
     {
@@ -64,23 +75,13 @@ describe("StatusOutput", () => {
   });
 
   it("a refused status or a re-created object (422) is a terminal error: retrying cannot mend it", async () => {
-    const writes: string[] = [];
-    const output = new StatusOutput({
-      client: fakeClient(apiError(422)),
-      policy: new WritePolicy(),
-      onWrite: (r) => void writes.push(r),
-    });
+    const { output, writes } = failingOutput(422);
     const err = await output.write(owner, desired, output.memory()).catch((e: unknown) => e);
     expect({ kind: classifyError(err), writes }).toEqual({ kind: "terminal", writes: ["error"] });
   });
 
   it("throws what retrying may mend (a 500), counted as an error", async () => {
-    const writes: string[] = [];
-    const output = new StatusOutput({
-      client: fakeClient(apiError(500)),
-      policy: new WritePolicy(),
-      onWrite: (r) => void writes.push(r),
-    });
+    const { output, writes } = failingOutput(500);
     await expect(output.write(owner, desired, output.memory())).rejects.toThrow();
     expect(writes).toEqual(["error"]);
   });

@@ -23,6 +23,7 @@ import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
+import { expandStatus } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
@@ -98,6 +99,8 @@ export class ReferableController {
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
   private primed = false;
+  /** The Referable cache's string pool, for the compact records of a bucket given back. */
+  private pool: StringPool | undefined;
   private cacheStarted = false;
 
   constructor(options: ReferableControllerOptions) {
@@ -211,6 +214,9 @@ export class ReferableController {
       if (state?.uid) this.options.events?.forget(state.uid);
       // Its claims on fields too: the replica serving it now claims them there.
       this.fields?.forget(name);
+      // Its cached status drops to a summary, as for any other replica's Referable.
+      if (obj.digest === undefined && obj.status !== undefined)
+        this.informer.replace(projectReferable(obj, this.pool, obj, true));
     }
   }
 
@@ -250,7 +256,7 @@ export class ReferableController {
       flush: (reconciling) => this.flushGraph(reconciling),
     };
     return new ReferableReconciler({
-      reader: { get: (name) => this.informer.get(undefined, name) as unknown as Referable | undefined },
+      reader: { get: (name) => expandReferable(this.informer.get(undefined, name)) },
       states: this.states,
       track: (obj) => this.subscriptions.track(obj),
       cycles,
@@ -309,10 +315,13 @@ export class ReferableController {
     const pool = new StringPool();
     const decode = (raw: KubeObject): KubeObject => {
       const name = raw.metadata?.name;
+      const shards = this.options.shards;
       const slim = projectReferable(
         raw,
         pool,
         name === undefined ? undefined : informer.get(undefined, name),
+        // Another replica's Referable (its status echoes too): a compact record (compact.ts).
+        shards !== undefined && !shards.admits(name ?? ""),
       );
       // The echo of this replica's status write holds the status it wrote: one copy, not two
       // (the version it wrote says so without a comparison; any other is compared).
@@ -321,6 +330,7 @@ export class ReferableController {
       if (
         own !== undefined &&
         slim.status !== undefined &&
+        slim.digest === undefined &&
         ((state!.overlay?.resourceVersion !== undefined &&
           state!.overlay.resourceVersion === slim.metadata?.resourceVersion &&
           state!.overlay.status === own) ||
@@ -338,6 +348,7 @@ export class ReferableController {
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
     const informer = new Informer(options);
+    this.pool = pool;
     informer.addListener({
       onEvent: (event) => this.onEvent(event),
       onState: (state) => {
@@ -410,6 +421,14 @@ export class ReferableController {
   }
 }
 
+/** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
+function expandReferable(obj: KubeObject | undefined): Referable | undefined {
+  const referable = obj as unknown as Referable | undefined;
+  const digest = obj?.digest;
+  if (typeof digest !== "string" || !referable?.status) return referable;
+  return { ...referable, status: expandStatus(referable.status, digest) };
+}
+
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */
 function exportTargets(obj: Referable): ExportTarget[] {
   const raw = obj.spec?.export;
@@ -426,18 +445,26 @@ function exportTargets(obj: Referable): ExportTarget[] {
 /** The runtime's measurements into controller-runtime's metrics. */
 function controllerObserver(metrics: ControllerMetrics): ControllerObserver {
   const labels = { name: NAME, controller: NAME };
+  // Each series looked up once: these are called several times per reconcile, and a lookup
+  // checks and copies its labels every time.
+  const adds = metrics.workqueueAdds.labels(labels);
+  const depth = metrics.workqueueDepth.labels(labels);
+  const queued = metrics.workqueueQueueDuration.labels(labels);
+  const worked = metrics.workqueueWorkDuration.labels(labels);
+  const retries = metrics.workqueueRetries.labels(labels);
+  const active = metrics.activeWorkers.labels(NAME);
+  const reconcileTime = metrics.reconcileTime.labels(NAME);
   return {
-    onAdd: () => metrics.workqueueAdds.labels(labels).inc(),
-    onDepth: (depth) => metrics.workqueueDepth.labels(labels).set(depth),
-    onGet: (s) => metrics.workqueueQueueDuration.labels(labels).observe(s),
-    onDone: (s) => metrics.workqueueWorkDuration.labels(labels).observe(s),
-    onRetry: () => metrics.workqueueRetries.labels(labels).inc(),
-    onActive: (delta) =>
-      delta > 0 ? metrics.activeWorkers.labels(NAME).inc() : metrics.activeWorkers.labels(NAME).dec(),
+    onAdd: () => adds.inc(),
+    onDepth: (d) => depth.set(d),
+    onGet: (s) => queued.observe(s),
+    onDone: (s) => worked.observe(s),
+    onRetry: () => retries.inc(),
+    onActive: (delta) => (delta > 0 ? active.inc() : active.dec()),
     onReconcile: (outcome, seconds, error) => {
       if (outcome === "error") metrics.observeReconcileError(error ?? "error");
       else metrics.reconcileTotal.labels(NAME, outcome).inc();
-      metrics.reconcileTime.labels(NAME).observe(seconds);
+      reconcileTime.observe(seconds);
     },
   };
 }

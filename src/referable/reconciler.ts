@@ -23,6 +23,7 @@ import type { StatusOutput } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
 import { backoffDelay } from "../runtime/backoff.ts";
+import { sameAsStored } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { describeCycle, isObjectNode } from "./reference-graph.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
@@ -226,7 +227,8 @@ export class ReferableReconciler implements Reconciler {
     const { state, view, leading } = pass;
     const own = leading ? state.own : undefined;
     const desired = desiredStatus(view, result, this.options.now?.() ?? new Date(), own, keys?.state);
-    if (!desired || statusEquals(view.status, desired)) {
+    // A status kept as a summary (a bucket just taken over) is compared by digest: unchanged, no write.
+    if (!desired || sameAsStored(view.status, desired, statusEquals)) {
       state.pushedAt = undefined;
       return DONE;
     }

@@ -66,7 +66,8 @@ interface Component {
 
 interface Node {
   labels: Readonly<Record<string, string>> | undefined;
-  reads: ReadsReferables | undefined;
+  /** What it reads; only the object node when that is all (most read a ConfigMap or Secret by name): see {@link kept}. */
+  reads: ReadsReferables | string | undefined;
   /** The Referables its selector matches now. */
   matched: Set<string>;
 }
@@ -103,7 +104,7 @@ export class ReferenceGraph {
   ): void {
     const old = this.nodes.get(name);
     if (!old) {
-      const node: Node = { labels, reads, matched: NONE };
+      const node: Node = { labels, reads: kept(reads), matched: NONE };
       this.nodes.set(name, node);
       this.matchAll(name, node);
       this.matchAgainstSelectors(name, labels);
@@ -111,9 +112,10 @@ export class ReferenceGraph {
       this.dirty = true;
       return;
     }
-    if (!sameReads(old.reads, reads)) {
-      this.index(name, old.reads, reads);
-      old.reads = reads;
+    const before = readsOfNode(old);
+    if (!sameReads(before, reads)) {
+      this.index(name, before, reads);
+      old.reads = kept(reads);
       this.matchAll(name, old);
       this.dirty = true;
     }
@@ -127,7 +129,7 @@ export class ReferenceGraph {
   delete(name: string): void {
     const node = this.nodes.get(name);
     if (!node) return;
-    this.index(name, node.reads, undefined);
+    this.index(name, readsOfNode(node), undefined);
     this.nodes.delete(name);
     this.selecting.delete(name);
     for (const s of this.selecting) this.nodes.get(s)!.matched.delete(name);
@@ -181,7 +183,7 @@ export class ReferenceGraph {
     if (isObjectNode(name)) return this.writers.get(name) ?? [];
     const node = this.nodes.get(name);
     if (!node) return [];
-    const reads = node.reads;
+    const reads = readsOfNode(node);
     const target = reads?.name;
     if (reads?.object === undefined && reads?.scope === undefined)
       return target === undefined || node.matched.has(target) ? node.matched : [target, ...node.matched];
@@ -211,7 +213,7 @@ export class ReferenceGraph {
 
   /** Matches `node`'s selector (if any) against every Referable. */
   private matchAll(name: string, node: Node): void {
-    const selector = node.reads?.selector;
+    const selector = readsOfNode(node)?.selector;
     if (!selector) {
       node.matched = NONE;
       this.selecting.delete(name);
@@ -227,7 +229,7 @@ export class ReferenceGraph {
     let changed = false;
     for (const s of this.selecting) {
       const node = this.nodes.get(s)!;
-      const matches = node.reads!.selector!.matches(labels);
+      const matches = readsOfNode(node)!.selector!.matches(labels);
       if (matches === node.matched.has(name)) continue;
       if (matches) node.matched.add(name);
       else node.matched.delete(name);
@@ -333,6 +335,22 @@ function componentKey(members: readonly string[]): string {
     hash = Math.imul(hash ^ 0xffff, 0x01000193); // a separator, so ["ab","c"] and ["a","bc"] differ
   }
   return `${members.length}:${(hash >>> 0).toString(16)}`;
+}
+
+/**
+ * What a node keeps of `reads`: the object node's name alone when that is all it reads (no
+ * object around it: 56 bytes a Referable, and every shard keeps a node for every Referable).
+ */
+function kept(reads: ReadsReferables | undefined): ReadsReferables | string | undefined {
+  if (reads?.object === undefined) return reads;
+  for (const key in reads)
+    if (key !== "object" && reads[key as keyof ReadsReferables] !== undefined) return reads;
+  return reads.object;
+}
+
+/** What `node` reads, as {@link ReferenceGraph.set} was told. */
+function readsOfNode(node: Node): ReadsReferables | undefined {
+  return typeof node.reads === "string" ? { object: node.reads } : node.reads;
 }
 
 function sameReads(a: ReadsReferables | undefined, b: ReadsReferables | undefined): boolean {

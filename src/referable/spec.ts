@@ -10,6 +10,7 @@ import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
+import { internTime, summarizeStatus } from "./compact.ts";
 import { exportObjectNode, exportScopeNode, type ReadsReferables } from "./reference-graph.ts";
 
 /**
@@ -39,11 +40,16 @@ const POOLED_MAX = 128;
  *   and resourceVersion, not a second copy of the object.
  *
  * The controller then shares the status with the one it wrote, when they are equal.
+ *
+ * `compact` (sharded, a Referable of a bucket this replica does not serve): the status is kept
+ * as a summary instead, when it can be: a shared skeleton in `status` and a digest in `digest`
+ * (see compact.ts).
  */
 export function projectReferable(
   obj: KubeObject,
   pool: StringPool | undefined,
   previous: KubeObject | undefined,
+  compact = false,
 ): KubeObject {
   const m = obj.metadata ?? {};
   const pm = previous?.metadata;
@@ -54,7 +60,9 @@ export function projectReferable(
   const metadata: Record<string, unknown> = {
     name: same?.name ?? m.name,
     uid: same?.uid ?? m.uid,
-    creationTimestamp: m.creationTimestamp, // the one-owner rule of exported fields: the first created owns
+    // The one-owner rule of exported fields: the first created owns. Pooled: Referables created
+    // together share the second.
+    creationTimestamp: internTime(m.creationTimestamp, pool),
     resourceVersion: m.resourceVersion,
     generation: m.generation,
     labels:
@@ -72,14 +80,19 @@ export function projectReferable(
       : same && m.generation !== undefined && same.generation === m.generation && previous!.spec !== undefined
         ? previous!.spec
         : pooled(obj.spec, pool, 0);
+  const summary =
+    compact && obj.status !== undefined ? summarizeStatus(obj.status, m.generation, pool) : undefined;
   const status =
-    obj.status === undefined ? undefined : pooledStatus(obj.status as Record<string, unknown>, pool);
+    obj.status === undefined
+      ? undefined
+      : (summary?.skeleton ?? pooledStatus(obj.status as Record<string, unknown>, pool));
   const slim: KubeObject = {
     apiVersion: intern(obj.apiVersion, pool),
     kind: intern(obj.kind, pool),
     metadata,
     spec,
     status,
+    digest: summary?.digest,
   };
   return slim;
 }
@@ -132,8 +145,10 @@ function pooled(value: unknown, pool: StringPool | undefined, depth: number): un
   if (typeof value === "string") return intern(value, pool);
   if (Array.isArray(value)) return value.map((v) => pooled(v, pool, depth + 1));
   if (typeof value !== "object" || value === null) return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = k === "name" ? v : pooled(v, pool, depth + 1);
+  // A copy made whole, then its values replaced: the fields stay in the object itself (added
+  // one by one to an empty literal, past the fourth they would spill into an array of their own).
+  const out: Record<string, unknown> = { ...value };
+  for (const k of Object.keys(out)) if (k !== "name") out[k] = pooled(out[k], pool, depth + 1);
   return out;
 }
 

@@ -133,19 +133,25 @@ export class ReferableStates {
 
   /** The key output's memory for a Referable whose keys are being released (its backoff). */
   releasing(name: string): KeysMemory {
-    const state = this.states.get(name);
-    if (state) return (state.keys ??= newKeysMemory());
-    let memory = this.deleting.get(name);
-    if (!memory) this.deleting.set(name, (memory = newKeysMemory()));
-    return memory;
+    return this.releaseMemory(name, "keys", this.deleting, newKeysMemory);
   }
 
   /** The field output's memory for a Referable whose fields are being released (its backoff). */
   releasingFields(name: string): FieldsMemory {
+    return this.releaseMemory(name, "fields", this.deletingFields, newFieldsMemory);
+  }
+
+  /** An output's memory in the Referable's state, or, for one without state, in `deleting`. */
+  private releaseMemory<K extends "keys" | "fields">(
+    name: string,
+    output: K,
+    deleting: Map<string, NonNullable<ReferableState[K]>>,
+    empty: () => NonNullable<ReferableState[K]>,
+  ): NonNullable<ReferableState[K]> {
     const state = this.states.get(name);
-    if (state) return (state.fields ??= newFieldsMemory());
-    let memory = this.deletingFields.get(name);
-    if (!memory) this.deletingFields.set(name, (memory = newFieldsMemory()));
+    if (state) return (state[output] ??= empty());
+    let memory = deleting.get(name);
+    if (!memory) deleting.set(name, (memory = empty()));
     return memory;
   }
 

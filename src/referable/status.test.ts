@@ -34,6 +34,14 @@ const err = (
   error: new ResolutionError(reason, message),
 });
 
+/** Mode Multiple's answer of two sources, each with its value. */
+const twoValues: ResolutionResult = {
+  ok: true,
+  reason: "Available",
+  values: [1, 2],
+  sources: [src("1"), src("2", "u2")],
+};
+
 function obj(status?: Referable["status"], generation = 1): Referable {
   return { metadata: { name: "r", generation }, spec: {}, ...(status ? { status } : {}) };
 }
@@ -125,11 +133,7 @@ describe("desiredStatus", () => {
   });
 
   it("withdraws values in mode Multiple on Forbidden too", () => {
-    const many = desiredStatus(
-      obj(),
-      { ok: true, reason: "Available", values: [1, 2], sources: [src("1"), src("2", "u2")] },
-      T0,
-    )!;
+    const many = desiredStatus(obj(), twoValues, T0)!;
     const refused = desiredStatus(obj(many), err("Forbidden"), T1)!;
     expect(refused.values).toBeUndefined();
     expect(refused.sources).toBeUndefined();
@@ -204,11 +208,7 @@ describe("desiredStatus", () => {
   });
 
   it("writes values and sources in Multiple mode, and nothing but the condition for Optional", () => {
-    const many = desiredStatus(
-      obj(),
-      { ok: true, reason: "Available", values: [1, 2], sources: [src("1"), src("2", "u2")] },
-      T0,
-    )!;
+    const many = desiredStatus(obj(), twoValues, T0)!;
     expect(many.values).toEqual([1, 2]);
     expect(many.sources).toHaveLength(2);
     const optional = desiredStatus(obj(many), { ok: true, reason: "Optional" }, T1)!;

@@ -7,7 +7,7 @@
  */
 import { Limits } from "../api/limits.ts";
 import { EXPORTED, READY } from "../api/referable.ts";
-import { stableStringify } from "../api/stable-json.ts";
+import { jsonEqual } from "../api/stable-json.ts";
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 
 export { stableStringify } from "../api/stable-json.ts";
@@ -55,7 +55,7 @@ const UNOBSERVED = new Set(["Pending"]);
 
 /** Whether two statuses are the same, field order aside. */
 export function statusEquals(a: ReferableStatus | undefined, b: ReferableStatus | undefined): boolean {
-  return stableStringify(a ?? {}) === stableStringify(b ?? {});
+  return jsonEqual(a ?? {}, b ?? {});
 }
 
 /** The Ready condition of a status, if any. */
@@ -199,7 +199,7 @@ function keepReadVersions(
 ): SourceRef[] {
   const prevValue = many ? previous.values : previous.value;
   const prevSources = previous.sources ?? [];
-  const sameValue = stableStringify(prevValue ?? null) === stableStringify(value ?? null);
+  const sameValue = jsonEqual(prevValue ?? null, value ?? null);
   const sameSet =
     prevSources.length === sources.length &&
     prevSources.every((s, i) => s.uid === sources[i]!.uid && s.name === sources[i]!.name);

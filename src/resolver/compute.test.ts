@@ -134,6 +134,14 @@ interface Case {
   want: Want;
 }
 
+/** The parts of the message of a selection short of minMatch: what matched, what lacked the field, what is left. */
+const shortOfMinMatch = (matches: number, without: number, values: number, minMatch: number) => [
+  `${matches} objects match`,
+  `(${without} without data.url)`,
+  `giving ${values} value(s)`,
+  `minMatch is ${minMatch}`,
+];
+
 const limits: ComputeLimits = { maxValueBytes: 1024 };
 
 const cases: Case[] = [
@@ -414,10 +422,7 @@ const cases: Case[] = [
     reason: "fewer values than minMatch is TooFewMatches, with the counts",
     ref: multiple({ minMatch: 3 }),
     objects: [cm("a", { data: { url: "a" } }), cm("b", { data: {} })],
-    want: {
-      reason: "TooFewMatches",
-      message: ["2 objects match", "(1 without data.url)", "giving 1 value(s)", "minMatch is 3"],
-    },
+    want: { reason: "TooFewMatches", message: shortOfMinMatch(2, 1, 1, 3) },
   },
   // Mode Multiple: what a selection that falls short of minMatch means (docs/api.md, "Mode
   // Multiple: matches without the field").
@@ -425,10 +430,7 @@ const cases: Case[] = [
     reason: "every match lacking the field is FieldNotFound, as one named source lacking it would be",
     ref: multiple(),
     objects: [cm("a", { data: {} }), cm("b", { data: {} })],
-    want: {
-      reason: "FieldNotFound",
-      message: ["2 objects match", "(2 without data.url)", "giving 0 value(s)", "minMatch is 1"],
-    },
+    want: { reason: "FieldNotFound", message: shortOfMinMatch(2, 2, 0, 1) },
   },
   {
     reason: "matches lacking the field with a list default are Defaulted, as no match at all is",
@@ -446,10 +448,7 @@ const cases: Case[] = [
     reason: "enough matches but too few with the field is FieldNotFound, with the counts",
     ref: multiple({ minMatch: 2 }),
     objects: [cm("a", { data: { url: "a" } }), cm("b", { data: {} })],
-    want: {
-      reason: "FieldNotFound",
-      message: ["2 objects match", "(1 without data.url)", "giving 1 value(s)", "minMatch is 2"],
-    },
+    want: { reason: "FieldNotFound", message: shortOfMinMatch(2, 1, 1, 2) },
   },
   {
     reason: "too few matches with a default is Defaulted, the default standing for the whole list",

@@ -63,11 +63,6 @@ describe("planBuckets", () => {
       want: { acquire: 4, release: 0 },
     },
     {
-      reason: "three live, all free, the others with none yet: takes up to the floor",
-      view: view("a", ["a", "b", "c"], "................"),
-      want: { acquire: 5, release: 0 },
-    },
-    {
       reason: "the others at the floor: takes up to the ceiling",
       view: view("a", ["a", "b", "c"], "......bbbbbccccc"),
       want: { acquire: 6, release: 0 },
@@ -114,9 +109,38 @@ describe("planBuckets", () => {
     for (const bucket of plan.release) expect(v.held.has(bucket)).toBe(true);
   });
 
-  it("takes the free buckets it prefers most, and gives back those it prefers least", () => {
-    const free = planBuckets(view("a", ["a", "b"], "........"));
-    expect(free.acquire).toEqual(byPreference("a", [0, 1, 2, 3, 4, 5, 6, 7]).slice(0, 4));
+  it.each([
+    { reason: "all free, three starting together", live: ["a", "b", "c"], holders: "................" },
+    {
+      reason: "a replica of four killed: its four buckets",
+      live: ["a", "b", "c"],
+      holders: "aaaabbbb....cccc",
+    },
+    { reason: "two killed of four", live: ["a", "b"], holders: "..a.b..a.b..a.b." },
+  ])("deals every free bucket to one live replica, within the fair share, in one round: $reason", (c) => {
+    // Every replica plans on the same view: the deal is alike everywhere, so no two race.
+    const v = (identity: string) => view(identity, c.live, c.holders);
+    const plans = c.live.map((identity) => planBuckets(v(identity)));
+    const taken = plans.flatMap((plan) => plan.acquire);
+    const free = [...c.holders].flatMap((h, i) => (h === "." ? [i] : []));
+    expect(taken.sort((x, y) => x - y)).toEqual(free);
+    const { min, max } = fairShare(c.holders.length, c.live.length);
+    c.live.forEach((identity, i) => {
+      const count = v(identity).held.size + plans[i]!.acquire.length;
+      expect(count).toBeGreaterThanOrEqual(min);
+      expect(count).toBeLessThanOrEqual(max);
+    });
+  });
+
+  it("takes a stale free bucket dealt to another, up to its share", () => {
+    // Of the two free buckets, c is dealt none: it leaves them to a and b...
+    const v = view("c", ["a", "b", "c"], "aabbcc..");
+    expect(planBuckets(v).acquire).toEqual([]);
+    // ...until they have stayed free for a while (a and b did not take them): then one, its ceiling.
+    expect(planBuckets({ ...v, stale: new Set([6, 7]) }).acquire).toHaveLength(1);
+  });
+
+  it("gives back the buckets it prefers least", () => {
     const extras = planBuckets(view("a", ["a", "b"], "aaaaaaaa"));
     expect(extras.release).toEqual(byPreference("a", [0, 1, 2, 3, 4, 5, 6, 7]).slice(4).reverse());
   });

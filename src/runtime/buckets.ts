@@ -9,10 +9,16 @@
  *   once the assignment has settled. A replica above the ceiling gives back its extras; a replica
  *   below the floor takes free buckets first, and when none is free a replica above the floor
  *   gives back one, so a replica that joins is never left with none (while buckets >= live).
- * - Which free bucket a replica takes, and which of its own it gives back, follows rendezvous
- *   hashing (highest `fnv1a32(identity + "/" + bucket)` first): replicas prefer different
- *   buckets, so they rarely race for the same Lease, and a bucket tends to return to the replica
- *   that held it before.
+ * - The free buckets are dealt out: every replica computes the same deal from what it sees, each
+ *   free bucket (in order) going to the live replica below the floor that prefers it most, or,
+ *   once none is below the floor, to the one below the ceiling that prefers it most. A replica
+ *   takes what is dealt to it, all in one round: the buckets of a replica that died are shared
+ *   out among the survivors at once, without two of them racing for one Lease. A bucket dealt
+ *   to a replica that has not taken it for a while (`stale`) is free to any replica below its
+ *   share, as before the deal.
+ * - Preference is rendezvous hashing (highest `fnv1a32(identity + "/" + bucket)` first):
+ *   replicas prefer different buckets, and a bucket tends to return to the replica that held it
+ *   before; a replica gives back the buckets it prefers least.
  */
 
 const FNV_OFFSET = 0x811c9dc5;
@@ -68,6 +74,11 @@ export interface BucketView {
   holders: readonly (string | undefined)[];
   /** The buckets this replica holds and serves (not those it is giving back). */
   held: ReadonlySet<number>;
+  /**
+   * Free buckets seen free for a while (dealt to a replica that did not take them): any replica
+   * below its share may take them. @default none
+   */
+  stale?: ReadonlySet<number>;
 }
 
 /** What a replica should do now: Leases to try to take, and held buckets to give back. */
@@ -107,8 +118,40 @@ export function planBuckets(view: BucketView): BucketPlan {
       ? { acquire: [], release: [mine[mine.length - 1]!] }
       : { acquire: [], release: [] };
   }
-  // Leave free buckets to a replica below the floor, once this one has reached it.
+  const acquire = deal(free, counts, min, max).get(identity) ?? [];
+  // Stale free buckets, by the rule before the deal: leave them to a replica below the floor
+  // once this one has reached it.
   const limit = starving ? min : max;
-  const want = Math.max(0, limit - mine.length);
-  return { acquire: free.sort(byPreference).slice(0, want), release: [] };
+  const dealt = new Set(acquire);
+  const extra = free.filter((b) => view.stale?.has(b) && !dealt.has(b)).sort(byPreference);
+  acquire.push(...extra.slice(0, Math.max(0, limit - mine.length - acquire.length)));
+  return { acquire: acquire.sort(byPreference), release: [] };
+}
+
+/**
+ * Deals `free` (ascending) among the replicas of `counts` (how many each holds): each bucket to
+ * the replica below `min` that prefers it most, or, when none is, to the one below `max` that
+ * does. The same inputs give every replica the same deal.
+ */
+function deal(free: readonly number[], counts: Map<string, number>, min: number, max: number) {
+  const dealt = new Map<string, number[]>();
+  const replicas = [...counts.keys()].sort();
+  for (const bucket of free) {
+    let best: string | undefined;
+    for (const limit of [min, max]) {
+      for (const replica of replicas)
+        if (
+          counts.get(replica)! < limit &&
+          (best === undefined || preference(replica, bucket) > preference(best, bucket))
+        )
+          best = replica;
+      if (best !== undefined) break;
+    }
+    if (best === undefined) break; // every replica at its ceiling
+    counts.set(best, counts.get(best)! + 1);
+    const mine = dealt.get(best);
+    if (mine) mine.push(bucket);
+    else dealt.set(best, [bucket]);
+  }
+  return dealt;
 }

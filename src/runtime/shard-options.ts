@@ -15,6 +15,11 @@ export interface ShardObserver {
   onHandover?(kind: Handover): void;
   /** The live replicas seen in the last round, this one included. */
   onMembers?(live: number): void;
+  /**
+   * A bucket was taken over from a replica that stopped renewing it (a kill, a lost node), this
+   * many seconds after the last renewal of it this replica saw: at least the lease duration.
+   */
+  onTakeover?(seconds: number): void;
 }
 
 /** Options for {@link ShardCoordinator}. */

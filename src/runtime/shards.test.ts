@@ -137,6 +137,7 @@ interface Replica {
   coordinator: ShardCoordinator;
   client: ReturnType<LeaseStore["client"]>;
   handovers: string[];
+  takeovers: number[];
 }
 
 /** A world of replicas sharing one store and one clock. */
@@ -148,6 +149,7 @@ function world(buckets: number) {
     const gate = new ShardGate(options.buckets ?? buckets);
     const client = store.client();
     const handovers: string[] = [];
+    const takeovers: number[] = [];
     const coordinator = new ShardCoordinator({
       client,
       namespace: "ns",
@@ -158,22 +160,35 @@ function world(buckets: number) {
       renewDeadlineMs: RENEW_MS,
       retryPeriodMs: RETRY_MS,
       now: () => clock.now,
-      observer: { onHandover: (kind) => handovers.push(kind) },
+      observer: {
+        onHandover: (kind) => handovers.push(kind),
+        onTakeover: (seconds) => takeovers.push(seconds),
+      },
     });
-    const r = { identity, gate, coordinator, client, handovers };
+    const r = { identity, gate, coordinator, client, handovers, takeovers };
     replicas.push(r);
     return r;
+  };
+  /** Moves the clock on `ms`. */
+  const advance = (ms: number) => {
+    clock.now += ms;
+    jest.setSystemTime(EPOCH + clock.now);
   };
   /** One round of each replica given, in turn, then the clock moves on a retry period. */
   const round = async (...who: Replica[]) => {
     for (const r of who) await r.coordinator.tick();
     await flush();
-    clock.now += RETRY_MS;
-    jest.setSystemTime(EPOCH + clock.now);
+    advance(RETRY_MS);
+  };
+  /** One round of each replica given, at once: each lists the Leases before any writes. */
+  const together = async (...who: Replica[]) => {
+    await Promise.all(who.map((r) => r.coordinator.tick()));
+    await flush();
+    advance(RETRY_MS);
   };
   const bucketLease = (b: number) => `${SET}-bucket-${b}-of-${buckets}`;
   const holders = () => Array.from({ length: buckets }, (_, b) => store.holder(bucketLease(b)) ?? "");
-  return { store, clock, replica, round, bucketLease, holders };
+  return { store, clock, replica, advance, round, together, bucketLease, holders };
 }
 
 const flush = async () => {
@@ -247,6 +262,61 @@ describe("ShardCoordinator", () => {
     for (let i = 0; i < 3; i++) await w.round(b);
     expect(w.holders()).toEqual(["b", "b", "b", "b"]);
     expect(b.gate.held.size).toBe(4);
+  });
+
+  it("shares a killed replica's buckets out among the survivors in the one round they may be taken", async () => {
+    const w = world(16);
+    const [a, b, c, d] = ["a", "b", "c", "d"].map((id) => w.replica(id)) as [
+      Replica,
+      Replica,
+      Replica,
+      Replica,
+    ];
+    for (let i = 0; i < 4; i++) await w.round(a, b, c, d);
+    expect([a, b, c, d].map((r) => r.gate.held.size)).toEqual([4, 4, 4, 4]);
+    const orphans = w.holders().flatMap((h, i) => (h === "d" ? [i] : []));
+
+    // d is killed: a, b and c go on with their rounds, at the same moments (each lists before
+    // any of them writes); none takes d's buckets while its Leases are valid, and in the first
+    // round in which they have expired, all of them are taken, without a race lost.
+    let rounds = 0;
+    while (w.holders().some((h) => h === "d")) {
+      await w.together(a, b, c);
+      rounds++;
+      expect(rounds * RETRY_MS).toBeLessThanOrEqual(LEASE_MS + RETRY_MS);
+      const left = w.holders().filter((h) => h === "d").length;
+      expect([0, orphans.length]).toContain(left);
+    }
+    expect(rounds * RETRY_MS).toBeGreaterThanOrEqual(LEASE_MS);
+    for (const r of [a, b, c]) expect([5, 6]).toContain(r.gate.held.size);
+    expect(w.holders().every((h) => ["a", "b", "c"].includes(h))).toBe(true);
+    const takeovers = [a, b, c].flatMap((r) => r.takeovers);
+    expect(takeovers).toHaveLength(orphans.length);
+    for (const seconds of takeovers) expect(seconds * 1000).toBeGreaterThanOrEqual(LEASE_MS);
+  });
+
+  it("makes its next round when another replica's Lease expires, not a retry period later", async () => {
+    const w = world(4);
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    for (let i = 0; i < 4; i++) await w.round(a, b);
+    // a's Leases were last seen renewed by b in the round before the clock moved on.
+    const seenAt = w.clock.now - RETRY_MS;
+    // a is killed. While its Leases are far from expiring, b waits a retry period...
+    expect(b.coordinator.delay(0)).toBe(RETRY_MS);
+    // ...but its round that makes them expire comes exactly then (+1 ms), and takes them.
+    w.advance(LEASE_MS - RETRY_MS - 100);
+    await b.coordinator.tick();
+    const wait = b.coordinator.delay(0);
+    expect(wait).toBe(seenAt + LEASE_MS + 1 - w.clock.now);
+    expect(wait).toBeLessThan(RETRY_MS);
+    expect(count(w.holders(), "a")).toBe(2);
+    w.advance(wait);
+    await b.coordinator.tick();
+    await flush();
+    expect(w.holders()).toEqual(["b", "b", "b", "b"]);
+    expect(b.takeovers).toEqual([(LEASE_MS + 1) / 1000, (LEASE_MS + 1) / 1000]);
+    // Nothing left to expire: back to the retry period.
+    expect(b.coordinator.delay(0)).toBe(RETRY_MS);
   });
 
   it("stops serving a bucket it could not renew within the renew deadline, before anyone may take it", async () => {

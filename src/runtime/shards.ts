@@ -13,8 +13,15 @@
  *    at once (no release: someone else may hold it);
  * 4. it plans ({@link planBuckets}): a bucket above its share is given back only after this
  *    replica stopped writing it ({@link ShardGate.remove}: stop admitting, wait for the running
- *    reconciles), then the Lease is released (holder "") for another to take at once; a free
- *    bucket (no Lease, released, or expired) is taken with a write that carries the version read.
+ *    reconciles), then the Lease is released (holder "") for another to take at once; the free
+ *    buckets (no Lease, released, or expired) are dealt out among the live replicas alike on
+ *    every replica, and each takes all of its deal in the round, each with a write that carries
+ *    the version read.
+ *
+ * A round is also made as soon as another replica's Lease would expire (as this replica saw it
+ * last), rather than up to a retry period later: the buckets of a replica killed are taken the
+ * moment its Leases may be taken, all in that round, which is what bounds a failover (the lease
+ * duration after the last renewal seen, and the first writes of the new holder).
  *
  * Expiry is judged as the leader election judges it (leader-election.ts): by how long ago this
  * replica last saw a Lease's record change, on its own clock, never by comparing the holder's
@@ -78,6 +85,8 @@ export class ShardCoordinator {
   private readonly leaving = new Set<number>();
   /** Acquisitions and hand-overs under way, awaited by stop(). */
   private readonly pending = new Set<Promise<void>>();
+  /** When each free bucket was first seen free (for the stale rule of planBuckets). */
+  private readonly freeSince = new Map<number, number>();
   private rounds = 0;
   private lastFailure = "";
 
@@ -138,11 +147,13 @@ export class ShardCoordinator {
       return;
     }
     this.observe(leases);
-    await this.renewMember();
     // The first round only announces this replica: the others' member Leases are seen before
     // any bucket is taken, so replicas that start together do not all take every bucket.
-    if (this.rounds++ === 0) return;
-    await this.renewBuckets();
+    const first = this.rounds++ === 0;
+    // The member and the buckets at once: another replica then sees them renewed in the same
+    // LIST (and, once this one is gone, expire in the same round) nearly always.
+    await Promise.all([this.renewMember(), first ? undefined : this.renewBuckets()]);
+    if (first) return;
     await this.plan();
   }
 
@@ -152,8 +163,32 @@ export class ShardCoordinator {
       await this.tick();
       // A little jitter only: a round renews the buckets held, and must come well within the
       // renew deadline (which is more than JITTER_FACTOR retry periods, as leader election asks).
-      await sleep(this.retryPeriodMs * (1 + Math.random() * 0.1), stopped);
+      await sleep(this.delay(), stopped);
     }
+  }
+
+  /**
+   * How long {@link run} waits after a round: the retry period (jittered by `jitter` times a
+   * tenth), or less when another replica's Lease would expire sooner. Exposed for tests.
+   */
+  delay(jitter = Math.random()): number {
+    return Math.min(this.retryPeriodMs * (1 + jitter * 0.1), this.untilExpiry());
+  }
+
+  /**
+   * How long until the first Lease held by another replica expires as this replica judges it
+   * (+1 ms: valid means strictly before), so that the round that may take it runs then. At least
+   * a twentieth of the retry period: a Lease expires once per renewal seen, so this adds at most
+   * one round per Lease of a replica gone, never a busy loop.
+   */
+  private untilExpiry(now = this.now()): number {
+    let first = Infinity;
+    for (const seen of this.seen.values()) {
+      const holder = seen.record.holderIdentity;
+      if (!holder || holder === this.identity || !leaseValid(seen, now)) continue;
+      first = Math.min(first, seen.changedAt + seen.record.leaseDurationSeconds * 1000 - now + 1);
+    }
+    return Math.max(this.retryPeriodMs / 20, first);
   }
 
   /** Keeps each Lease, restarting its expiry clock when its record changed; forgets those gone. */
@@ -272,6 +307,7 @@ export class ShardCoordinator {
       live,
       holders,
       held: this.gate.held,
+      stale: this.staleFree(holders, now),
     });
     for (const bucket of plan.release) this.handBack(bucket);
     if (foreign) {
@@ -284,6 +320,24 @@ export class ShardCoordinator {
     const acquiring = plan.acquire.filter((bucket) => !this.leaving.has(bucket)).map((b) => this.acquire(b));
     for (const work of acquiring) this.track(work);
     await Promise.all(acquiring);
+  }
+
+  /**
+   * The free buckets seen free for two retry periods or more: dealt to a replica that did not
+   * take them (it stopped, or sees otherwise), so any replica below its share may.
+   */
+  private staleFree(holders: readonly (string | undefined)[], now: number): Set<number> {
+    const stale = new Set<number>();
+    holders.forEach((holder, bucket) => {
+      if (holder !== undefined || this.gate.held.has(bucket)) {
+        this.freeSince.delete(bucket);
+        return;
+      }
+      const since = this.freeSince.get(bucket);
+      if (since === undefined) this.freeSince.set(bucket, now);
+      else if (now - since >= 2 * this.retryPeriodMs) stale.add(bucket);
+    });
+    return stale;
   }
 
   /** Gives a bucket back: stop admitting, drain, release; renewed meanwhile. */
@@ -339,6 +393,10 @@ export class ShardCoordinator {
     const seen = this.seen.get(name);
     const record = leaseRecord(seen, this.identity, this.leaseDurationSeconds);
     if (seen && seen.record.holderIdentity !== this.identity) record.leaseTransitions += 1;
+    // Taken from another replica that stopped renewing it (not released): a takeover, timed
+    // from the last renewal this replica saw.
+    const from = seen?.record.holderIdentity;
+    const takeover = from && from !== this.identity ? this.now() - seen!.changedAt : undefined;
     try {
       this.keep(await this.write(name, seen?.lease, record), true);
     } catch (err) {
@@ -348,7 +406,13 @@ export class ShardCoordinator {
     }
     // Served even when stop() began meanwhile: stop() awaits this, then releases every bucket served.
     this.renewedAt.set(bucket, this.now());
-    this.logger.info({ bucket }, "took a bucket: serving its Referables");
+    // A takeover says from whom, and how long after the last renewal seen (for failover times).
+    const fields =
+      takeover === undefined
+        ? { bucket }
+        : { bucket, takenOverFrom: from, unrenewedSeconds: Number((takeover / 1000).toFixed(3)) };
+    this.logger.info(fields, "took a bucket: serving its Referables");
+    if (takeover !== undefined) this.notify((o) => o.onTakeover?.(takeover / 1000));
     this.notify((o) => o.onHandover?.("acquired"));
     this.gate.add(bucket);
   }

@@ -51,6 +51,14 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reje
   return { promise, resolve, reject };
 }
 
+/** A queue that has handed `key` out to a worker: the key is being processed. */
+async function processing(key: string): Promise<WorkQueue> {
+  const queue = new WorkQueue();
+  queue.add(key);
+  expect(await queue.get()).toBe(key);
+  return queue;
+}
+
 describe("WorkQueue.add", () => {
   it.each([
     {
@@ -68,9 +76,7 @@ describe("WorkQueue.add", () => {
   });
 
   it("never hands a key being processed to a second worker; it is requeued once on done", async () => {
-    const queue = new WorkQueue();
-    queue.add("a");
-    expect(await queue.get()).toBe("a");
+    const queue = await processing("a");
 
     queue.add("a");
     queue.add("a");
@@ -94,9 +100,7 @@ describe("WorkQueue.add", () => {
   });
 
   it("lets other keys through while one is processed", async () => {
-    const queue = new WorkQueue();
-    queue.add("a");
-    expect(await queue.get()).toBe("a");
+    const queue = await processing("a");
     queue.add("a");
     queue.add("b");
     expect(await queue.get()).toBe("b");

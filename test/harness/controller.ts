@@ -3,15 +3,18 @@
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import type { ControllerMetrics } from "../../src/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
+  closeTestClients,
   cmSource,
   createConfigMap,
+  kubeConfigWithToken,
+  mergePatch,
   testKubeConfig,
   uniqueName,
   waitFor,
@@ -75,6 +78,42 @@ export async function startTestController(
   };
 }
 
+/**
+ * Starts a test controller again over `shard`'s Referables, as the ServiceAccount of `token`, over
+ * a client that records every request but a GET (an apply of what is stored changes no
+ * resourceVersion, so only the requests tell whether one was sent). Resolves once it has
+ * reconciled its Referable with its value, or written something: one reconcile as soon as it is
+ * listed (the source not read yet: nothing to say), one once the source's value is pushed, which
+ * reads the targets; a write, had there been one, comes with the second.
+ */
+export async function restartCountingWrites(
+  token: string,
+  shard: string,
+  build?: Partial<BuildOptions>,
+): Promise<{ controller: TestController; writes: string[]; stop(): Promise<void> }> {
+  const writes: string[] = [];
+  const counted = new KubeClient({
+    kubeConfig: kubeConfigWithToken(token),
+    observe: (o) => {
+      if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
+    },
+  });
+  const controller = await startTestController({ client: counted, shard, ...(build && { build }) });
+  await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
+    const metric = await controller.metrics.reconcileTotal.get();
+    const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
+    return writes.length > 0 || successes >= 2;
+  });
+  return {
+    controller,
+    writes,
+    stop: async () => {
+      await controller.stop();
+      await counted.close();
+    },
+  };
+}
+
 /** A started resolver over the test cluster, as the admin, that keeps no informer nobody reads. */
 export async function startedResolver(): Promise<Resolver> {
   const resolver = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
@@ -108,29 +147,75 @@ export async function getReferable(client: KubeClient, name: string): Promise<Re
   return { ready: ready?.status, reason: ready?.reason, message: ready?.message, status, object };
 }
 
-/** Waits until the Referable's Ready reason is `reason` (and `extra` holds), and returns it. */
-export async function waitForReason(
+/**
+ * Waits until `done` holds of the Referable `name` as read from the API server, and returns it;
+ * on timeout the error names `what` was awaited and ends with `lastSeen` of the last read.
+ */
+export async function waitForView(
   client: KubeClient,
   name: string,
-  reason: string,
-  extra: (view: ReferableView) => boolean = () => true,
-  timeoutMs = 10_000,
+  what: string,
+  done: (view: ReferableView) => boolean,
+  options: { timeoutMs?: number; lastSeen?: (view: ReferableView | undefined) => string } = {},
 ): Promise<ReferableView> {
+  const { timeoutMs = 10_000, lastSeen = (v) => JSON.stringify(v?.status).slice(0, 600) } = options;
   let last: ReferableView | undefined;
   try {
     return await waitFor(
-      `Referable ${name} to reach ${reason}`,
+      `Referable ${name} ${what}`,
       async () => {
         last = await getReferable(client, name);
-        return last.reason === reason && extra(last) ? last : undefined;
+        return done(last) ? last : undefined;
       },
       { timeoutMs, intervalMs: 25 },
     );
   } catch (err) {
-    throw new Error(
-      `${(err as Error).message}; last seen: ${last?.reason} ${JSON.stringify(last?.status).slice(0, 400)}`,
-    );
+    throw new Error(`${(err as Error).message}; last seen: ${lastSeen(last)}`);
   }
+}
+
+/** Waits until a condition of the Referable `name` has `reason` (and `extra` holds), and returns it. */
+export type WaitForReason = (
+  client: KubeClient,
+  name: string,
+  reason: string,
+  extra?: (view: ReferableView) => boolean,
+  timeoutMs?: number,
+) => Promise<ReferableView>;
+
+/** Waits until the Referable's Ready reason is `reason` (and `extra` holds), and returns it. */
+export const waitForReason: WaitForReason = (client, name, reason, extra = () => true, timeoutMs = 10_000) =>
+  waitForView(client, name, `to reach ${reason}`, (v) => v.reason === reason && extra(v), {
+    timeoutMs,
+    lastSeen: (v) => `${v?.reason} ${JSON.stringify(v?.status).slice(0, 400)}`,
+  });
+
+/**
+ * The end of a file that ran test controllers: stops them, lets go of and deletes the Referables
+ * they own (an export finalizer would keep them), deletes what `cleanup` names (newest first),
+ * and closes the test clients.
+ */
+export async function tearDownControllers(
+  admin: KubeClient,
+  controllers: Array<TestController | undefined>,
+  cleanup: string[],
+): Promise<void> {
+  const started = controllers.filter((c): c is TestController => c !== undefined);
+  for (const c of started) await c.stop().catch(() => undefined);
+  const list = started.length
+    ? await admin
+        .request<{ items: KubeObject[] }>("GET", REFERABLES, {
+          query: { labelSelector: `${SHARD_LABEL} in (${started.map((c) => c.shard).join(",")})` },
+        })
+        .catch(() => ({ items: [] }))
+    : { items: [] };
+  for (const rf of list.items) {
+    const path = `${REFERABLES}/${rf.metadata?.name}`;
+    await mergePatch(admin, path, { metadata: { finalizers: null } }).catch(() => undefined);
+    await admin.request("DELETE", path).catch(() => undefined);
+  }
+  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
+  await closeTestClients();
 }
 
 /** The Referables' collection path. */

@@ -497,11 +497,8 @@ interface InterceptedWrite {
   options: RequestOptions;
 }
 
-/**
- * Our client's `request` and `watch`, passed through, except each status write of a Referable,
- * which goes to `statusWrite` with the Referable's name.
- */
-abstract class StatusWriteInterceptor {
+/** Our client's `watch`, passed through, and its `request`, through {@link intercept}. */
+abstract class InterceptingClient {
   protected readonly inner: KubeClient;
 
   constructor(inner: KubeClient) {
@@ -510,15 +507,25 @@ abstract class StatusWriteInterceptor {
 
   readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
 
-  readonly request = async <T = KubeObject>(
+  readonly request = <T = KubeObject>(
     method: string,
     path: string,
     options: RequestOptions = {},
-  ): Promise<T> => {
+  ): Promise<T> => this.intercept<T>(method, path, options);
+
+  protected abstract intercept<T>(method: string, path: string, options: RequestOptions): Promise<T>;
+}
+
+/**
+ * Our client's `request` and `watch`, passed through, except each status write of a Referable,
+ * which goes to `statusWrite` with the Referable's name.
+ */
+abstract class StatusWriteInterceptor extends InterceptingClient {
+  protected intercept<T>(method: string, path: string, options: RequestOptions): Promise<T> {
     const name = method === "PATCH" ? STATUS_PATH.exec(path)?.[1] : undefined;
     if (name === undefined) return this.inner.request<T>(method, path, options);
     return this.statusWrite<T>(name, { method, path, options });
-  };
+  }
 
   protected abstract statusWrite<T>(name: string, write: InterceptedWrite): Promise<T>;
 }
@@ -630,28 +637,21 @@ export class GatedStatusClient extends StatusWriteInterceptor {
  * request (the answer is lost with the process). Deterministic: the window between two writes
  * is chosen by the request, not by a clock.
  */
-export class SeverableClient {
+export class SeverableClient extends InterceptingClient {
   readonly writes: string[] = [];
   /** Resolves once severed. */
   readonly severed: Promise<void>;
   private cut = false;
   private onSevered!: () => void;
-  private readonly inner: KubeClient;
   private readonly severAfter: ((method: string, path: string) => boolean) | undefined;
 
   constructor(inner: KubeClient, severAfter?: (method: string, path: string) => boolean) {
-    this.inner = inner;
+    super(inner);
     this.severAfter = severAfter;
     this.severed = new Promise<void>((resolve) => (this.onSevered = resolve));
   }
 
-  readonly watch: KubeClient["watch"] = (path, query, onEvent) => this.inner.watch(path, query, onEvent);
-
-  readonly request = async <T = KubeObject>(
-    method: string,
-    path: string,
-    options: RequestOptions = {},
-  ): Promise<T> => {
+  protected async intercept<T>(method: string, path: string, options: RequestOptions): Promise<T> {
     if (this.cut) throw connectionReset();
     const answer = await this.inner.request<T>(method, path, options);
     if (method !== "GET") this.writes.push(`${method} ${path}`);
@@ -661,7 +661,7 @@ export class SeverableClient {
       throw connectionReset();
     }
     return answer;
-  };
+  }
 }
 
 /** What undici's fetch throws when the peer resets the connection. */

@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
-import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { selfAccessReview } from "../../src/startup.ts";
 
 /** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
@@ -154,6 +154,11 @@ export async function serviceAccountToken(
   await client.request("POST", `/api/v1/namespaces/${namespace}/serviceaccounts`, {
     body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name } },
   });
+  return requestToken(client, namespace, name);
+}
+
+/** A token for the existing ServiceAccount `namespace/name`, from the TokenRequest API (an hour long). */
+export async function requestToken(client: KubeClient, namespace: string, name: string): Promise<string> {
   const review = await client.request<{ status: { token: string } }>(
     "POST",
     `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
@@ -192,6 +197,22 @@ export async function waitFor<T>(
     }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+/** Waits until the object at `path` is gone: a GET answers 404. */
+export async function waitForGone(client: KubeClient, path: string, timeoutMs = 10_000): Promise<void> {
+  await waitFor(
+    `${path} to be gone`,
+    async () => {
+      try {
+        await client.request("GET", path);
+        return false;
+      } catch (err) {
+        return isApiError(err, 404);
+      }
+    },
+    { timeoutMs },
+  );
 }
 
 /**
@@ -305,7 +326,32 @@ export async function newShardScope(admin: KubeClient, prefix: string): Promise<
 
 /** A ConfigMap's `data.v` in the scope's namespace, as a Referable's source. */
 export function cmSource(scope: ShardScope, name: string) {
-  return { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.v" };
+  return configMapField(scope.ns, name);
+}
+
+/** `fieldPath` of the ConfigMaps of `namespace` that carry `matchLabels`, as a Referable's source. */
+export function configMapsLabelled(
+  namespace: string,
+  matchLabels: Record<string, string>,
+  fieldPath = "data.v",
+) {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace, selector: { matchLabels }, fieldPath };
+}
+
+/** `fieldPath` of the ConfigMap `namespace/name`, as a Referable's source. */
+export function configMapField(namespace: string, name: string, fieldPath = "data.v") {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace, name, fieldPath };
+}
+
+/** `fieldPath` of the object `namespace/name` of a test CRD's `kind` ({@link installTestCrd}'s v1), as a Referable's source. */
+export function testCrdSource(
+  group: string,
+  kind: string,
+  namespace: string,
+  name: string,
+  fieldPath: string,
+) {
+  return { apiVersion: `${group}/v1`, kind, namespace, name, fieldPath };
 }
 
 /** Writes at `path` a kubeconfig whose current-context ("nowhere") points where nothing listens. */

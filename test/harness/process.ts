@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
 import { fileURLToPath } from "node:url";
 import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
+import { waitFor } from "./kube.ts";
 import { freePort } from "./ports.ts";
 export { freePort };
 
@@ -350,4 +351,36 @@ export function metricValue(
   );
   if (matching.length === 0) return undefined;
   return matching.reduce((sum, s) => sum + s.value, 0);
+}
+
+/** The labels of the controller's work queue series (workqueue_depth and the like). */
+export const QUEUE = { name: "referable", controller: "referable" };
+
+/** Waits (up to `timeoutMs`) until nothing is queued or being reconciled in `p`; returns its metrics then. */
+export function waitForIdle(p: ControllerProcess, timeoutMs: number): Promise<string> {
+  return waitFor(
+    `process ${p.pid} to have an empty work queue and no reconcile running`,
+    async () => {
+      const text = await p.metrics();
+      const idle =
+        metricValue(text, "workqueue_depth", QUEUE) === 0 &&
+        metricValue(text, "controller_runtime_active_workers", { controller: "referable" }) === 0;
+      return idle && text;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
+/** Waits (up to `timeoutMs`) until `p` reports leader_election_master_status `want` (with `labels`). */
+export function waitForLeaderStatus(
+  p: ControllerProcess,
+  want: 0 | 1,
+  timeoutMs: number,
+  labels: Record<string, string> = {},
+): Promise<true> {
+  return waitFor(
+    `process ${p.pid} to report leader_election_master_status ${want}`,
+    async () => metricValue(await p.metrics(), "leader_election_master_status", labels) === want,
+    { timeoutMs, intervalMs: 50 },
+  );
 }

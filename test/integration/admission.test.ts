@@ -18,6 +18,8 @@ import {
   selfAccess,
   createConfigMap,
   createSecret,
+  testCrdSource,
+  configMapField,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -79,6 +81,23 @@ async function newUser(prefix: string): Promise<User> {
   return { name, username: `system:serviceaccount:${ns}:${name}`, client };
 }
 
+/**
+ * A new author who may get the ConfigMaps of the namespace (only those named `only`, when given),
+ * once RBAC says so for the ConfigMap "db".
+ */
+async function newConfigMapReader(prefix: string, only?: string[]): Promise<User> {
+  const reader = await newUser(prefix);
+  const rule = {
+    apiGroups: [""],
+    resources: ["configmaps"],
+    verbs: ["get"],
+    ...(only && { resourceNames: only }),
+  };
+  await grant(reader, [rule], ns);
+  await waitForConfigMapRead(reader.client, "db", true);
+  return reader;
+}
+
 /** Binds the ClusterRole `role` to the (impersonated) user `username`. */
 async function bindUser(username: string, role: string): Promise<void> {
   cleanup.push(await bindRole(admin, uniqueName(`${role}-user`), role, [user(username)]));
@@ -115,6 +134,14 @@ async function waitForAccess(
   );
 }
 
+/** Waits until RBAC gives `allowed` for the user's get of the ConfigMap `name` of this file's namespace. */
+const waitForConfigMapRead = (client: KubeClient, name: string, allowed: boolean) =>
+  waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name }, allowed);
+
+/** A merge patch of the Referable's spec, as `client`. */
+const patchSpec = (client: KubeClient, name: string, spec: Record<string, unknown>) =>
+  client.request("PATCH", `${RF}/${name}`, { body: { spec }, contentType: "application/merge-patch+json" });
+
 function createReferable(
   client: KubeClient,
   source: Record<string, unknown>,
@@ -142,23 +169,11 @@ async function refusal(request: Promise<unknown>): Promise<string> {
   throw new Error("the request was allowed, but a refusal was expected");
 }
 
-const configMap = (name: string, fieldPath = "data.v") => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: ns,
-  name,
-  fieldPath,
-});
+const configMap = (name: string, fieldPath?: string) => configMapField(ns, name, fieldPath);
 
 describe("a Referable may only export where its author may write", () => {
   it("refuses an author who may read the source but not create and patch the target, and allows one who may", async () => {
-    const erin = await newUser("erin");
-    await grant(erin, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      erin.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    const erin = await newConfigMapReader("erin");
     const exportTo = (kind: string, name: string) => ({
       export: [{ kind, namespace: ns, name, key: "DB_HOST" }],
     });
@@ -188,19 +203,12 @@ describe("a Referable may only export where its author may write", () => {
   });
 
   it("checks an update that adds a target, though the source is unchanged", async () => {
-    const frank = await newUser("frank");
-    await grant(frank, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      frank.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    const frank = await newConfigMapReader("frank");
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
     const message = await refusal(
-      frank.client.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { export: [{ kind: "ConfigMap", namespace: ns, name: "app", key: "K" }] } },
-        contentType: "application/merge-patch+json",
+      patchSpec(frank.client, name, {
+        export: [{ kind: "ConfigMap", namespace: ns, name: "app", key: "K" }],
       }),
     );
     expect(message).toContain(`may not create configmaps in namespace "${ns}"`);
@@ -209,13 +217,7 @@ describe("a Referable may only export where its author may write", () => {
 
 describe("a Referable may only export into a field where its author may patch the object", () => {
   it("refuses an author who may read the source but not patch the object a field is exported into, and allows one who may", async () => {
-    const gina = await newUser("gina");
-    await grant(gina, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      gina.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    const gina = await newConfigMapReader("gina");
     const field = {
       export: [
         {
@@ -275,13 +277,7 @@ describe("a Referable may only read what its author can read", () => {
   });
 
   it("allows the user once RBAC lets them get the object", async () => {
-    const bob = await newUser("bob");
-    await grant(
-      bob,
-      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
-      ns,
-    );
-    await waitForAccess(bob.client, { verb: "get", resource: "configmaps", namespace: ns, name: "db" }, true);
+    const bob = await newConfigMapReader("bob", ["db"]);
     await createReferable(bob.client, configMap("db"));
     // resourceNames is honoured: another ConfigMap in the same namespace is still refused.
     expect(await refusal(createReferable(bob.client, configMap("other")))).toContain(
@@ -299,11 +295,7 @@ describe("a Referable may only read what its author can read", () => {
       fieldPath: "data.v",
     };
     await grant(carol, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      carol.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(carol.client, "db", true);
     expect(await refusal(createReferable(carol.client, selector))).toContain(
       `user "${carol.username}" may not list configmaps in namespace "${ns}": ${REFUSAL_SUFFIX}`,
     );
@@ -326,13 +318,7 @@ describe("a Referable may only read what its author can read", () => {
   it("a kind the API server does not serve yet needs read access to every resource of its group", async () => {
     const erin = await newUser("erin");
     const group = `${uniqueName("later")}.example.com`;
-    const source = {
-      apiVersion: `${group}/v1`,
-      kind: "Queue",
-      namespace: ns,
-      name: "q",
-      fieldPath: "spec.url",
-    };
+    const source = testCrdSource(group, "Queue", ns, "q", "spec.url");
     const refused = await refusal(createReferable(erin.client, source));
     expect(refused).toContain(`the API server does not serve ${group}/v1`);
     expect(refused).toContain(
@@ -346,25 +332,10 @@ describe("a Referable may only read what its author can read", () => {
 
 describe("updates", () => {
   it("an update that changes spec.source is checked again", async () => {
-    const frank = await newUser("frank");
-    await grant(
-      frank,
-      [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"], resourceNames: ["db"] }],
-      ns,
-    );
-    await waitForAccess(
-      frank.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    const frank = await newConfigMapReader("frank", ["db"]);
     const name = uniqueName("rf");
     await createReferable(frank.client, configMap("db"), name);
-    const refused = await refusal(
-      frank.client.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { source: { name: "other" } } },
-        contentType: "application/merge-patch+json",
-      }),
-    );
+    const refused = await refusal(patchSpec(frank.client, name, { source: { name: "other" } }));
     expect(refused).toContain(`user "${frank.username}" may not get configmaps "other" in namespace "${ns}"`);
     const stored = await admin.request<{ spec: { source: { name: string } } }>("GET", `${RF}/${name}`);
     expect(stored.spec.source.name).toBe("db");
@@ -373,19 +344,11 @@ describe("updates", () => {
   it("an update that leaves spec alone is not even sent to the webhook; a change of spec.default is checked again", async () => {
     const grace = await newUser("grace");
     const revoke = await grant(grace, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }], ns);
-    await waitForAccess(
-      grace.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      true,
-    );
+    await waitForConfigMapRead(grace.client, "db", true);
     const name = uniqueName("rf");
     await createReferable(grace.client, configMap("db"), name);
     await revoke();
-    await waitForAccess(
-      grace.client,
-      { verb: "get", resource: "configmaps", namespace: ns, name: "db" },
-      false,
-    );
+    await waitForConfigMapRead(grace.client, "db", false);
 
     const checksBefore = webhook.accessReviews;
     const reviewsBefore = webhook.reviews;
@@ -398,14 +361,9 @@ describe("updates", () => {
     expect(webhook.accessReviews).toBe(checksBefore);
     // ...while any change of spec, even only of the default it publishes, is checked: refused now.
     for (const spec of [{ default: "fallback" }, { source: { fieldPath: "data.other" } }])
-      expect(
-        await refusal(
-          grace.client.request("PATCH", `${RF}/${name}`, {
-            body: { spec },
-            contentType: "application/merge-patch+json",
-          }),
-        ),
-      ).toContain(`may not get configmaps "db" in namespace "${ns}"`);
+      expect(await refusal(patchSpec(grace.client, name, spec))).toContain(
+        `may not get configmaps "db" in namespace "${ns}"`,
+      );
     // (No count of reviews here: the API server judges a patch again when it retries it after a
     // conflict, e.g. with a controller of another test file writing the status meanwhile.)
   });
@@ -431,7 +389,7 @@ describe("authorization follows the value: who changes what is written must be a
     );
     await bindRole(admin, roleName, roleName, [user(mallory)], ns, "Role");
     const client = impersonatingClient(mallory);
-    await waitForAccess(client, { verb: "get", resource: "configmaps", namespace: ns, name: "other" }, true);
+    await waitForConfigMapRead(client, "other", true);
     const missing = `user "${mallory}" may not create secrets in namespace "${victim}" and may not patch secrets "creds" in namespace "${victim}": ${EXPORT_REFUSAL_SUFFIX}`;
 
     const attempts: Array<[string, unknown]> = [
@@ -503,12 +461,7 @@ describe("spec.transform", () => {
     expect(await refusal(withTransform("values.size()"))).toContain("Unknown variable: values");
     const name = uniqueName("rf");
     await withTransform("'postgres://' + value", name);
-    const refused = await refusal(
-      admin.request("PATCH", `${RF}/${name}`, {
-        body: { spec: { transform: "1 + 'a'" } },
-        contentType: "application/merge-patch+json",
-      }),
-    );
+    const refused = await refusal(patchSpec(admin, name, { transform: "1 + 'a'" }));
     expect(refused).toContain("does not type-check: no such overload: int + string");
     const stored = await admin.request<{ spec: { transform: string } }>("GET", `${RF}/${name}`);
     expect(stored.spec.transform).toBe("'postgres://' + value");
@@ -540,14 +493,7 @@ describe("the webhook's own certificate and outages", () => {
     await webhook.stopServer();
     const refused = await refusal(createReferable(admin, configMap("db")));
     expect(refused).toContain("failed calling webhook");
-    expect(
-      await refusal(
-        admin.request("PATCH", `${RF}/${name}`, {
-          body: { spec: { default: "x" } },
-          contentType: "application/merge-patch+json",
-        }),
-      ),
-    ).toContain("failed calling webhook");
+    expect(await refusal(patchSpec(admin, name, { default: "x" }))).toContain("failed calling webhook");
     // The controller's writes go to the status subresource, which the webhook does not match.
     await admin.request("PATCH", `${RF}/${name}/status`, {
       body: { status: { observedGeneration: 1 } },

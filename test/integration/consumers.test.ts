@@ -16,6 +16,7 @@ import { randomBytes } from "node:crypto";
 import { loadAll } from "js-yaml";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { KUBECTL } from "../harness/kubectl.ts";
 import { consumerBinaries, startIsolated, startOnHost, type ConsumerProcess } from "../harness/consumers.ts";
 import { SHARD_LABEL, startTestController, type TestController } from "../harness/controller.ts";
 import {
@@ -28,8 +29,6 @@ import {
 } from "../harness/kube.ts";
 
 const execFileAsync = promisify(execFile);
-const BIN_DIR = process.env.REFERABLE_TEST_BIN_DIR;
-const KUBECTL = BIN_DIR ? join(BIN_DIR, "kubectl") : "kubectl";
 const EXAMPLES = join(repoRoot, "examples", "consumers");
 /** A first build of both consumers takes minutes; a cached one, a second. */
 const SETUP_MS = 20 * 60_000;

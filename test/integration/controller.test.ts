@@ -20,6 +20,8 @@ import {
   openScope,
   closeScope,
   createSecret,
+  configMapField,
+  configMapsLabelled,
 } from "../harness/kube.ts";
 
 let admin: KubeClient;
@@ -46,19 +48,22 @@ const createConfigMap = (name: string, data: Record<string, string>, labels?: Re
 
 const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
 
-const cmSource = (name: string, fieldPath = "data.v") => ({
-  apiVersion: "v1",
-  kind: "ConfigMap",
-  namespace: ns,
-  name,
-  fieldPath,
-});
+const cmSource = (name: string, fieldPath?: string) => configMapField(ns, name, fieldPath);
+
+/** A new ConfigMap holding `data`, and a Referable of its `fieldPath`; resolves with both names. */
+async function referableOfNewConfigMap(
+  data: Record<string, string>,
+  fieldPath?: string,
+): Promise<{ cm: string; rf: string }> {
+  const cm = uniqueName("cm");
+  await createConfigMap(cm, data);
+  const rf = await createReferable({ source: cmSource(cm, fieldPath) });
+  return { cm, rf };
+}
 
 describe("every reason from a real situation, and recovery", () => {
   it("Available, and the value follows the source", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { v: "one" });
-    const rf = await createReferable({ source: cmSource(cm) });
+    const { cm, rf } = await referableOfNewConfigMap({ v: "one" });
     const first = await waitForReason(admin, rf, "Available", (v) => v.status.value === "one");
     expect(first.ready).toBe("True");
     expect(first.status.observedGeneration).toBe(1);
@@ -93,9 +98,7 @@ describe("every reason from a real situation, and recovery", () => {
   });
 
   it("SourceNotFound clears the value, and recovers when the source comes back", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { v: "here" });
-    const rf = await createReferable({ source: cmSource(cm) });
+    const { cm, rf } = await referableOfNewConfigMap({ v: "here" });
     await waitForReason(admin, rf, "Available");
     await admin.request("DELETE", cmPath(cm));
     const gone = await waitForReason(admin, rf, "SourceNotFound");
@@ -108,9 +111,7 @@ describe("every reason from a real situation, and recovery", () => {
   });
 
   it("FieldNotFound until the field appears", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { other: "x" });
-    const rf = await createReferable({ source: cmSource(cm, "data.later") });
+    const { cm, rf } = await referableOfNewConfigMap({ other: "x" }, "data.later");
     const missing = await waitForReason(admin, rf, "FieldNotFound");
     expect(missing.message).toContain("data.later");
     await mergePatch(cmPath(cm), { data: { later: "now" } });
@@ -161,13 +162,7 @@ describe("every reason from a real situation, and recovery", () => {
     const b = uniqueName("b");
     await createConfigMap(b, { v: "b" }, { app });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { app } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { app }),
     });
     const ambiguous = await waitForReason(admin, rf, "AmbiguousSelector");
     expect(ambiguous.message).toContain("2 objects match");
@@ -179,13 +174,7 @@ describe("every reason from a real situation, and recovery", () => {
     const tier = uniqueName("tier");
     await createConfigMap(`${tier}-b`, { v: "b" }, { tier });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { tier } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { tier }),
       selection: { mode: "Multiple", minMatch: 2 },
     });
     const few = await waitForReason(admin, rf, "TooFewMatches");
@@ -202,13 +191,7 @@ describe("every reason from a real situation, and recovery", () => {
     const tier = uniqueName("tier");
     await createConfigMap(`${tier}-a`, { other: "x" }, { tier });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { tier } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { tier }),
       selection: { mode: "Multiple" },
       default: ["fallback"],
     });
@@ -221,9 +204,7 @@ describe("every reason from a real situation, and recovery", () => {
   });
 
   it("InvalidSpec for a fieldPath that does not parse, and recovery when the spec is fixed", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { v: "ok" });
-    const rf = await createReferable({ source: cmSource(cm, "data[unclosed") });
+    const { rf } = await referableOfNewConfigMap({ v: "ok" }, "data[unclosed");
     const invalid = await waitForReason(admin, rf, "InvalidSpec");
     expect(invalid.message).toContain("position");
     await mergePatch(`${RF}/${rf}`, { spec: { source: { fieldPath: "data.v" } } });
@@ -246,9 +227,7 @@ describe("every reason from a real situation, and recovery", () => {
   });
 
   it("ValueTooLarge over the size limit, recovering when the value shrinks", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { v: "x".repeat(5000) });
-    const rf = await createReferable({ source: cmSource(cm) });
+    const { cm, rf } = await referableOfNewConfigMap({ v: "x".repeat(5000) });
     const large = await waitForReason(admin, rf, "ValueTooLarge");
     expect(large.message).toContain("4096");
     expect(large.status.value).toBeUndefined();
@@ -299,9 +278,7 @@ describe("lifecycle", () => {
   });
 
   it("writes the status only when it changes: an unrelated source update writes nothing", async () => {
-    const cm = uniqueName("cm");
-    await createConfigMap(cm, { v: "steady" });
-    const rf = await createReferable({ source: cmSource(cm) });
+    const { cm, rf } = await referableOfNewConfigMap({ v: "steady" });
     const settled = await waitForReason(admin, rf, "Available");
     const rv = settled.object.metadata?.resourceVersion;
     const readAt = settled.status.sources?.[0]?.resourceVersion;

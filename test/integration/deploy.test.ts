@@ -15,7 +15,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { load, loadAll } from "js-yaml";
+import { load } from "js-yaml";
 import { parseConfig, type Config } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
@@ -37,16 +37,15 @@ import {
   openScope,
   selfAccess,
   createSecret,
+  requestToken,
 } from "../harness/kube.ts";
+import { KUBECTL, kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import { freePort } from "../harness/ports.ts";
 
 const execFileAsync = promisify(execFile);
 
-const KUBECTL = process.env.REFERABLE_TEST_BIN_DIR
-  ? join(process.env.REFERABLE_TEST_BIN_DIR, "kubectl")
-  : "kubectl";
 const SYSTEM_NAMESPACE = "referable-system";
 const SERVICE_ACCOUNT = "referable-controller";
 const SOURCE_READER = "referable-source-reader";
@@ -103,14 +102,6 @@ async function kubectl(args: string[], stdin?: string): Promise<string> {
     );
     child.stdin?.end(stdin);
   });
-}
-
-/** `kubectl kustomize <dir>`: the objects an apply of that directory sends, in order. */
-async function render(dir: string): Promise<Obj[]> {
-  const { stdout } = await execFileAsync(KUBECTL, ["kustomize", join(repoRoot, dir)], {
-    maxBuffer: 32 * 1024 * 1024,
-  });
-  return (loadAll(stdout) as Obj[]).filter(Boolean);
 }
 
 function find<T extends Obj = Obj>(objects: Obj[], kind: string, name: string): T {
@@ -371,7 +362,7 @@ const createdClusterRoleBindings: string[] = [];
 beforeAll(async () => {
   ({ admin, ns } = await openScope("deploy"));
   tmp = await mkdtemp(join(tmpdir(), "referable-deploy-"));
-  base = await render("deploy");
+  base = await kustomize<Obj>("deploy");
   deployment = find<Deployment>(base, "Deployment", "referable-controller");
   const container = controllerContainer(deployment);
   const parsed = parseConfig(container.args ?? [], podEnv(deployment, container, "parse-only"));
@@ -516,7 +507,7 @@ describe("deploy/ on the real API server", () => {
 
     // The Prometheus Operator overlay adds a ServiceMonitor that finds that Service's port, and
     // alert rules (evaluated by a real Prometheus in the scrape step below).
-    const overlay = await render("deploy/overlays/prometheus-operator");
+    const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
     const added = overlay.filter((o) => !base.some((b) => JSON.stringify(b) === JSON.stringify(o)));
     expect(added.map((o) => `${o.kind} ${o.metadata?.namespace}/${o.metadata?.name}`).sort()).toEqual([
       "ConfigMap referable-system/referable-controller-dashboard",
@@ -608,18 +599,7 @@ describe("deploy/ on the real API server", () => {
   );
 
   it("gives the ServiceAccount what the controller needs, and no more", async () => {
-    const review = await admin.request<{ status: { token: string } }>(
-      "POST",
-      `/api/v1/namespaces/${SYSTEM_NAMESPACE}/serviceaccounts/${SERVICE_ACCOUNT}/token`,
-      {
-        body: {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenRequest",
-          spec: { expirationSeconds: 3600 },
-        },
-      },
-    );
-    const token = review.status.token;
+    const token = await requestToken(admin, SYSTEM_NAMESPACE, SERVICE_ACCOUNT);
     kubeconfigPath = join(tmp, "kubeconfig");
     await writeFile(kubeconfigPath, kubeConfigWithToken(token).exportConfig(), { mode: 0o600 });
     saClient = tokenClient(token);
@@ -1061,7 +1041,7 @@ describe("deploy/ on the real API server", () => {
       // Scraped as the Prometheus Operator overlay scrapes it: the job is the metrics Service's
       // name (the operator's default job label), the path the ServiceMonitor's, and the rules the
       // PrometheusRule's groups; only the targets are the replicas' local addresses.
-      const overlay = await render("deploy/overlays/prometheus-operator");
+      const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
       const monitor = overlay.find((o) => o.kind === "ServiceMonitor")!;
       const [endpoint] = (monitor.spec as { endpoints: Array<{ path: string }> }).endpoints;
       const rule = overlay.find((o) => o.kind === "PrometheusRule")!;
@@ -1273,7 +1253,7 @@ describe("deploy/ on the real API server", () => {
         await waitForReason(admin, first, "Forbidden", refusedByPolicy, WAIT.timeoutMs);
 
         // RBAC alone: the example's ClusterRole for Secrets, aggregated.
-        const overlay = await render("deploy/examples/allow-secrets");
+        const overlay = await kustomize<Obj>("deploy/examples/allow-secrets");
         const secretsRole = find(overlay, "ClusterRole", "referable-source-reader-secrets");
         await kubectl(["apply", "--server-side", "-f", "-"], JSON.stringify(secretsRole));
         createdClusterRoles.push("referable-source-reader-secrets");

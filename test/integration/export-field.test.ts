@@ -17,27 +17,27 @@
  * The webhook's refusal of an author who may not patch the target is in admission.test.ts.
  */
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
-import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { repoRoot } from "../harness/control-plane.ts";
+import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
+  createReferable as createReferableAs,
   getReferable,
-  SHARD_LABEL,
+  restartCountingWrites,
   startTestController,
+  tearDownControllers,
   type TestController,
+  REFERABLES,
 } from "../harness/controller.ts";
-import { createReferable as createReferableAs } from "../harness/controller.ts";
+import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
   adminClient,
-  closeTestClients,
   createNamespace,
-  deployBaseRules,
   installTestCrd,
-  kubeConfigWithToken,
-  serviceAccountToken,
   testKubeConfig,
   tokenClient,
   uniqueName,
@@ -46,14 +46,12 @@ import {
 
 jest.setTimeout(30_000);
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
-const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let admin: KubeClient;
 let ctl: TestController;
-let controllerNs: string;
+/** The controller's ServiceAccount, with deploy/base's rules. */
+let account: ControllerAccount;
 let src: string;
 let team: string;
 /** The test's own API group: `tasks.<group>` (namespaced), `objects.<group>` (cluster-scoped). */
@@ -72,24 +70,6 @@ function optInRules(apiGroup: string, resources: string[]): unknown[] {
       return (obj.rules ?? []).map((r) => ({ ...r, apiGroups: [apiGroup], resources }));
   }
   throw new Error("no ClusterRole in deploy/examples/export-fields/tasks.yaml");
-}
-
-async function bindClusterRole(rules: unknown[]): Promise<string> {
-  const name = uniqueName("export-field-test");
-  await admin.request("POST", `${RBAC}/clusterroles`, {
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
-  });
-  await admin.request("POST", `${RBAC}/clusterrolebindings`, {
-    body: {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
-      subjects: [{ kind: "ServiceAccount", name: "controller", namespace: controllerNs }],
-    },
-  });
-  cleanup.push(`${RBAC}/clusterroles/${name}`, `${RBAC}/clusterrolebindings/${name}`);
-  return name;
 }
 
 /** A CRD shaped like a Crossplane managed resource (or, cluster-scoped, provider-kubernetes' Object). */
@@ -124,10 +104,9 @@ const TASK_SPEC = {
 
 beforeAll(async () => {
   admin = adminClient();
-  controllerNs = await createNamespace(admin, "xfield-ctl");
   src = await createNamespace(admin, "xfield-src");
   team = await createNamespace(admin, "xfield-team");
-  for (const ns of [controllerNs, src, team]) cleanup.push(`/api/v1/namespaces/${ns}`);
+  for (const ns of [src, team]) cleanup.push(`/api/v1/namespaces/${ns}`);
   group = `datasync.${uniqueName("aws")}.example.org`;
   taskApiVersion = `${group}/v1beta1`;
   await installCrd("Task", "Namespaced", TASK_SPEC);
@@ -141,11 +120,11 @@ beforeAll(async () => {
     },
   });
   // What deploy/base gives the controller, and the opt-in of Tasks and Deployments (not Objects).
-  await bindClusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  await bindClusterRole(optInRules(group, ["tasks"]));
-  await bindClusterRole(optInRules("apps", ["deployments"]));
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  const controllerClient = tokenClient(controllerToken);
+  account = await controllerAccount(admin, "xfield-ctl", cleanup);
+  await account.grant(optInRules(group, ["tasks"]));
+  await account.grant(optInRules("apps", ["deployments"]));
+  controllerToken = account.token;
+  const controllerClient = account.client;
   await waitFor("the controller's RBAC to apply", async () => {
     await controllerClient
       .request("GET", `/apis/${group}/v1beta1/namespaces/${team}/tasks/none`)
@@ -157,24 +136,7 @@ beforeAll(async () => {
   ctl = await startTestController({ client: controllerClient, build: { fieldRereadMs: 1000 } });
 }, 60_000);
 
-afterAll(async () => {
-  await ctl?.stop().catch(() => undefined);
-  const list = await admin
-    .request<{ items: KubeObject[] }>("GET", RF, { query: { labelSelector: `${SHARD_LABEL}=${ctl?.shard}` } })
-    .catch(() => ({ items: [] }));
-  for (const rf of list.items) {
-    const path = `${RF}/${rf.metadata?.name}`;
-    await admin
-      .request("PATCH", path, {
-        body: { metadata: { finalizers: null } },
-        contentType: "application/merge-patch+json",
-      })
-      .catch(() => undefined);
-    await admin.request("DELETE", path).catch(() => undefined);
-  }
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-}, 60_000);
+afterAll(() => tearDownControllers(admin, [ctl], cleanup), 60_000);
 
 const createReferable = (spec: Record<string, unknown>) =>
   createReferableAs(admin, spec, { shard: ctl.shard });
@@ -227,29 +189,10 @@ const taskTarget = (
   ...(policy ? { policy } : {}),
 });
 
-/** Waits until the Referable's Exported condition has `reason`, and returns the Referable's status. */
+/** Waits until the Referable's Exported condition has `reason`; returns the condition, the status and the object. */
 async function waitForExported(name: string, reason: string, timeoutMs = 10_000) {
-  let last: unknown;
-  try {
-    return await waitFor(
-      `Referable ${name} to be Exported ${reason}`,
-      async () => {
-        const rf = await getReferable(admin, name);
-        const conditions = (rf.status.conditions ?? []) as Array<{
-          type: string;
-          reason: string;
-          message: string;
-          status: string;
-        }>;
-        const exported = conditions.find((c) => c.type === "Exported");
-        last = exported;
-        return exported?.reason === reason ? { exported, status: rf.status, object: rf.object } : undefined;
-      },
-      { timeoutMs, intervalMs: 50 },
-    );
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last Exported: ${JSON.stringify(last)}`);
-  }
+  const view = await waitForExportedAs(admin, name, reason, undefined, timeoutMs);
+  return { exported: exportedCondition(view)!, status: view.status, object: view.object };
 }
 
 const ARN_A = "arn:aws:datasync:eu-west-1:123456789012:location/loc-aaaa";
@@ -400,9 +343,9 @@ describe("export into a field of a managed resource", () => {
     // The fields are written before the status that shows the new value: they were looked at.
     expect((await getTask(empty)).spec.forProvider.sourceLocationArn).toBe(ARN_A);
     expect((await getTask(set)).spec.forProvider.sourceLocationArn).toBe("arn:preset");
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     await waitFor("the Referable to go", async () =>
-      admin.request("GET", `${RF}/${rf}`).then(
+      admin.request("GET", `${REFERABLES}/${rf}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),
@@ -418,9 +361,9 @@ describe("export into a field of a managed resource", () => {
     expect((await getReferable(admin, rf)).object.metadata?.finalizers).toContain(
       "referable.dev/export-fields",
     );
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     await waitFor("the Referable to go", async () =>
-      admin.request("GET", `${RF}/${rf}`).then(
+      admin.request("GET", `${REFERABLES}/${rf}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),
@@ -452,7 +395,7 @@ describe("export into a field of a managed resource", () => {
       "the field to come back",
       async () => (await getTask(task)).spec.forProvider.sourceLocationArn === ARN_B,
     );
-    await admin.request("PATCH", `${RF}/${rf}`, {
+    await admin.request("PATCH", `${REFERABLES}/${rf}`, {
       body: { spec: { export: null } },
       contentType: "application/merge-patch+json",
     });
@@ -522,7 +465,7 @@ describe("one owner per field", () => {
     const { exported } = await waitForExported(b, "ExportConflict");
     expect(exported.message).toContain(`exported by the Referable ${a}, created first`);
     expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_A);
-    await admin.request("DELETE", `${RF}/${a}`);
+    await admin.request("DELETE", `${REFERABLES}/${a}`);
     await waitForExported(b, "Exported");
     expect((await getTask(task)).spec.forProvider.sourceLocationArn).toBe(ARN_B);
   });
@@ -544,26 +487,9 @@ describe("a restart", () => {
     const before = await waitForExported(rf, "Exported");
     const taskBefore = await getTask(task);
     await first.stop();
-    // The same credentials, counting the writes (an apply of what is stored changes no
-    // resourceVersion, so only the requests tell whether one was sent).
-    const writes: string[] = [];
-    const counted = new KubeClient({
-      kubeConfig: kubeConfigWithToken(controllerToken),
-      observe: (o) => {
-        if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
-      },
-    });
-    const second = await startTestController({
-      client: counted,
-      shard: first.shard,
-      build: { fieldRereadMs: 1000 },
-    });
+    const restarted = await restartCountingWrites(controllerToken, first.shard, { fieldRereadMs: 1000 });
+    const { writes } = restarted;
     try {
-      await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
-        const metric = await second.metrics.reconcileTotal.get();
-        const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
-        return writes.length > 0 || successes >= 2;
-      });
       expect(writes).toEqual([]);
       expect((await getTask(task)).metadata?.resourceVersion).toBe(taskBefore.metadata?.resourceVersion);
       expect((await getReferable(admin, rf)).object.metadata?.resourceVersion).toBe(
@@ -574,16 +500,15 @@ describe("a restart", () => {
         "the field to follow",
         async () => (await getTask(task)).spec.forProvider.sourceLocationArn === ARN_B,
       );
-      await admin.request("DELETE", `${RF}/${rf}`);
+      await admin.request("DELETE", `${REFERABLES}/${rf}`);
       await waitFor("the Referable to go", async () =>
-        admin.request("GET", `${RF}/${rf}`).then(
+        admin.request("GET", `${REFERABLES}/${rf}`).then(
           () => false,
           (e: unknown) => isApiError(e, 404),
         ),
       );
     } finally {
-      await second.stop();
-      await counted.close();
+      await restarted.stop();
     }
   });
 });
@@ -628,15 +553,15 @@ describe("opting a kind in", () => {
       ],
     });
     await waitForExported(never, "ExportForbidden");
-    await admin.request("DELETE", `${RF}/${never}`);
+    await admin.request("DELETE", `${REFERABLES}/${never}`);
     await waitFor("the Referable that never wrote to go", async () =>
-      admin.request("GET", `${RF}/${never}`).then(
+      admin.request("GET", `${REFERABLES}/${never}`).then(
         () => false,
         (e: unknown) => isApiError(e, 404),
       ),
     );
     expect((await getReferable(admin, rf)).reason).toBe("Available");
-    await bindClusterRole(optInRules(group, ["objects"]));
+    await account.grant(optInRules(group, ["objects"]));
     await waitForExported(rf, "Exported", 20_000);
     const obj = await admin.request<{
       spec: { forProvider: { manifest: { data: Record<string, string> } } };

@@ -12,32 +12,29 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { fieldManagerFor, legacyFieldManagerFor } from "../../src/outputs/keys/target.ts";
-import { bindRole, createRole, serviceAccount, type Subject } from "../harness/rbac.ts";
+import { controllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
-  SHARD_LABEL,
   startTestController,
-  type ReferableView,
+  tearDownControllers,
   type TestController,
+  REFERABLES,
 } from "../harness/controller.ts";
+import { dataOf, exportedCondition, getKeyTarget, waitForData, waitForExported } from "../harness/export.ts";
 import {
   adminClient,
-  closeTestClients,
   createConfigMap,
   createNamespace,
   deployBaseRules,
   kubeConfigWithToken,
   mergePatch,
-  serviceAccountToken,
-  tokenClient,
   uniqueName,
   waitFor,
+  waitForGone,
 } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
-
-const RF = "/apis/referable.dev/v1alpha1/referables";
 
 let admin: KubeClient;
 let ctl: TestController;
@@ -53,33 +50,22 @@ let controllerToken: string;
 const RESYNC_MS = 300;
 const cleanup: string[] = [];
 
-/** A ClusterRole of `rules`, bound to the controller in `namespace` (cluster-wide when undefined). */
-async function grant(rules: unknown[], subjects: Subject[], namespace?: string): Promise<void> {
-  const name = uniqueName("export-owned");
-  cleanup.push(await createRole(admin, name, rules));
-  const binding = await bindRole(admin, name, name, subjects, namespace);
-  if (!namespace) cleanup.push(binding);
-}
-
 beforeAll(async () => {
   admin = adminClient();
-  const controllerNs = await createNamespace(admin, "owned-ctl");
+  // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
+  const account = await controllerAccount(admin, "owned-ctl", cleanup);
   src = await createNamespace(admin, "owned-src");
   open = await createNamespace(admin, "owned-open");
   older = await createNamespace(admin, "owned-older");
-  for (const ns of [controllerNs, src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
-  const subjects = [serviceAccount("controller", controllerNs)];
-  // What deploy/base gives the controller cluster-wide, and the opt-in of one namespace.
-  await grant(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"), subjects);
-  await grant(deployBaseRules("rbac-export.yaml"), subjects, open);
+  for (const ns of [src, open, older]) cleanup.push(`/api/v1/namespaces/${ns}`);
+  await account.grant(deployBaseRules("rbac-export.yaml"), open);
   // An opt-in of Secrets with the verbs of earlier releases.
-  await grant(
+  await account.grant(
     [{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "create", "patch", "delete"] }],
-    subjects,
     older,
   );
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  const client = tokenClient(controllerToken);
+  controllerToken = account.token;
+  const client = account.client;
   controllerClient = client;
   await waitFor("the controller's RBAC to apply", () =>
     client.request("GET", `/api/v1/namespaces/${open}/configmaps`).then(
@@ -90,24 +76,7 @@ beforeAll(async () => {
   ctl = await startTestController({ client, allowSecretExport: true, build: { exportResyncMs: RESYNC_MS } });
 }, 60_000);
 
-afterAll(async () => {
-  await ctl?.stop().catch(() => undefined);
-  const list = await admin
-    .request<{ items: KubeObject[] }>("GET", RF, { query: { labelSelector: `${SHARD_LABEL}=${ctl?.shard}` } })
-    .catch(() => ({ items: [] }));
-  for (const rf of list.items) {
-    const path = `${RF}/${rf.metadata?.name}`;
-    await admin
-      .request("PATCH", path, {
-        body: { metadata: { finalizers: null } },
-        contentType: "application/merge-patch+json",
-      })
-      .catch(() => undefined);
-    await admin.request("DELETE", path).catch(() => undefined);
-  }
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-}, 60_000);
+afterAll(() => tearDownControllers(admin, [ctl], cleanup), 60_000);
 
 const cmPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/configmaps/${name}`;
 
@@ -129,16 +98,7 @@ const exporting = (source: string, out: string, key: string, extra: Record<strin
   ...extra,
 });
 
-async function getConfigMap(name: string): Promise<KubeObject | undefined> {
-  try {
-    return await admin.request<KubeObject>("GET", cmPath(open, name));
-  } catch (err) {
-    if (isApiError(err, 404)) return undefined;
-    throw err;
-  }
-}
-
-const dataOf = (o: KubeObject | undefined) => (o?.data ?? {}) as Record<string, string>;
+const getConfigMap = (name: string) => getKeyTarget(admin, "ConfigMap", open, name);
 
 /** The managers that own `key` of the object's data. */
 function managersOf(o: KubeObject | undefined, key: string): string[] {
@@ -149,59 +109,12 @@ function managersOf(o: KubeObject | undefined, key: string): string[] {
   return entries.filter((e) => `f:${key}` in (e.fieldsV1?.["f:data"] ?? {})).map((e) => e.manager);
 }
 
-function exported(view: ReferableView) {
-  const conditions = (view.status.conditions ?? []) as Array<{
-    type: string;
-    status: string;
-    reason: string;
-    message: string;
-  }>;
-  return conditions.find((c) => c.type === "Exported");
-}
-
-/** Waits until the Referable's Exported condition has `reason` and `extra` holds. */
-async function waitForExported(
-  name: string,
-  reason: string,
-  extra: (view: ReferableView) => boolean = () => true,
-  timeoutMs = 10_000,
-): Promise<ReferableView> {
-  let last: ReferableView | undefined;
-  try {
-    return await waitFor(
-      `Referable ${name} to have Exported ${reason}`,
-      async () => {
-        last = await getReferable(admin, name);
-        return exported(last)?.reason === reason && extra(last) ? last : undefined;
-      },
-      { timeoutMs, intervalMs: 25 },
-    );
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.status).slice(0, 600)}`);
-  }
-}
-
 /** Waits until the ConfigMap satisfies `check`; returns it. */
-async function waitForConfigMap(
+const waitForConfigMap = (
   name: string,
   check: (data: Record<string, string>, object: KubeObject | undefined) => boolean,
   timeoutMs = 5_000,
-): Promise<KubeObject | undefined> {
-  let last: KubeObject | undefined;
-  try {
-    await waitFor(
-      `ConfigMap ${open}/${name} to hold the expected data`,
-      async () => {
-        last = await getConfigMap(name);
-        return check(dataOf(last), last);
-      },
-      { timeoutMs, intervalMs: 20 },
-    );
-    return last;
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.data ?? null)}`);
-  }
-}
+) => waitForData(admin, "ConfigMap", open, name, check, timeoutMs);
 
 /** Of two Referables, the one created first (creationTimestamp, then name): the owner of a key both name. */
 async function firstCreated(a: string, b: string): Promise<[owner: string, other: string]> {
@@ -211,13 +124,8 @@ async function firstCreated(a: string, b: string): Promise<[owner: string, other
 }
 
 async function deleteReferable(name: string): Promise<void> {
-  await admin.request("DELETE", `${RF}/${name}`);
-  await waitFor(`Referable ${name} to be gone`, async () =>
-    admin.request("GET", `${RF}/${name}`).then(
-      () => false,
-      (err: unknown) => isApiError(err, 404),
-    ),
-  );
+  await admin.request("DELETE", `${REFERABLES}/${name}`);
+  await waitForGone(admin, `${REFERABLES}/${name}`);
 }
 
 describe("drift (case 3)", () => {
@@ -225,7 +133,7 @@ describe("drift (case 3)", () => {
     const source = await createSource("db.internal");
     const out = uniqueName("drift");
     const rf = await createReferable(exporting(source, out, "DB_HOST"));
-    await waitForExported(rf, "Exported");
+    await waitForExported(admin, rf, "Exported");
     // As `kubectl patch` does: an update under the manager kubectl-patch.
     const patch = (value: string | null) =>
       admin.request("PATCH", cmPath(open, out), {
@@ -234,8 +142,8 @@ describe("drift (case 3)", () => {
         query: { fieldManager: "kubectl-patch" },
       });
     await patch("by-hand");
-    const view = await waitForExported(rf, "ExportConflict", () => true, 5_000);
-    const condition = exported(view)!;
+    const view = await waitForExported(admin, rf, "ExportConflict", () => true, 5_000);
+    const condition = exportedCondition(view)!;
     expect(condition.status).toBe("False");
     expect(condition.message).toContain('conflict with "kubectl-patch"');
     expect(condition.message).not.toContain("by-hand");
@@ -250,14 +158,14 @@ describe("drift (case 3)", () => {
     await patch(null);
     const cm = await waitForConfigMap(out, (d) => d.DB_HOST === "db.internal");
     expect(managersOf(cm, "DB_HOST")).toEqual([`referable.dev/${rf}`]);
-    await waitForExported(rf, "Exported", () => true, 5_000);
+    await waitForExported(admin, rf, "Exported", () => true, 5_000);
   });
 
   it("a key deleted by someone else is put back, without a change of the value", async () => {
     const source = await createSource("db.internal");
     const out = uniqueName("drift");
     const rf = await createReferable(exporting(source, out, "DB_HOST"));
-    await waitForExported(rf, "Exported");
+    await waitForExported(admin, rf, "Exported");
     await admin.request("PATCH", cmPath(open, out), {
       body: { data: { DB_HOST: null, OTHER: "theirs" } },
       contentType: "application/merge-patch+json",
@@ -265,14 +173,14 @@ describe("drift (case 3)", () => {
     });
     const cm = await waitForConfigMap(out, (d) => d.DB_HOST === "db.internal");
     expect(dataOf(cm)).toEqual({ DB_HOST: "db.internal", OTHER: "theirs" });
-    expect(exported(await getReferable(admin, rf))?.reason).toBe("Exported");
+    expect(exportedCondition(await getReferable(admin, rf))?.reason).toBe("Exported");
   });
 
   it("an object deleted by someone else is created again, without a change of the value", async () => {
     const source = await createSource("db.internal");
     const out = uniqueName("drift");
     const rf = await createReferable(exporting(source, out, "DB_HOST"));
-    await waitForExported(rf, "Exported");
+    await waitForExported(admin, rf, "Exported");
     const before = await getConfigMap(out);
     await admin.request("DELETE", cmPath(open, out));
     const cm = await waitForConfigMap(
@@ -282,6 +190,7 @@ describe("drift (case 3)", () => {
     expect(cm?.metadata?.labels?.["referable.dev/exported"]).toBe("true");
     // The status records the write into the new object.
     await waitForExported(
+      admin,
       rf,
       "Exported",
       (v) =>
@@ -304,7 +213,7 @@ describe("drift (case 3)", () => {
       ...exporting(source, out, "DB_HOST"),
       export: [{ kind: "Secret", namespace: older, name: out, key: "DB_HOST" }],
     });
-    await waitForExported(rf, "Exported");
+    await waitForExported(admin, rf, "Exported");
     await admin.request("PATCH", `${secrets}/${out}`, {
       body: { data: { DB_HOST: null } },
       contentType: "application/merge-patch+json",
@@ -334,7 +243,7 @@ describe("the watch costs no read", () => {
       const rf = await createReferableAs(admin, exporting(source, out, "DB_HOST"), { shard: own.shard });
       await waitFor(
         "the first export",
-        async () => exported(await getReferable(admin, rf))?.reason === "Exported",
+        async () => exportedCondition(await getReferable(admin, rf))?.reason === "Exported",
       );
       const start = verbs.length;
       for (let i = 1; i <= 3; i++) {
@@ -361,17 +270,17 @@ describe("one key, one owner (cases 4 and 5)", () => {
     const a = await createReferable(exporting(source, out, "DB_HOST"));
     const b = await createReferable(exporting(source, out, "DB_HOST"));
     const [owner, other] = await firstCreated(a, b);
-    await waitForExported(owner, "Exported");
-    const refused = await waitForExported(other, "ExportConflict");
-    expect(exported(refused)!.message).toContain(`exported by the Referable ${owner}`);
-    expect(exported(refused)!.message).not.toContain("first.internal");
+    await waitForExported(admin, owner, "Exported");
+    const refused = await waitForExported(admin, other, "ExportConflict");
+    expect(exportedCondition(refused)!.message).toContain(`exported by the Referable ${owner}`);
+    expect(exportedCondition(refused)!.message).not.toContain("first.internal");
 
     // A change: the owner's write goes through (no deadlock), the other still says why not.
     await setSource(source, "second.internal");
     const cm = await waitForConfigMap(out, (d) => d.DB_HOST === "second.internal");
     expect(managersOf(cm, "DB_HOST")).toEqual([`referable.dev/${owner}`]);
-    await waitForExported(owner, "Exported");
-    await waitForExported(other, "ExportConflict", (v) => v.status.value === "second.internal");
+    await waitForExported(admin, owner, "Exported");
+    await waitForExported(admin, other, "ExportConflict", (v) => v.status.value === "second.internal");
 
     // The owner goes: the other takes the key over.
     await deleteReferable(owner);
@@ -381,7 +290,7 @@ describe("one key, one owner (cases 4 and 5)", () => {
         d.DB_HOST === "second.internal" && managersOf(o, "DB_HOST").join() === `referable.dev/${other}`,
     );
     expect(dataOf(after)).toEqual({ DB_HOST: "second.internal" });
-    await waitForExported(other, "Exported");
+    await waitForExported(admin, other, "Exported");
   });
 
   it("a deleted target is re-created by its owner only, with the owner's value", async () => {
@@ -391,8 +300,8 @@ describe("one key, one owner (cases 4 and 5)", () => {
     const b = await createReferable(exporting(source, out, "DB_HOST", { transform: "value + '-b'" }));
     const [owner, other] = await firstCreated(a, b);
     const mine = owner === a ? "db-a" : "db-b";
-    await waitForExported(owner, "Exported");
-    await waitForExported(other, "ExportConflict");
+    await waitForExported(admin, owner, "Exported");
+    await waitForExported(admin, other, "ExportConflict");
     const before = await getConfigMap(out);
     expect(dataOf(before)).toEqual({ DB_HOST: mine });
 
@@ -406,7 +315,7 @@ describe("one key, one owner (cases 4 and 5)", () => {
     // Both look again at a change of the value: still only the owner writes.
     await setSource(source, "db2");
     const changed = await waitForConfigMap(out, (d) => d.DB_HOST === `${mine.replace("db", "db2")}`);
-    await waitForExported(other, "ExportConflict", (v) => String(v.status.value).startsWith("db2"));
+    await waitForExported(admin, other, "ExportConflict", (v) => String(v.status.value).startsWith("db2"));
     expect(managersOf(await getConfigMap(out), "DB_HOST")).toEqual([`referable.dev/${owner}`]);
     expect(dataOf(changed)).toEqual({ DB_HOST: mine.replace("db", "db2") });
   });
@@ -420,16 +329,16 @@ describe("field managers (case 6)", () => {
     const source = await createSource("db.internal");
     const out = uniqueName("managers");
     await createReferable(exporting(source, out, "SHORT"), short);
-    await waitForExported(short, "Exported");
+    await waitForExported(admin, short, "Exported");
     await createReferable(exporting(source, out, "LONG"), long);
-    await waitForExported(long, "Exported");
+    await waitForExported(admin, long, "Exported");
     const cm = await getConfigMap(out);
     expect(dataOf(cm)).toEqual({ SHORT: "db.internal", LONG: "db.internal" });
     expect(managersOf(cm, "SHORT")).toEqual([`referable.dev/${short}`]);
     expect(managersOf(cm, "LONG")).toEqual([fieldManagerFor(long)]);
     expect(fieldManagerFor(long)).not.toBe(`referable.dev/${short}`);
     // Both still say so: neither took the other's key.
-    expect(exported(await getReferable(admin, short))?.reason).toBe("Exported");
+    expect(exportedCondition(await getReferable(admin, short))?.reason).toBe("Exported");
   });
 
   it("a key written under a long name's manager of earlier releases is taken over, with the current value, and the old manager let go of", async () => {
@@ -449,7 +358,7 @@ describe("field managers (case 6)", () => {
     });
     const source = await createSource("new");
     await createReferable(exporting(source, out, "DB_HOST"), long);
-    await waitForExported(long, "Exported");
+    await waitForExported(admin, long, "Exported");
     const cm = await getConfigMap(out);
     expect(dataOf(cm)).toEqual({ DB_HOST: "new" });
     expect(managersOf(cm, "DB_HOST")).toEqual([fieldManagerFor(long)]);

@@ -16,48 +16,53 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
-import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
+import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { describeIf } from "../harness/availability.ts";
-import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
+import { repoRoot } from "../harness/control-plane.ts";
+import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
   getReferable,
+  restartCountingWrites,
   waitForReason,
-  SHARD_LABEL,
   startTestController,
+  tearDownControllers,
   type ReferableView,
   type TestController,
   createReferable as createReferableAs,
+  REFERABLES,
 } from "../harness/controller.ts";
+import {
+  dataOf,
+  exportedCondition,
+  getKeyTarget,
+  waitForData as waitForDataAs,
+  waitForExported as waitForExportedAs,
+  type KeyTargetKind,
+} from "../harness/export.ts";
 import { SeverableClient } from "../harness/faults.ts";
 import {
   adminClient,
-  closeTestClients,
   createNamespace,
   deployBaseRules,
-  kubeConfigWithToken,
-  serviceAccountToken,
   testKubeConfig,
-  tokenClient,
   uniqueName,
   waitFor,
+  waitForGone,
 } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
-
-const RF = "/apis/referable.dev/v1alpha1/referables";
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let admin: KubeClient;
 let controllerClient: KubeClient;
 let controllerToken: string;
 let ctl: TestController;
-let controllerNs: string;
+/** The controller's ServiceAccount, with deploy/base's rules. */
+let account: ControllerAccount;
 /** Sources live here. */
 let src: string;
 /** Opted in to export: ConfigMaps and Secrets. */
@@ -80,36 +85,22 @@ function clusterRoleRules(path: string): unknown[] {
   throw new Error(`no ClusterRole in ${path}`);
 }
 
-async function clusterRole(rules: unknown[]): Promise<string> {
-  const name = uniqueName("export-test");
-  cleanup.push(await createRole(admin, name, rules));
-  return name;
-}
-
-const controllerSubject = () => [serviceAccount("controller", controllerNs)];
-
 beforeAll(async () => {
   admin = adminClient();
-  controllerNs = await createNamespace(admin, "export-ctl");
+  // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
+  account = await controllerAccount(admin, "export-ctl", cleanup);
   src = await createNamespace(admin, "export-src");
   open = await createNamespace(admin, "export-open");
   closed = await createNamespace(admin, "export-closed");
-  for (const ns of [controllerNs, src, open, closed]) cleanup.push(`/api/v1/namespaces/${ns}`);
-
-  // What deploy/base gives the controller cluster-wide: no write on ConfigMaps or Secrets.
-  const base = await clusterRole(deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"));
-  cleanup.push(await bindRole(admin, uniqueName("export-test"), base, controllerSubject()));
+  for (const ns of [src, open, closed]) cleanup.push(`/api/v1/namespaces/${ns}`);
   // The opt-in of one namespace, as deploy/examples/export-namespace and allow-secret-export do.
-  const exportConfigMaps = await clusterRole(deployBaseRules("rbac-export.yaml"));
-  exportConfigMapsRole = exportConfigMaps;
-  const exportSecrets = await clusterRole(
+  exportConfigMapsRole = await account.grant(deployBaseRules("rbac-export.yaml"), open);
+  exportSecretsRole = await account.grant(
     clusterRoleRules("deploy/examples/allow-secret-export/export-secrets.yaml"),
+    open,
   );
-  exportSecretsRole = exportSecrets;
-  for (const role of [exportConfigMaps, exportSecrets])
-    await bindRole(admin, role, role, controllerSubject(), open);
-  controllerToken = await serviceAccountToken(admin, controllerNs, "controller");
-  controllerClient = tokenClient(controllerToken);
+  controllerToken = account.token;
+  controllerClient = account.client;
   await waitFor("the controller's RBAC to apply", async () => {
     await controllerClient
       .request("GET", `/api/v1/namespaces/${open}/configmaps/none`)
@@ -122,27 +113,7 @@ beforeAll(async () => {
   controllers.push(ctl);
 }, 60_000);
 
-afterAll(async () => {
-  for (const c of controllers) await c.stop().catch(() => undefined);
-  // Referables still holding the finalizer would stay: let go of it, then delete them.
-  const list = await admin
-    .request<{ items: KubeObject[] }>("GET", RF, {
-      query: { labelSelector: `${SHARD_LABEL} in (${controllers.map((c) => c.shard).join(",")})` },
-    })
-    .catch(() => ({ items: [] }));
-  for (const rf of list.items) {
-    const path = `${RF}/${rf.metadata?.name}`;
-    await admin
-      .request("PATCH", path, {
-        body: { metadata: { finalizers: null } },
-        contentType: "application/merge-patch+json",
-      })
-      .catch(() => undefined);
-    await admin.request("DELETE", path).catch(() => undefined);
-  }
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-}, 60_000);
+afterAll(() => tearDownControllers(admin, controllers, cleanup), 60_000);
 
 async function createConfigMap(
   ns: string,
@@ -167,6 +138,24 @@ const sourceOf = (name: string, key = "v") => ({
   fieldPath: `data.${key}`,
 });
 
+/**
+ * A new source ConfigMap in `src` holding `value`, and a Referable of it (with `transform`, owned by
+ * `shard`) that exports into `exports`; resolves with both names.
+ */
+async function exportingReferable(
+  value: string,
+  exports: unknown[],
+  { shard = ctl.shard, transform }: { shard?: string; transform?: string } = {},
+): Promise<{ source: string; rf: string }> {
+  const source = uniqueName("db");
+  await createConfigMap(src, source, { v: value });
+  const rf = await createReferable(
+    { source: sourceOf(source), ...(transform && { transform }), export: exports },
+    shard,
+  );
+  return { source, rf };
+}
+
 const target = (kind: "ConfigMap" | "Secret", namespace: string, name: string, key: string) => ({
   kind,
   namespace,
@@ -174,22 +163,7 @@ const target = (kind: "ConfigMap" | "Secret", namespace: string, name: string, k
   key,
 });
 
-/** The object, or undefined when it does not exist. */
-async function getObject(
-  kind: "ConfigMap" | "Secret",
-  ns: string,
-  name: string,
-): Promise<KubeObject | undefined> {
-  const resource = kind === "Secret" ? "secrets" : "configmaps";
-  try {
-    return await admin.request<KubeObject>("GET", `/api/v1/namespaces/${ns}/${resource}/${name}`);
-  } catch (err) {
-    if (isApiError(err, 404)) return undefined;
-    throw err;
-  }
-}
-
-const dataOf = (o: KubeObject | undefined) => (o?.data ?? {}) as Record<string, string>;
+const getObject = (kind: KeyTargetKind, ns: string, name: string) => getKeyTarget(admin, kind, ns, name);
 
 /** referable_export_writes_total{result} of a test controller. */
 async function exportWrites(c: TestController, result: string): Promise<number> {
@@ -197,71 +171,25 @@ async function exportWrites(c: TestController, result: string): Promise<number> 
   return metric.values.find((v) => v.labels.result === result)?.value ?? 0;
 }
 
-function exportedCondition(view: ReferableView) {
-  const conditions = (view.status.conditions ?? []) as Array<{
-    type: string;
-    status: string;
-    reason: string;
-    message: string;
-  }>;
-  return conditions.find((c) => c.type === "Exported");
-}
-
-/** Waits until the Referable's Exported condition has `reason` (and `extra` holds). */
-async function waitForExported(
+const waitForExported = (
   name: string,
   reason: string,
-  extra: (view: ReferableView) => boolean = () => true,
+  extra?: (view: ReferableView) => boolean,
   timeoutMs = 15_000,
-): Promise<ReferableView> {
-  let last: ReferableView | undefined;
-  try {
-    return await waitFor(
-      `Referable ${name} to have Exported ${reason}`,
-      async () => {
-        last = await getReferable(admin, name);
-        return exportedCondition(last)?.reason === reason && extra(last) ? last : undefined;
-      },
-      { timeoutMs, intervalMs: 25 },
-    );
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.status).slice(0, 600)}`);
-  }
-}
+) => waitForExportedAs(admin, name, reason, extra, timeoutMs);
 
-/** Waits until the object's data satisfies `check`; returns the object. */
-async function waitForData(
-  kind: "ConfigMap" | "Secret",
+const waitForData = (
+  kind: KeyTargetKind,
   ns: string,
   name: string,
   check: (data: Record<string, string>, object: KubeObject | undefined) => boolean,
-  timeoutMs = 10_000,
-): Promise<KubeObject | undefined> {
-  let last: KubeObject | undefined;
-  try {
-    await waitFor(
-      `${kind} ${ns}/${name} to hold the expected data`,
-      async () => {
-        last = await getObject(kind, ns, name);
-        return check(dataOf(last), last);
-      },
-      { timeoutMs, intervalMs: 20 },
-    );
-    return last;
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.data ?? null)}`);
-  }
-}
+  timeoutMs?: number,
+) => waitForDataAs(admin, kind, ns, name, check, timeoutMs);
 
 describe("export into ConfigMaps", () => {
   it("creates a missing ConfigMap with the key, labelled, and records the key with its resourceVersion", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("settings");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("db.internal", [target("ConfigMap", open, out, "DB_HOST")]);
     const view = await waitForExported(
       rf,
       "Exported",
@@ -297,14 +225,9 @@ describe("export into ConfigMaps", () => {
   });
 
   it("writes into an existing ConfigMap, keeps its other keys, and follows the source", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "one" });
     const out = uniqueName("app");
     await createConfigMap(open, out, { OTHER: "kept", LOG_LEVEL: "info" });
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "DB_HOST")],
-    });
+    const { source, rf } = await exportingReferable("one", [target("ConfigMap", open, out, "DB_HOST")]);
     await waitForExported(rf, "Exported");
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({
       OTHER: "kept",
@@ -331,13 +254,8 @@ describe("export into ConfigMaps", () => {
   });
 
   it("re-creates a ConfigMap it created that someone deleted, at once and with its claim (the target watch)", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "one" });
     const out = uniqueName("app");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("one", [target("ConfigMap", open, out, "DB_HOST")]);
     await waitForExported(rf, "Exported");
     const before = await getObject("ConfigMap", open, out);
     await admin.request("DELETE", `/api/v1/namespaces/${open}/configmaps/${out}`);
@@ -355,14 +273,12 @@ describe("export into ConfigMaps", () => {
   });
 
   it("writes a value that is not a string as its JSON text, and several keys of one object", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("json");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      transform: "{'host': value, 'port': 5432}",
-      export: [target("ConfigMap", open, out, "DB"), target("ConfigMap", open, out, "DB_COPY")],
-    });
+    const { rf } = await exportingReferable(
+      "db.internal",
+      [target("ConfigMap", open, out, "DB"), target("ConfigMap", open, out, "DB_COPY")],
+      { transform: "{'host': value, 'port': 5432}" },
+    );
     await waitForExported(rf, "Exported");
     const data = dataOf(await getObject("ConfigMap", open, out));
     expect(Object.keys(data).sort()).toEqual(["DB", "DB_COPY"]);
@@ -371,14 +287,11 @@ describe("export into ConfigMaps", () => {
   });
 
   it("reports a key another field manager owns as ExportConflict, naming the manager, and never overwrites it", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "value-of-the-referable" });
     const out = uniqueName("owned");
     await createConfigMap(open, out, { DB_HOST: "theirs" }, "someone-else");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("value-of-the-referable", [
+      target("ConfigMap", open, out, "DB_HOST"),
+    ]);
     const view = await waitForExported(rf, "ExportConflict");
     const condition = exportedCondition(view)!;
     expect(condition.status).toBe("False");
@@ -393,14 +306,11 @@ describe("export into ConfigMaps", () => {
   });
 
   it("removes the key when the source is deleted, and only that key", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("app");
     await createConfigMap(open, out, { OTHER: "kept" });
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "DB_HOST")],
-    });
+    const { source, rf } = await exportingReferable("db.internal", [
+      target("ConfigMap", open, out, "DB_HOST"),
+    ]);
     await waitForExported(rf, "Exported");
     await admin.request("DELETE", `/api/v1/namespaces/${src}/configmaps/${source}`);
     const cm = await waitForData("ConfigMap", open, out, (d) => !("DB_HOST" in d));
@@ -412,15 +322,13 @@ describe("export into ConfigMaps", () => {
   });
 
   it("deleting the Referable removes its keys, deletes the object it created, and keeps everyone else's", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const made = uniqueName("made");
     const shared = uniqueName("shared");
     await createConfigMap(open, shared, { OTHER: "kept" });
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, made, "DB_HOST"), target("ConfigMap", open, shared, "DB_HOST")],
-    });
+    const { source, rf } = await exportingReferable("db.internal", [
+      target("ConfigMap", open, made, "DB_HOST"),
+      target("ConfigMap", open, shared, "DB_HOST"),
+    ]);
     // Another Referable writing into the object the first one creates: its key stays.
     const neighbour = await createReferable({
       source: sourceOf(source),
@@ -430,15 +338,8 @@ describe("export into ConfigMaps", () => {
     await waitForExported(neighbour, "Exported");
     expect(dataOf(await getObject("ConfigMap", open, made))).toEqual({ DB_HOST: "db.internal" });
 
-    await admin.request("DELETE", `${RF}/${rf}`);
-    await waitFor(`Referable ${rf} to be gone`, async () => {
-      try {
-        await admin.request("GET", `${RF}/${rf}`);
-        return false;
-      } catch (err) {
-        return isApiError(err, 404);
-      }
-    });
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
+    await waitForGone(admin, `${REFERABLES}/${rf}`);
     // Removed before the Referable went (the finalizer): no waiting needed.
     expect(await getObject("ConfigMap", open, made)).toBeUndefined();
     const after = await getObject("ConfigMap", open, shared);
@@ -451,14 +352,12 @@ describe("export into ConfigMaps", () => {
   });
 
   it("removes the key of a target dropped from spec.export; with no target left, lets go of the finalizer", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("app");
     await createConfigMap(open, out, { OTHER: "kept" });
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, out, "A"), target("ConfigMap", open, out, "B")],
-    });
+    const { rf } = await exportingReferable("db.internal", [
+      target("ConfigMap", open, out, "A"),
+      target("ConfigMap", open, out, "B"),
+    ]);
     await waitForExported(rf, "Exported");
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({
       OTHER: "kept",
@@ -466,7 +365,7 @@ describe("export into ConfigMaps", () => {
       B: "db.internal",
     });
     const patchExport = (exports: unknown) =>
-      admin.request("PATCH", `${RF}/${rf}`, {
+      admin.request("PATCH", `${REFERABLES}/${rf}`, {
         body: { spec: { export: exports } },
         contentType: "application/merge-patch+json",
       });
@@ -502,32 +401,22 @@ describe("export into ConfigMaps", () => {
   });
 
   it("keeps an object it created that someone else has written into since", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const made = uniqueName("made");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, made, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("db.internal", [target("ConfigMap", open, made, "DB_HOST")]);
     await waitForExported(rf, "Exported");
     await admin.request("PATCH", `/api/v1/namespaces/${open}/configmaps/${made}`, {
       body: { data: { THEIRS: "x" } },
       contentType: "application/merge-patch+json",
       query: { fieldManager: "someone-else" },
     });
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const cm = await waitForData("ConfigMap", open, made, (d) => !("DB_HOST" in d));
     expect(dataOf(cm)).toEqual({ THEIRS: "x" });
   });
 
   it("a namespace not opted in is ExportForbidden, saying what to apply; Ready is unaffected and nothing is written", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("closed");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", closed, out, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("db.internal", [target("ConfigMap", closed, out, "DB_HOST")]);
     const view = await waitForExported(rf, "ExportForbidden");
     expect(view.reason).toBe("Available");
     expect(view.status.value).toBe("db.internal");
@@ -540,23 +429,13 @@ describe("export into ConfigMaps", () => {
   });
 
   it("a Referable that never wrote into a namespace not opted in is not kept by it when deleted", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     // A Secret: the controller may not even read it there (a ConfigMap it may read, as a source).
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("Secret", closed, uniqueName("creds"), "PASSWORD")],
-    });
+    const { rf } = await exportingReferable("db.internal", [
+      target("Secret", closed, uniqueName("creds"), "PASSWORD"),
+    ]);
     await waitForExported(rf, "ExportForbidden");
-    await admin.request("DELETE", `${RF}/${rf}`);
-    await waitFor(`Referable ${rf} to be gone`, async () => {
-      try {
-        await admin.request("GET", `${RF}/${rf}`);
-        return false;
-      } catch (err) {
-        return isApiError(err, 404);
-      }
-    });
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
+    await waitForGone(admin, `${REFERABLES}/${rf}`);
   });
 });
 
@@ -564,15 +443,10 @@ describe("opting a namespace in later", () => {
   it("is picked up by itself: the refused export is retried on a backoff and succeeds", async () => {
     const later = await createNamespace(admin, "export-later");
     cleanup.push(`/api/v1/namespaces/${later}`);
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("later");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", later, out, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("db.internal", [target("ConfigMap", later, out, "DB_HOST")]);
     await waitForExported(rf, "ExportForbidden");
-    await bindRole(admin, "referable-export-configmaps", exportConfigMapsRole, controllerSubject(), later);
+    await account.bind(exportConfigMapsRole, later, "referable-export-configmaps");
     // The first retries come 1, 2 and 4 s after the refusal.
     await waitForExported(rf, "Exported", () => true, 20_000);
     expect(dataOf(await getObject("ConfigMap", later, out))).toEqual({ DB_HOST: "db.internal" });
@@ -581,13 +455,8 @@ describe("opting a namespace in later", () => {
 
 describe("export into Secrets", () => {
   it("writes the value base64-encoded into a Secret of an opted-in namespace", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "s3cr3t-pass" });
     const out = uniqueName("creds");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("Secret", open, out, "PASSWORD")],
-    });
+    const { rf } = await exportingReferable("s3cr3t-pass", [target("Secret", open, out, "PASSWORD")]);
     await waitForExported(rf, "Exported");
     const secret = await getObject("Secret", open, out);
     expect(dataOf(secret)).toEqual({ PASSWORD: Buffer.from("s3cr3t-pass").toString("base64") });
@@ -597,13 +466,10 @@ describe("export into Secrets", () => {
   it("is ExportForbidden when the controller runs without --allow-secret-export, though RBAC allows it", async () => {
     const strict = await startTestController({ client: controllerClient });
     controllers.push(strict);
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "s3cr3t-pass" });
     const out = uniqueName("creds");
-    const rf = await createReferable(
-      { source: sourceOf(source), export: [target("Secret", open, out, "PASSWORD")] },
-      strict.shard,
-    );
+    const { rf } = await exportingReferable("s3cr3t-pass", [target("Secret", open, out, "PASSWORD")], {
+      shard: strict.shard,
+    });
     const view = await waitForExported(rf, "ExportForbidden");
     expect(exportedCondition(view)!.message).toContain("--allow-secret-export");
     expect(await getObject("Secret", open, out)).toBeUndefined();
@@ -614,36 +480,19 @@ describe("a restart", () => {
   it("writes nothing: not the exported key, not the status", async () => {
     const first = await startTestController({ client: controllerClient });
     controllers.push(first);
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("restart");
-    const rf = await createReferable(
-      { source: sourceOf(source), export: [target("ConfigMap", open, out, "DB_HOST")] },
-      first.shard,
+    const { source, rf } = await exportingReferable(
+      "db.internal",
+      [target("ConfigMap", open, out, "DB_HOST")],
+      { shard: first.shard },
     );
     const before = await waitForExported(rf, "Exported");
     const cmBefore = await getObject("ConfigMap", open, out);
     await first.stop();
 
-    // The same credentials, counting the writes (an apply of what is stored changes no
-    // resourceVersion, so only the requests tell whether one was sent).
-    const writes: string[] = [];
-    const counted = new KubeClient({
-      kubeConfig: kubeConfigWithToken(controllerToken),
-      observe: (o) => {
-        if (o.method !== "GET") writes.push(`${o.method} ${o.verb}`);
-      },
-    });
-    const second = await startTestController({ client: counted, shard: first.shard });
+    const restarted = await restartCountingWrites(controllerToken, first.shard);
+    const { controller: second, writes } = restarted;
     controllers.push(second);
-    // Its reconciles of the Referable: one as soon as it is listed (the source not read yet: nothing
-    // to say), one once the source's value is pushed, which reads the target. A write, had there
-    // been one, would come with the second.
-    await waitFor("the restarted controller to reconcile the Referable with its value", async () => {
-      const metric = await second.metrics.reconcileTotal.get();
-      const successes = metric.values.find((v) => v.labels.result === "success")?.value ?? 0;
-      return writes.length > 0 || successes >= 2;
-    });
     expect(writes).toEqual([]);
     expect(await exportWrites(second, "success")).toBe(0);
     const cmAfter = await getObject("ConfigMap", open, out);
@@ -657,14 +506,12 @@ describe("a restart", () => {
       contentType: "application/merge-patch+json",
     });
     await waitForData("ConfigMap", open, out, (d) => d.DB_HOST === "db2.internal", 5_000);
-    await second.stop();
-    await counted.close();
+    await restarted.stop();
   });
 });
 
 /** Binds `role` to the controller in `ns`; resolves with the RoleBinding's path. */
-const bindToController = (ns: string, role: string): Promise<string> =>
-  bindRole(admin, role, role, controllerSubject(), ns);
+const bindToController = (ns: string, role: string): Promise<string> => account.bind(role, ns);
 
 /** Waits until the controller's `get` of a Secret in `ns` answers `code` (RBAC applied). */
 async function waitForSecretAccess(ns: string, code: 403 | 404): Promise<void> {
@@ -678,23 +525,11 @@ async function waitForSecretAccess(ns: string, code: 403 | 404): Promise<void> {
   });
 }
 
-async function waitForGone(name: string, timeoutMs = 15_000): Promise<void> {
-  await waitFor(
-    `Referable ${name} to be gone`,
-    async () => {
-      try {
-        await admin.request("GET", `${RF}/${name}`);
-        return false;
-      } catch (err) {
-        return isApiError(err, 404);
-      }
-    },
-    { timeoutMs },
-  );
-}
+const waitForReferableGone = (name: string, timeoutMs = 15_000) =>
+  waitForGone(admin, `${REFERABLES}/${name}`, timeoutMs);
 
 const patchSpecExport = (name: string, exports: unknown) =>
-  admin.request("PATCH", `${RF}/${name}`, {
+  admin.request("PATCH", `${REFERABLES}/${name}`, {
     body: { spec: { export: exports } },
     contentType: "application/merge-patch+json",
   });
@@ -764,14 +599,12 @@ describe("loops through exports (issue 22, case 2)", () => {
 
 describe("a target dropped from spec.export (issue 22, case 10)", () => {
   it("deletes the object the Referable created once its last key is removed, and keeps one that holds more", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const made = uniqueName("made");
     const shared = uniqueName("shared");
-    const rf = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, made, "DB_HOST"), target("ConfigMap", open, shared, "DB_HOST")],
-    });
+    const { rf } = await exportingReferable("db.internal", [
+      target("ConfigMap", open, made, "DB_HOST"),
+      target("ConfigMap", open, shared, "DB_HOST"),
+    ]);
     await waitForExported(rf, "Exported", (v) => (v.status.exports as unknown[] | undefined)?.length === 2);
     const madeBefore = await getObject("ConfigMap", open, made);
     expect(madeBefore?.metadata?.annotations?.["referable.dev/created-by"]).toBe(rf);
@@ -799,8 +632,6 @@ describe("a target dropped from spec.export (issue 22, case 10)", () => {
 
 describe("a crash between a key's write and its status write (issue 22, case 7)", () => {
   it("leaves nothing behind: the key written before the crash is removed once the spec no longer names it", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
     const out = uniqueName("crash");
     const objectPath = `/api/v1/namespaces/${open}/configmaps/${out}`;
     // The process "dies" right after the apply into the target: the status write after it
@@ -814,10 +645,9 @@ describe("a crash between a key's write and its status write (issue 22, case 7)"
       build: { writer: dying as unknown as KubeClient },
     });
     controllers.push(first);
-    const rf = await createReferable(
-      { source: sourceOf(source), export: [target("ConfigMap", open, out, "K")] },
-      first.shard,
-    );
+    const { rf } = await exportingReferable("db.internal", [target("ConfigMap", open, out, "K")], {
+      shard: first.shard,
+    });
     await dying.severed;
     await first.stop();
     expect(dataOf(await getObject("ConfigMap", open, out))).toEqual({ K: "db.internal" });
@@ -847,13 +677,10 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
   async function exportedSecret(ns: string): Promise<{ rf: string; secret: string; shard: string }> {
     const allowed = await startTestController({ client: controllerClient, allowSecretExport: true });
     controllers.push(allowed);
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "s3cr3t-pass" });
     const secret = uniqueName("creds");
-    const rf = await createReferable(
-      { source: sourceOf(source), export: [target("Secret", ns, secret, "PASSWORD")] },
-      allowed.shard,
-    );
+    const { rf } = await exportingReferable("s3cr3t-pass", [target("Secret", ns, secret, "PASSWORD")], {
+      shard: allowed.shard,
+    });
     await waitForExported(
       rf,
       "Exported",
@@ -879,16 +706,16 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
     );
     const view = await waitForExported(rf, "ExportForbidden", (v) => v.status.exports === undefined);
     expect(exportedCondition(view)!.message).toContain("--allow-secret-export");
-    await admin.request("DELETE", `${RF}/${rf}`);
-    await waitForGone(rf);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
+    await waitForReferableGone(rf);
   });
 
   it("removes them when the Referable is deleted while the flag is off", async () => {
     const { rf, secret, shard } = await exportedSecret(open);
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const strict = await startTestController({ client: controllerClient, shard });
     controllers.push(strict);
-    await waitForGone(rf);
+    await waitForReferableGone(rf);
     expect(await getObject("Secret", open, secret)).toBeUndefined();
   });
 
@@ -910,7 +737,7 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
     );
     // The records stay: the key is still there, and the status says so.
     expect((refused.status.exports as Array<{ name: string }>).map((r) => r.name)).toEqual([secret]);
-    await admin.request("DELETE", `${RF}/${rf}`);
+    await admin.request("DELETE", `${REFERABLES}/${rf}`);
     const terminating = await waitForExported(rf, "ExportForbidden", (v) =>
       (exportedCondition(v)?.message ?? "").includes("keeps its finalizer referable.dev/export"),
     );
@@ -918,7 +745,7 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
     expect(dataOf(await getObject("Secret", ns, secret))).toHaveProperty("PASSWORD");
     // Access restored: the next retry (1, 2, 4 s... after the refusal) removes it, and the Referable goes.
     await bindToController(ns, exportSecretsRole);
-    await waitForGone(rf, 20_000);
+    await waitForReferableGone(rf, 20_000);
     expect(await getObject("Secret", ns, secret)).toBeUndefined();
   });
 });
@@ -964,16 +791,12 @@ const withKubectl = describeIf(
 
 withKubectl("kubectl get rf", () => {
   it("shows EXPORTED: True once exported, False when not", async () => {
-    const source = uniqueName("db");
-    await createConfigMap(src, source, { v: "db.internal" });
-    const done = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", open, uniqueName("k"), "K")],
-    });
-    const refused = await createReferable({
-      source: sourceOf(source),
-      export: [target("ConfigMap", closed, uniqueName("k"), "K")],
-    });
+    const { rf: done } = await exportingReferable("db.internal", [
+      target("ConfigMap", open, uniqueName("k"), "K"),
+    ]);
+    const { rf: refused } = await exportingReferable("db.internal", [
+      target("ConfigMap", closed, uniqueName("k"), "K"),
+    ]);
     await waitForExported(done, "Exported");
     await waitForExported(refused, "ExportForbidden");
     const { stdout } = await promisify(execFile)(join(binDir!, "kubectl"), ["get", "rf", done, refused], {

@@ -37,6 +37,7 @@ import {
   uniqueName,
   waitFor,
   type ShardScope,
+  createConfigMap as createConfigMapIn,
 } from "../harness/kube.ts";
 import { checkAll, describeMismatch, observeWorld, type Mismatch } from "../harness/oracle.ts";
 import {
@@ -44,6 +45,9 @@ import {
   metricValue,
   leaseArgs,
   startControllerProcess,
+  QUEUE,
+  waitForIdle as waitForProcessIdle,
+  waitForLeaderStatus as waitForProcessLeaderStatus,
   TAKE_OVER_BOUND_MS,
   TOLERANCE_MS,
   type ControllerProcess,
@@ -54,7 +58,6 @@ const WIDGET_GROUP = "faults.test.referable.dev";
 /** Deadline of every wait: generous, for a loaded 2-core machine. */
 const WAIT_MS = 60_000;
 const LEASE_ARGS = leaseArgs();
-const QUEUE = { name: "referable", controller: "referable" };
 
 let plane: PrivateControlPlane;
 let admin: KubeClient;
@@ -73,19 +76,18 @@ afterAll(async () => {
 
 type Scope = ShardScope;
 const newScope = (prefix: string) => newShardScope(admin, prefix);
+const waitForIdle = (p: ControllerProcess) => waitForProcessIdle(p, WAIT_MS);
+const waitForLeaderStatus = (p: ControllerProcess, want: 0 | 1) =>
+  waitForProcessLeaderStatus(p, want, WAIT_MS);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function createConfigMap(
+const createConfigMap = (
   scope: Scope,
   name: string,
   data: Record<string, string>,
   labels?: Record<string, string>,
-): Promise<void> {
-  await admin.request("POST", `/api/v1/namespaces/${scope.ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+) => createConfigMapIn(admin, scope.ns, name, data, labels);
 
 async function patchConfigMap(scope: Scope, name: string, body: unknown, timeoutMs = 10_000): Promise<void> {
   await admin.request("PATCH", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`, {
@@ -175,29 +177,6 @@ async function sample(p: ControllerProcess, name: string, labels: Record<string,
   return metricValue(await p.metrics(), name, labels) ?? NaN;
 }
 
-/** Waits until nothing is queued or being reconciled in `p`, and returns its metrics then. */
-function waitForIdle(p: ControllerProcess): Promise<string> {
-  return waitFor(
-    `process ${p.pid} to be idle`,
-    async () => {
-      const text = await p.metrics();
-      const idle =
-        metricValue(text, "workqueue_depth", QUEUE) === 0 &&
-        metricValue(text, "controller_runtime_active_workers", { controller: "referable" }) === 0;
-      return idle && text;
-    },
-    { timeoutMs: WAIT_MS, intervalMs: 100 },
-  );
-}
-
-function waitForLeaderStatus(p: ControllerProcess, want: 0 | 1): Promise<true> {
-  return waitFor(
-    `process ${p.pid} to report leader_election_master_status ${want}`,
-    async () => (await sample(p, "leader_election_master_status")) === want,
-    { timeoutMs: WAIT_MS, intervalMs: 50 },
-  );
-}
-
 /** Successful status writes the audit log recorded for `names` since `since` (ms since the epoch). */
 async function writesSince(since: number, names: ReadonlySet<string>): Promise<StatusWrite[]> {
   return (await readStatusWrites(plane.auditLogPath!)).filter(
@@ -213,6 +192,32 @@ const countBy = <T>(items: readonly T[], key: (item: T) => string): Record<strin
 
 const unhandled = (p: ControllerProcess) =>
   p.logs().filter((l) => String(l.msg).includes("unhandled rejection")).length;
+
+/**
+ * A scope of its own (named after `prefix`) with `count` ConfigMaps cm-0, cm-1... holding
+ * `value(i)`, the first `labelled` of them labelled `app`; a Referable of each
+ * (`rf(cm)`), and `multi`, of all the labelled ones in Multiple mode. `names` holds them all.
+ */
+async function newConfigMapWorld(
+  prefix: string,
+  count: number,
+  labelled: number,
+  value: (i: number) => string,
+) {
+  const scope = await newScope(prefix);
+  const app = uniqueName("app");
+  const cms = Array.from({ length: count }, (_, i) => `cm-${i}`);
+  await Promise.all(
+    cms.map((cm, i) => createConfigMap(scope, cm, { v: value(i) }, i < labelled ? { app } : undefined)),
+  );
+  const rf = (cm: string) => `${scope.shard}-${cm}`;
+  const multi = `${scope.shard}-multi`;
+  await Promise.all([
+    ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
+    createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
+  ]);
+  return { scope, cms, rf, multi, names: new Set([...cms.map(rf), multi]) };
+}
 
 /** A loop of source changes, paced, that keeps going (and counting) through failures. */
 function startWriter(change: (k: number) => Promise<void>) {
@@ -232,9 +237,15 @@ function startWriter(change: (k: number) => Promise<void>) {
       await sleep(ok ? 40 : 150);
     }
   })();
+  const okSince = (t: number) => done.filter((d) => d.ok && d.at >= t).length;
+  const failedSince = (t: number) => done.filter((d) => !d.ok && d.at >= t).length;
   return {
-    okSince: (t: number) => done.filter((d) => d.ok && d.at >= t).length,
-    failedSince: (t: number) => done.filter((d) => !d.ok && d.at >= t).length,
+    /** Waits (up to WAIT_MS) until `count` changes made from `since` on went through. */
+    waitForOk: (what: string, count: number, since = Date.now()) =>
+      waitFor(what, () => okSince(since) >= count, { timeoutMs: WAIT_MS }),
+    /** Waits (up to WAIT_MS) until `count` changes tried from `since` on were refused. */
+    waitForFailed: (what: string, count: number, since = Date.now()) =>
+      waitFor(what, () => failedSince(since) >= count, { timeoutMs: WAIT_MS }),
     stop: async () => {
       running = false;
       await loop;
@@ -303,21 +314,13 @@ describe("the API server", () => {
         });
     });
     try {
-      const startedAt = Date.now();
-      await waitFor("some changes before the outage", () => writer.okSince(startedAt) >= 10, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("some changes before the outage", 10);
       const killedAt = Date.now();
       await plane.killApiServer();
-      await waitFor("changes refused during the outage", () => writer.failedSince(killedAt) >= 3, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForFailed("changes refused during the outage", 3, killedAt);
       await plane.startApiServer();
-      const restartedAt = Date.now();
       // Changes made now land while the controller is still backing off: for it, still the outage.
-      await waitFor("changes after the restart", () => writer.okSince(restartedAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes after the restart", 20);
     } finally {
       await writer.stop();
     }
@@ -364,19 +367,7 @@ describe("the API server", () => {
 
 describe("etcd compaction", () => {
   it("a watch resumed from a compacted resourceVersion gets 410 Gone: the controller relists, ends correct, and writes only what changed", async () => {
-    const scope = await newScope("compaction");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 8 }, (_, i) => `cm-${i}`);
-    await Promise.all(
-      cms.map((cm, i) => createConfigMap(scope, cm, { v: "0" }, i < 4 ? { app } : undefined)),
-    );
-    const rf = (cm: string) => `${scope.shard}-${cm}`;
-    const multi = `${scope.shard}-multi`;
-    await Promise.all([
-      ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
-      createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
-    const names = new Set([...cms.map(rf), multi]);
+    const { scope, rf, multi, names } = await newConfigMapWorld("compaction", 8, 4, () => "0");
 
     // The controller talks through a proxy, so its connections can go dark; a short watchdog makes
     // it reopen its watches, from the resourceVersion it last saw, while they are dark.
@@ -517,22 +508,13 @@ describe("a silent watch", () => {
 
 describe("the controller process", () => {
   it("SIGKILLed and restarted: it converges, and writes nothing for Referables that were already right", async () => {
-    const scope = await newScope("sigkill");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 12 }, (_, i) => `cm-${i}`);
+    const { scope, names } = await newConfigMapWorld("sigkill", 12, 3, (i) => `v${i}`);
     await Promise.all(
-      cms.map((cm, i) => createConfigMap(scope, cm, { v: `v${i}` }, i < 3 ? { app } : undefined)),
+      [0, 1, 2].map((i) => {
+        names.add(`${scope.shard}-absent-${i}`);
+        return createReferable(scope, `${scope.shard}-absent-${i}`, cmSource(scope, `absent-${i}`));
+      }),
     );
-    const names = new Set<string>();
-    const create = async (name: string, source: Record<string, unknown>, extra = {}) => {
-      names.add(name);
-      await createReferable(scope, name, source, extra);
-    };
-    await Promise.all([
-      ...cms.map((cm) => create(`${scope.shard}-${cm}`, cmSource(scope, cm))),
-      ...[0, 1, 2].map((i) => create(`${scope.shard}-absent-${i}`, cmSource(scope, `absent-${i}`))),
-      create(`${scope.shard}-multi`, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
 
     const first = await startController(scope, "first", LEASE_ARGS);
     await waitConverged(scope, names.size);
@@ -567,17 +549,7 @@ describe("the controller process", () => {
   }, 180_000);
 
   it("the leader SIGKILLed while sources change: the standby takes over in time, and no write is lost or doubled", async () => {
-    const scope = await newScope("failover");
-    const app = uniqueName("app");
-    const cms = Array.from({ length: 6 }, (_, i) => `cm-${i}`);
-    await Promise.all(cms.map((cm) => createConfigMap(scope, cm, { v: "g0" }, { app })));
-    const rf = (cm: string) => `${scope.shard}-${cm}`;
-    const multi = `${scope.shard}-multi`;
-    await Promise.all([
-      ...cms.map((cm) => createReferable(scope, rf(cm), cmSource(scope, cm))),
-      createReferable(scope, multi, selectorSource(scope, app), { selection: { mode: "Multiple" } }),
-    ]);
-    const names = new Set([...cms.map(rf), multi]);
+    const { scope, cms, rf, names } = await newConfigMapWorld("failover", 6, 6, () => "g0");
 
     const a = await startController(scope, "replica-a", LEASE_ARGS);
     const b = await startController(scope, "replica-b", LEASE_ARGS);
@@ -609,18 +581,13 @@ describe("the controller process", () => {
     let killedAt = 0;
     let tookOverMs = 0;
     try {
-      await waitFor("changes before the failover", () => writer.okSince(markAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes before the failover", 20, markAt);
       killedAt = Date.now();
       const killedPerf = performance.now();
       expect(await leader.kill()).toEqual({ code: null, signal: "SIGKILL" });
       await waitForLeaderStatus(standby, 1);
       tookOverMs = performance.now() - killedPerf;
-      const tookOverAt = Date.now();
-      await waitFor("changes after the failover", () => writer.okSince(tookOverAt) >= 20, {
-        timeoutMs: WAIT_MS,
-      });
+      await writer.waitForOk("changes after the failover", 20);
     } finally {
       await writer.stop();
     }

@@ -24,17 +24,16 @@
  * no controller-manager, so the test fills the aggregated source-reader role as the
  * clusterrole-aggregation controller would.
  */
-import { execFile } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { promisify } from "node:util";
 import { load, loadAll } from "js-yaml";
 import { parseConfig } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
+import { kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
 import { startPrivatePlane } from "../harness/faults.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
@@ -51,9 +50,6 @@ import {
 } from "../harness/kube.ts";
 import { killAllProcesses, startControllerProcess, type ControllerProcess } from "../harness/process.ts";
 
-const execFileAsync = promisify(execFile);
-const BIN_DIR = process.env.REFERABLE_TEST_BIN_DIR;
-const KUBECTL = BIN_DIR ? join(BIN_DIR, "kubectl") : "kubectl";
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const WAIT = { timeoutMs: 60_000, intervalMs: 100 };
 const STEP_MS = 180_000;
@@ -157,14 +153,6 @@ function acceptedArgs(args: readonly string[]): string[] {
   return args.filter((a) => !pending.has(flagName(a)));
 }
 
-/** `kubectl kustomize` of a deploy/ folder. */
-async function kustomize(dir: string): Promise<Obj[]> {
-  const { stdout } = await execFileAsync(KUBECTL, ["kustomize", join(repoRoot, dir)], {
-    maxBuffer: 32 * 1024 * 1024,
-  });
-  return (loadAll(stdout) as Obj[]).filter(Boolean);
-}
-
 const key = (o: Obj) => `${o.kind} ${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
 
 function find<T extends Obj = Obj>(objects: Obj[], kind: string, name: string): T {
@@ -196,7 +184,7 @@ describe("helm template", () => {
     "with its defaults renders what deploy/ renders, the Namespace aside",
     async () => {
       const chart = await template("referable", "referable-system");
-      const kustomized = (await kustomize("deploy")).filter((o) => o.kind !== "Namespace");
+      const kustomized = (await kustomize<Obj>("deploy")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(kustomized.map(key).sort());
       for (const o of kustomized) {
         expect({ object: key(o), essence: essence(find(chart, o.kind!, o.metadata!.name!)) }).toEqual({
@@ -220,7 +208,7 @@ describe("helm template", () => {
     "with webhook.enabled renders what deploy/overlays/webhook renders",
     async () => {
       const chart = await template("referable", "referable-system", "webhook.enabled=true");
-      const overlay = (await kustomize("deploy/overlays/webhook")).filter((o) => o.kind !== "Namespace");
+      const overlay = (await kustomize<Obj>("deploy/overlays/webhook")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(overlay.map(key).sort());
       for (const o of overlay.filter((x) => x.kind !== "Deployment")) {
         expect({ object: key(o), essence: essence(find(chart, o.kind!, o.metadata!.name!)) }).toEqual({
@@ -249,7 +237,7 @@ describe("helm template", () => {
     "with sharding.shards=16 and three replicas renders what deploy/overlays/sharded renders",
     async () => {
       const chart = await template("referable", "referable-system", "sharding.shards=16", "replicaCount=3");
-      const overlay = (await kustomize("deploy/overlays/sharded")).filter((o) => o.kind !== "Namespace");
+      const overlay = (await kustomize<Obj>("deploy/overlays/sharded")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(overlay.map(key).sort());
       for (const o of overlay)
         expect({ object: key(o), essence: essence(find(chart, o.kind!, o.metadata!.name!)) }).toEqual({
@@ -279,7 +267,7 @@ describe("helm template", () => {
         "grafanaDashboard.enabled=true",
         ...MONITORING_APIS.map((api) => `--api-versions=${api}`),
       );
-      const overlay = await kustomize("deploy/overlays/prometheus-operator");
+      const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
       expect(chart.map(key).sort()).toEqual(
         overlay
           .map(key)
@@ -332,7 +320,7 @@ describe("helm template", () => {
         "prometheusRule.enabled=true",
         ...MONITORING_APIS.map((api) => `--api-versions=${api}`),
       );
-      const overlay = await kustomize("deploy/overlays/prometheus-operator");
+      const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
       for (const rule of [
         find(chart, "PrometheusRule", "rel-controller"),
         find(overlay, "PrometheusRule", "referable-controller"),

@@ -10,24 +10,25 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import {
   startTestController,
+  tearDownControllers,
   waitForReason,
   type TestController,
   createReferable as createReferableAs,
+  REFERABLES,
 } from "../harness/controller.ts";
 import {
   adminClient,
-  closeTestClients,
   createNamespace,
   deployBaseRules,
   installTestCrd,
-  serviceAccountToken,
-  tokenClient,
   uniqueName,
   waitFor,
+  testCrdSource,
+  configMapField,
 } from "../harness/kube.ts";
-import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
+import { RBAC } from "../harness/rbac.ts";
+import { controllerAccount } from "../harness/controller-account.ts";
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 let admin: KubeClient;
@@ -38,15 +39,11 @@ beforeAll(() => {
   admin = adminClient();
 });
 
-afterAll(async () => {
-  for (const c of controllers) await c.stop().catch(() => undefined);
-  for (const path of cleanup.reverse()) await admin.request("DELETE", path).catch(() => undefined);
-  await closeTestClients();
-});
+afterAll(() => tearDownControllers(admin, controllers, cleanup));
 
 async function createReferable(name: string, shard: string, source: Record<string, unknown>): Promise<void> {
   await createReferableAs(admin, { source }, { shard, name });
-  cleanup.push(`${RF}/${name}`);
+  cleanup.push(`${REFERABLES}/${name}`);
 }
 
 async function deleteCrdAndWait(name: string): Promise<void> {
@@ -67,20 +64,18 @@ async function deleteCrdAndWait(name: string): Promise<void> {
 
 describe("access withdrawn", () => {
   it("RBAC revoked mid-watch turns the Referable Forbidden once the watch's bounded lifetime ends", async () => {
-    const ns = await createNamespace(admin, "revoke");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
     // The controller's rules from deploy/base, less the source kinds; ConfigMaps from a role of their own.
-    const rules = deployBaseRules("rbac-controller.yaml");
-    const base = uniqueName("revoke-base");
-    const reader = uniqueName("revoke-configmaps");
-    for (const [name, roleRules] of [
-      [base, rules],
-      [reader, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }]],
-    ] as const) {
-      cleanup.push(await createRole(admin, name, [...roleRules]));
-      cleanup.push(await bindRole(admin, name, name, [serviceAccount("controller", ns)]));
-    }
-    const client = tokenClient(await serviceAccountToken(admin, ns, "controller"));
+    const account = await controllerAccount(
+      admin,
+      "revoke",
+      cleanup,
+      deployBaseRules("rbac-controller.yaml"),
+    );
+    const ns = account.ns;
+    const reader = await account.grant([
+      { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] },
+    ]);
+    const client = account.client;
     const tc = await startTestController({ client, watchTimeoutSeconds: [2, 3] });
     controllers.push(tc);
 
@@ -88,13 +83,7 @@ describe("access withdrawn", () => {
       body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "db" }, data: { v: "secret-ish" } },
     });
     const name = `${tc.shard}-revoked`;
-    await createReferable(name, tc.shard, {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      namespace: ns,
-      name: "db",
-      fieldPath: "data.v",
-    });
+    await createReferable(name, tc.shard, configMapField(ns, "db"));
     await waitForReason(admin, name, "Available", (v) => v.status.value === "secret-ish");
 
     // The role loses ConfigMaps; the open watch would keep delivering until its lifetime ends.
@@ -117,14 +106,9 @@ describe("discovery follows CRDs", () => {
     await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {
       body: { apiVersion: `${group}/v1`, kind: "Gadget", metadata: { name: "g" }, spec: { size: 3 } },
     });
+    const gadgetSize = testCrdSource(group, "Gadget", ns, "g", "spec.size");
     const name = `${tc.shard}-scoped`;
-    await createReferable(name, tc.shard, {
-      apiVersion: `${group}/v1`,
-      kind: "Gadget",
-      namespace: ns,
-      name: "g",
-      fieldPath: "spec.size",
-    });
+    await createReferable(name, tc.shard, gadgetSize);
     await waitForReason(admin, name, "Available", (v) => v.status.value === 3);
 
     await deleteCrdAndWait(crd);
@@ -133,13 +117,7 @@ describe("discovery follows CRDs", () => {
     expect(view.message).toContain("cluster-scoped");
     // A new Referable of the same kind is told the same at once.
     const fresh = `${tc.shard}-scoped-new`;
-    await createReferable(fresh, tc.shard, {
-      apiVersion: `${group}/v1`,
-      kind: "Gadget",
-      namespace: ns,
-      name: "g",
-      fieldPath: "spec.size",
-    });
+    await createReferable(fresh, tc.shard, gadgetSize);
     await waitForReason(admin, fresh, "InvalidSpec", () => true, 20_000);
   }, 90_000);
 
@@ -164,7 +142,7 @@ describe("discovery follows CRDs", () => {
     await deleteCrdAndWait(crd);
     const view = await waitForReason(admin, name, "KindNotFound", () => true, 30_000);
     expect(view.status.value).toBeUndefined();
-    const stored = await admin.request<KubeObject>("GET", `${RF}/${name}`);
+    const stored = await admin.request<KubeObject>("GET", `${REFERABLES}/${name}`);
     expect((stored.status as { value?: unknown }).value).toBeUndefined();
   }, 90_000);
 });

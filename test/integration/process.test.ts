@@ -25,12 +25,16 @@ import {
   uniqueName,
   waitFor,
   type ShardScope,
+  createConfigMap as createConfigMapIn,
 } from "../harness/kube.ts";
 import {
   killAllProcesses,
   metricValue,
   leaseArgs,
   startControllerProcess,
+  QUEUE,
+  waitForIdle as waitForProcessIdle,
+  waitForLeaderStatus as waitForProcessLeaderStatus,
   TAKE_OVER_BOUND_MS,
   type ControllerProcess,
   type LogLine,
@@ -45,7 +49,6 @@ const LEASE_ID = "referable-under-test";
 const LEASE_ARGS = leaseArgs(LEASE_ID);
 /** Deadline of every wait on a process. */
 const WAIT_MS = 30_000;
-const QUEUE = { name: "referable", controller: "referable" };
 
 let admin: KubeClient;
 
@@ -60,6 +63,9 @@ afterAll(async () => {
 /** A test's own namespace (ConfigMaps, Lease) and shard (Referables). */
 type Scope = ShardScope;
 const newScope = (prefix: string) => newShardScope(admin, prefix);
+const waitForIdle = (p: ControllerProcess) => waitForProcessIdle(p, WAIT_MS);
+const waitForLeaderStatus = (p: ControllerProcess, want: 0 | 1) =>
+  waitForProcessLeaderStatus(p, want, WAIT_MS, { name: LEASE_ID });
 
 /** Flags for a controller process of `scope`, with short leader-election timings. */
 function controllerArgs(scope: Scope, identity: string, ...extra: string[]): string[] {
@@ -75,16 +81,12 @@ function controllerArgs(scope: Scope, identity: string, ...extra: string[]): str
   ];
 }
 
-async function createConfigMap(
+const createConfigMap = (
   scope: Scope,
   name: string,
   data: Record<string, string>,
   labels?: Record<string, string>,
-): Promise<void> {
-  await admin.request("POST", `/api/v1/namespaces/${scope.ns}/configmaps`, {
-    body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels }, data },
-  });
-}
+) => createConfigMapIn(admin, scope.ns, name, data, labels);
 
 async function setConfigMapValue(scope: Scope, name: string, value: string): Promise<void> {
   await admin.request("PATCH", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`, {
@@ -183,30 +185,6 @@ async function waitForReasons(scope: Scope, want: Map<string, string>): Promise<
 /** A sample of the process's metrics, or undefined when absent. */
 async function sample(p: ControllerProcess, name: string, labels: Record<string, string> = {}) {
   return metricValue(await p.metrics(), name, labels);
-}
-
-/** Waits until `p` reports leader_election_master_status `want`. */
-function waitForLeaderStatus(p: ControllerProcess, want: 0 | 1): Promise<true> {
-  return waitFor(
-    `process ${p.pid} to report leader_election_master_status ${want}`,
-    async () => (await sample(p, "leader_election_master_status", { name: LEASE_ID })) === want,
-    { timeoutMs: WAIT_MS, intervalMs: 50 },
-  );
-}
-
-/** Waits until nothing is queued or being reconciled, and returns the metrics then. */
-function waitForIdle(p: ControllerProcess): Promise<string> {
-  return waitFor(
-    `process ${p.pid} to have an empty work queue and no reconcile running`,
-    async () => {
-      const text = await p.metrics();
-      const idle =
-        metricValue(text, "workqueue_depth", QUEUE) === 0 &&
-        metricValue(text, "controller_runtime_active_workers", { controller: "referable" }) === 0;
-      return idle && text;
-    },
-    { timeoutMs: WAIT_MS, intervalMs: 100 },
-  );
 }
 
 const writes = (text: string) => metricValue(text, "referable_status_writes_total", { result: "success" });

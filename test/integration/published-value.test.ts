@@ -130,6 +130,18 @@ function tokenClient(token: string): KubeClient {
 const conditionsOf = (view: ReferableView) =>
   (view.status.conditions ?? []) as Array<{ type: string; lastTransitionTime: string; reason: string }>;
 
+/**
+ * A new scope whose ConfigMap "cm" holds `value`, and the Referable `<shard>-rf` of it (of its
+ * `fieldPath`, data.v when none is given); resolves with both.
+ */
+async function scopeWithReferable(prefix: string, value: string, fieldPath?: string) {
+  const scope = await newScope(prefix);
+  await createConfigMap(scope, "cm", { v: value });
+  const rf = `${scope.shard}-rf`;
+  await createReferable(scope, rf, { ...cmSource(scope, "cm"), ...(fieldPath && { fieldPath }) });
+  return { scope, rf };
+}
+
 describe("1. access withdrawn: the value is withdrawn with it", () => {
   it.each([
     {
@@ -278,10 +290,7 @@ describe("3. the controller owns the whole status", () => {
   }, 120_000);
 
   it("against a writer that forges in a loop, repairs at a bounded, slowing rate, and puts the status back once it stops", async () => {
-    const scope = await newScope("hostile");
-    await createConfigMap(scope, "cm", { v: "real" });
-    const rf = `${scope.shard}-rf`;
-    await createReferable(scope, rf, cmSource(scope, "cm"));
+    const { scope, rf } = await scopeWithReferable("hostile", "real");
     const ipc = await start(scope);
     const computed = await waitForReason(admin, rf, "Available", (v) => v.status.value === "real", WAIT_MS);
     const repairs = async () =>
@@ -403,10 +412,7 @@ describe("4. cycles of any length", () => {
 
 describe("7. writes and leadership", () => {
   it("a status write computed from a version someone has since changed is refused with 409, then recomputed", async () => {
-    const scope = await newScope("precondition");
-    await createConfigMap(scope, "cm", { v: "one" });
-    const rf = `${scope.shard}-rf`;
-    await createReferable(scope, rf, cmSource(scope, "cm"));
+    const { scope, rf } = await scopeWithReferable("precondition", "one");
     const client = clientFor(plane.kubeconfigPath);
     clients.push(client);
     const gated = new GatedStatusClient(client);
@@ -432,10 +438,7 @@ describe("7. writes and leadership", () => {
   }, 120_000);
 
   it("on stop, a status write in flight finishes before the Lease is released", async () => {
-    const scope = await newScope("drain");
-    await createConfigMap(scope, "cm", { v: "one" });
-    const rf = `${scope.shard}-rf`;
-    await createReferable(scope, rf, cmSource(scope, "cm"));
+    const { scope, rf } = await scopeWithReferable("drain", "one");
     const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${scope.ns}/leases/referable`;
     const holder = async () =>
       (await admin.request<{ spec?: { holderIdentity?: string } }>("GET", leasePath)).spec?.holderIdentity ??
@@ -495,11 +498,8 @@ describe("7. writes and leadership", () => {
 
 describe("messages show what they hold (Also seen: U+202E)", () => {
   it("a right-to-left override in a fieldPath is escaped in the condition message and the Event", async () => {
-    const scope = await newScope("bidi");
-    await createConfigMap(scope, "cm", { v: "x" });
-    const rf = `${scope.shard}-rf`;
     // A path that parses, to a key the ConfigMap does not have: the message names the path.
-    await createReferable(scope, rf, { ...cmSource(scope, "cm"), fieldPath: "data.\u202eevil" });
+    const { scope, rf } = await scopeWithReferable("bidi", "x", "data.\u202eevil");
     await start(scope);
     const invalid = await waitForReason(admin, rf, "FieldNotFound", () => true, WAIT_MS);
     expect(invalid.message).toContain("\\u202e");

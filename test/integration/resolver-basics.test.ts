@@ -2,32 +2,15 @@
  * The resolver against the real API server: names, JSON types, push updates, scope checks,
  * the Ready=True reasons (Available, Defaulted, Optional) and the failures a spec can cause.
  */
-import type { KubeClient } from "../../src/kube/client.ts";
-import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";
-import {
-  testKubeConfig,
-  uniqueName,
-  createConfigMap as createConfigMapIn,
-  openScope,
-  closeScope,
-} from "../harness/kube.ts";
-import { startedResolver } from "../harness/controller.ts";
+import { createResolver } from "../../src/resolver/resolver.ts";
+import { testKubeConfig, uniqueName } from "../harness/kube.ts";
+import { useResolverScope } from "../harness/resolver-scope.ts";
 import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
 
-let admin: KubeClient;
-let ns: string;
-let resolver: Resolver;
-
-beforeAll(async () => {
-  ({ admin, ns, started: resolver } = await openScope("resolver-basics", () => startedResolver()));
-});
-afterAll(() => closeScope(resolver));
-
-const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
-  createConfigMapIn(admin, ns, name, data, labels);
+const scope = useResolverScope("resolver-basics");
 
 async function patchConfigMap(name: string, patch: Record<string, unknown>) {
-  await admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${name}`, {
+  await scope.admin.request("PATCH", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`, {
     body: patch,
     contentType: "application/merge-patch+json",
   });
@@ -36,10 +19,10 @@ async function patchConfigMap(name: string, patch: Record<string, unknown>) {
 describe("resolving by name", () => {
   it("reads a ConfigMap value and pushes every change of it", async () => {
     const name = uniqueName("cm");
-    await createConfigMap(name, { "endpoint.url": "db-1" });
+    await scope.createConfigMap(name, { "endpoint.url": "db-1" });
     const rec = new ResultRecorder();
-    const sub = resolver.watch(
-      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data[endpoint.url]" },
+    const sub = scope.resolver.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data[endpoint.url]" },
       rec.push,
     );
     try {
@@ -47,7 +30,7 @@ describe("resolving by name", () => {
       expect(first).toMatchObject({
         ok: true,
         value: "db-1",
-        source: { kind: "ConfigMap", namespace: ns, name },
+        source: { kind: "ConfigMap", namespace: scope.ns, name },
       });
       await patchConfigMap(name, { data: { "endpoint.url": "db-2" } });
       expect(await rec.next("db-2", (r) => r.ok && "value" in r && r.value === "db-2")).toBeTruthy();
@@ -64,7 +47,7 @@ describe("resolving by name", () => {
 
   it("keeps JSON types: a Service port is a number, an object stays an object", async () => {
     const name = uniqueName("svc");
-    await admin.request("POST", `/api/v1/namespaces/${ns}/services`, {
+    await scope.admin.request("POST", `/api/v1/namespaces/${scope.ns}/services`, {
       body: {
         apiVersion: "v1",
         kind: "Service",
@@ -72,26 +55,26 @@ describe("resolving by name", () => {
         spec: { ports: [{ name: "http", port: 8080, protocol: "TCP" }], selector: { app: "x" } },
       },
     });
-    const port = await resolver.resolve({
+    const port = await scope.resolver.resolve({
       apiVersion: "v1",
       kind: "Service",
-      namespace: ns,
+      namespace: scope.ns,
       name,
       fieldPath: "spec.ports[0].port",
     });
     expect(port.value).toBe(8080);
-    const selector = await resolver.resolve({
+    const selector = await scope.resolver.resolve({
       apiVersion: "v1",
       kind: "Service",
-      namespace: ns,
+      namespace: scope.ns,
       name,
       fieldPath: "spec.selector",
     });
     expect(selector.value).toEqual({ app: "x" });
-    const filtered = await resolver.resolve({
+    const filtered = await scope.resolver.resolve({
       apiVersion: "v1",
       kind: "Service",
-      namespace: ns,
+      namespace: scope.ns,
       name,
       fieldPath: 'spec.ports[?(@.name=="http")].protocol',
     });
@@ -99,47 +82,47 @@ describe("resolving by name", () => {
   });
 
   it("reads a cluster-scoped kind (Namespace) and refuses a namespace on it", async () => {
-    await admin.request("PATCH", `/api/v1/namespaces/${ns}`, {
+    await scope.admin.request("PATCH", `/api/v1/namespaces/${scope.ns}`, {
       body: { metadata: { labels: { "team.example.com/owner": "storage" } } },
       contentType: "application/merge-patch+json",
     });
-    const owner = await resolver.resolve({
+    const owner = await scope.resolver.resolve({
       apiVersion: "v1",
       kind: "Namespace",
-      name: ns,
+      name: scope.ns,
       fieldPath: "metadata.labels[team.example.com/owner]",
     });
     expect(owner).toMatchObject({
       reason: "Available",
       value: "storage",
-      source: { kind: "Namespace", name: ns },
+      source: { kind: "Namespace", name: scope.ns },
     });
     await expect(
-      resolver.resolve({
+      scope.resolver.resolve({
         apiVersion: "v1",
         kind: "Namespace",
-        namespace: ns,
-        name: ns,
+        namespace: scope.ns,
+        name: scope.ns,
         fieldPath: "metadata.name",
       }),
     ).rejects.toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining("cluster-scoped") });
     await expect(
-      resolver.resolve({ apiVersion: "v1", kind: "ConfigMap", name: "x", fieldPath: "data.a" }),
+      scope.resolver.resolve({ apiVersion: "v1", kind: "ConfigMap", name: "x", fieldPath: "data.a" }),
     ).rejects.toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining("namespaced") });
   });
 
   it("reports an object created after the reference, a field that appears later, and a delete and recreate", async () => {
     const name = uniqueName("late");
     const rec = new ResultRecorder();
-    const sub = resolver.watch(
-      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data.key" },
+    const sub = scope.resolver.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.key" },
       rec.push,
     );
     try {
       expect(reasonOf(await rec.next("not Pending", (r) => reasonOf(r) !== "Pending"))).toBe(
         "SourceNotFound",
       );
-      await createConfigMap(name, { other: "x" });
+      await scope.createConfigMap(name, { other: "x" });
       const noField = await rec.reason("FieldNotFound");
       expect(!noField.ok && noField.error.message).toContain("data.key");
       await patchConfigMap(name, { data: { key: "v1" } });
@@ -147,10 +130,10 @@ describe("resolving by name", () => {
       const firstUid = available.ok && "source" in available ? available.source?.uid : undefined;
       expect(firstUid).toBeTruthy();
 
-      await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${name}`);
+      await scope.admin.request("DELETE", `/api/v1/namespaces/${scope.ns}/configmaps/${name}`);
       const gone = await rec.reason("SourceNotFound");
       expect(gone.ok).toBe(false);
-      await createConfigMap(name, { key: "v2" });
+      await scope.createConfigMap(name, { key: "v2" });
       const back = await rec.reason("Available");
       expect(back).toMatchObject({ ok: true, value: "v2" });
       expect(back.ok && "source" in back && back.source?.uid).not.toBe(firstUid);
@@ -161,26 +144,32 @@ describe("resolving by name", () => {
 
   it("applies default (Defaulted), Optional and external", async () => {
     const missing = uniqueName("absent");
-    const base = { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: missing, fieldPath: "data.k" };
-    expect(await resolver.resolve({ ...base, default: { fallback: true } })).toEqual({
+    const base = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: scope.ns,
+      name: missing,
+      fieldPath: "data.k",
+    };
+    expect(await scope.resolver.resolve({ ...base, default: { fallback: true } })).toEqual({
       reason: "Defaulted",
       value: { fallback: true },
     });
-    expect(await resolver.resolve({ ...base, policy: { resolution: "Optional" } })).toEqual({
+    expect(await scope.resolver.resolve({ ...base, policy: { resolution: "Optional" } })).toEqual({
       reason: "Optional",
     });
     // default wins over Optional
-    expect(await resolver.resolve({ ...base, default: 3, policy: { resolution: "Optional" } })).toMatchObject(
-      {
-        reason: "Defaulted",
-        value: 3,
-      },
-    );
     expect(
-      await resolver.resolve({
+      await scope.resolver.resolve({ ...base, default: 3, policy: { resolution: "Optional" } }),
+    ).toMatchObject({
+      reason: "Defaulted",
+      value: 3,
+    });
+    expect(
+      await scope.resolver.resolve({
         apiVersion: "v1",
         kind: "ConfigMap",
-        namespace: ns,
+        namespace: scope.ns,
         external: "arn:aws:s3:::bucket",
       }),
     ).toEqual({ reason: "Available", value: "arn:aws:s3:::bucket" });
@@ -189,9 +178,9 @@ describe("resolving by name", () => {
   it("refuses a value over the size limit with ValueTooLarge, and never puts the value in the message", async () => {
     const name = uniqueName("big");
     const secretish = "s3cr3t-".repeat(6000); // 42 KB, over the 32 KiB default
-    await createConfigMap(name, { big: secretish });
-    const err = await resolver
-      .resolve({ apiVersion: "v1", kind: "ConfigMap", namespace: ns, name, fieldPath: "data.big" })
+    await scope.createConfigMap(name, { big: secretish });
+    const err = await scope.resolver
+      .resolve({ apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name, fieldPath: "data.big" })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ reason: "ValueTooLarge", retryable: true });
     expect((err as Error).message).toContain("32768");
@@ -200,16 +189,16 @@ describe("resolving by name", () => {
 
   it("gives InvalidSpec for a fieldPath that does not parse and KindNotFound for an unknown kind", async () => {
     await expect(
-      resolver.resolve({
+      scope.resolver.resolve({
         apiVersion: "v1",
         kind: "ConfigMap",
-        namespace: ns,
+        namespace: scope.ns,
         name: "x",
         fieldPath: "data[unclosed",
       }),
     ).rejects.toMatchObject({ reason: "InvalidSpec", retryable: false });
     await expect(
-      resolver.resolve({
+      scope.resolver.resolve({
         apiVersion: "nothing.example.com/v1",
         kind: "Nothing",
         name: "x",
@@ -220,7 +209,12 @@ describe("resolving by name", () => {
       message: expect.stringContaining("nothing.example.com/v1"),
     });
     await expect(
-      resolver.resolve({ apiVersion: "not/a/version", kind: "ConfigMap", name: "x", fieldPath: "spec" }),
+      scope.resolver.resolve({
+        apiVersion: "not/a/version",
+        kind: "ConfigMap",
+        name: "x",
+        fieldPath: "spec",
+      }),
     ).rejects.toMatchObject({ reason: "InvalidSpec" });
   });
 
@@ -228,7 +222,7 @@ describe("resolving by name", () => {
     const fresh = createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0 });
     const rec = new ResultRecorder();
     const sub = fresh.watch(
-      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "whatever", fieldPath: "data.a" },
+      { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name: "whatever", fieldPath: "data.a" },
       rec.push,
     );
     try {
@@ -253,7 +247,7 @@ describe("names that a field selector must escape", () => {
       [plain, "get"],
       [odd, "watch"],
     ] as const)
-      await admin.request("POST", base, {
+      await scope.admin.request("POST", base, {
         body: {
           apiVersion,
           kind: "ClusterRole",
@@ -267,10 +261,10 @@ describe("names that a field selector must escape", () => {
       // its value is read again by name: a list with a metadata.name field selector.
       const first = new ResultRecorder();
       const second = new ResultRecorder();
-      const a = resolver.watch(ref(plain), first.push);
+      const a = scope.resolver.watch(ref(plain), first.push);
       try {
         expect(await first.reason("Available")).toMatchObject({ value: "get" });
-        const b = resolver.watch(ref(odd), second.push);
+        const b = scope.resolver.watch(ref(odd), second.push);
         try {
           expect(await second.reason("Available")).toMatchObject({ ok: true, value: "watch" });
         } finally {
@@ -279,10 +273,10 @@ describe("names that a field selector must escape", () => {
       } finally {
         a.close();
       }
-      expect(await resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "watch" });
+      expect(await scope.resolver.resolve(ref(odd), { consistent: true })).toMatchObject({ value: "watch" });
     } finally {
       for (const name of [plain, odd])
-        await admin.request("DELETE", `${base}/${encodeURIComponent(name)}`).catch(() => undefined);
+        await scope.admin.request("DELETE", `${base}/${encodeURIComponent(name)}`).catch(() => undefined);
     }
   });
 });

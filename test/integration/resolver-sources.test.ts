@@ -3,7 +3,6 @@
  * reference), requireConditions, label selectors in Single and Multiple mode, RBAC that
  * forbids a kind, and one shared informer per kind.
  */
-import type { KubeClient } from "../../src/kube/client.ts";
 import { createResolver, Resolver } from "../../src/resolver/resolver.ts";
 import {
   adminClient,
@@ -12,50 +11,33 @@ import {
   serviceAccountToken,
   testKubeConfig,
   uniqueName,
-  createConfigMap as createConfigMapIn,
   mergePatch as mergePatchAs,
-  openScope,
-  closeScope,
 } from "../harness/kube.ts";
+import { useResolverScope } from "../harness/resolver-scope.ts";
 import { ResultRecorder, reasonOf } from "../harness/recorder.ts";
 
-let admin: KubeClient;
-let ns: string;
-let resolver: Resolver;
+// Not started: its first read starts it.
+const scope = useResolverScope("resolver-sources", async () =>
+  createResolver({ kubeConfig: testKubeConfig(), informerLingerMs: 0, kindRetryMs: [200, 2000] }),
+);
 
-beforeAll(async () => {
-  // Not started: its first read starts it.
-  const options = {
-    kubeConfig: testKubeConfig(),
-    informerLingerMs: 0,
-    kindRetryMs: [200, 2000] as [number, number],
-  };
-  ({
-    admin,
-    ns,
-    started: resolver,
-  } = await openScope("resolver-sources", async () => createResolver(options)));
-});
-afterAll(() => closeScope(resolver));
-
-const createConfigMap = (name: string, data: Record<string, string>, labels?: Record<string, string>) =>
-  createConfigMapIn(admin, ns, name, data, labels);
-
-const mergePatch = (path: string, body: unknown) => mergePatchAs(admin, path, body);
+const mergePatch = (path: string, body: unknown) => mergePatchAs(scope.admin, path, body);
 
 describe("custom resources", () => {
   it("waits for requireConditions on a CRD object (SourceNotReady), then takes the value", async () => {
     const group = `${uniqueName("ready")}.test.referable.dev`;
-    const apiVersion = await installTestCrd(admin, group, "Bucket");
+    const apiVersion = await installTestCrd(scope.admin, group, "Bucket");
     const name = uniqueName("bucket");
-    const path = `/apis/${group}/v1/namespaces/${ns}/buckets`;
-    await admin.request("POST", path, { body: { apiVersion, kind: "Bucket", metadata: { name }, spec: {} } });
+    const path = `/apis/${group}/v1/namespaces/${scope.ns}/buckets`;
+    await scope.admin.request("POST", path, {
+      body: { apiVersion, kind: "Bucket", metadata: { name }, spec: {} },
+    });
     const rec = new ResultRecorder();
-    const sub = resolver.watch(
+    const sub = scope.resolver.watch(
       {
         apiVersion,
         kind: "Bucket",
-        namespace: ns,
+        namespace: scope.ns,
         name,
         fieldPath: "status.atProvider.arn",
         requireConditions: [{ type: "Ready", status: "True" }],
@@ -77,16 +59,16 @@ describe("custom resources", () => {
   it("resolves a kind whose CRD is installed after the reference (KindNotFound first), without a restart", async () => {
     const group = `${uniqueName("later")}.test.referable.dev`;
     const rec = new ResultRecorder();
-    const sub = resolver.watch(
-      { apiVersion: `${group}/v1`, kind: "Gadget", namespace: ns, name: "g1", fieldPath: "spec.size" },
+    const sub = scope.resolver.watch(
+      { apiVersion: `${group}/v1`, kind: "Gadget", namespace: scope.ns, name: "g1", fieldPath: "spec.size" },
       rec.push,
     );
     try {
       const notFound = await rec.reason("KindNotFound");
       expect(!notFound.ok && notFound.error.retryable).toBe(true);
-      await installTestCrd(admin, group, "Gadget");
+      await installTestCrd(scope.admin, group, "Gadget");
       await rec.reason("SourceNotFound");
-      await admin.request("POST", `/apis/${group}/v1/namespaces/${ns}/gadgets`, {
+      await scope.admin.request("POST", `/apis/${group}/v1/namespaces/${scope.ns}/gadgets`, {
         body: { apiVersion: `${group}/v1`, kind: "Gadget", metadata: { name: "g1" }, spec: { size: 3 } },
       });
       expect(await rec.reason("Available")).toMatchObject({ value: 3 });
@@ -100,25 +82,27 @@ describe("label selectors", () => {
   it("Single: follows a label that starts and stops matching, and refuses two matches (AmbiguousSelector)", async () => {
     const app = uniqueName("app");
     const rec = new ResultRecorder();
-    const sub = resolver.watch(
-      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, matchLabels: { app }, fieldPath: "data.v" },
+    const sub = scope.resolver.watch(
+      { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, matchLabels: { app }, fieldPath: "data.v" },
       rec.push,
     );
     try {
       await rec.reason("SourceNotFound");
       const a = uniqueName("a");
-      await createConfigMap(a, { v: "from-a" });
-      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${a}`, { metadata: { labels: { app } } });
+      await scope.createConfigMap(a, { v: "from-a" });
+      await mergePatch(`/api/v1/namespaces/${scope.ns}/configmaps/${a}`, { metadata: { labels: { app } } });
       expect(await rec.reason("Available")).toMatchObject({ value: "from-a", source: { name: a } });
 
       const b = uniqueName("b");
-      await createConfigMap(b, { v: "from-b" }, { app });
+      await scope.createConfigMap(b, { v: "from-b" }, { app });
       const ambiguous = await rec.reason("AmbiguousSelector");
       expect(!ambiguous.ok && ambiguous.error.message).toContain("2 objects match");
 
-      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${a}`, { metadata: { labels: { app: null } } });
+      await mergePatch(`/api/v1/namespaces/${scope.ns}/configmaps/${a}`, {
+        metadata: { labels: { app: null } },
+      });
       expect(await rec.reason("Available")).toMatchObject({ value: "from-b", source: { name: b } });
-      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${b}`, {
+      await mergePatch(`/api/v1/namespaces/${scope.ns}/configmaps/${b}`, {
         metadata: { labels: { app: "other" } },
       });
       await rec.reason("SourceNotFound");
@@ -134,27 +118,27 @@ describe("label selectors", () => {
       ["m-a", "3"],
       ["m-b", "2"],
     ] as const) {
-      await createConfigMap(`${tier}-${name}`, { v: name, order }, { tier });
+      await scope.createConfigMap(`${tier}-${name}`, { v: name, order }, { tier });
     }
     const base = {
       apiVersion: "v1",
       kind: "ConfigMap",
-      namespace: ns,
+      namespace: scope.ns,
       matchExpressions: [{ key: "tier", operator: "In" as const, values: [tier] }],
       fieldPath: "data.v",
       mode: "Multiple" as const,
     };
-    const byName = await resolver.resolveSelector(base);
+    const byName = await scope.resolver.resolveSelector(base);
     expect(byName.values).toEqual(["m-a", "m-b", "m-c"]);
     expect(byName.sources.map((s) => s.name)).toEqual([`${tier}-m-a`, `${tier}-m-b`, `${tier}-m-c`]);
 
-    const byOrder = await resolver.resolveSelector({ ...base, sortByFieldPath: "data.order" });
+    const byOrder = await scope.resolver.resolveSelector({ ...base, sortByFieldPath: "data.order" });
     expect(byOrder.values).toEqual(["m-c", "m-b", "m-a"]);
 
-    const firstTwo = await resolver.resolveSelector({ ...base, maxMatch: 2 });
+    const firstTwo = await scope.resolver.resolveSelector({ ...base, maxMatch: 2 });
     expect(firstTwo.values).toEqual(["m-a", "m-b"]);
 
-    await expect(resolver.resolveSelector({ ...base, minMatch: 4 })).rejects.toMatchObject({
+    await expect(scope.resolver.resolveSelector({ ...base, minMatch: 4 })).rejects.toMatchObject({
       reason: "TooFewMatches",
       message: expect.stringContaining("minMatch is 4"),
     });
@@ -162,25 +146,25 @@ describe("label selectors", () => {
 
   it("Multiple: matches without the field are left out; a selection left short is missing, so default applies", async () => {
     const tier = uniqueName("tier");
-    await createConfigMap(`${tier}-a`, { other: "x" }, { tier });
-    await createConfigMap(`${tier}-b`, { other: "y" }, { tier });
+    await scope.createConfigMap(`${tier}-a`, { other: "x" }, { tier });
+    await scope.createConfigMap(`${tier}-b`, { other: "y" }, { tier });
     const base = {
       apiVersion: "v1",
       kind: "ConfigMap",
-      namespace: ns,
+      namespace: scope.ns,
       matchLabels: { tier },
       fieldPath: "data.v",
       mode: "Multiple" as const,
     };
-    await expect(resolver.resolveSelector(base)).rejects.toMatchObject({
+    await expect(scope.resolver.resolveSelector(base)).rejects.toMatchObject({
       reason: "FieldNotFound",
       message: expect.stringContaining("2 objects match"),
     });
     const rec = new ResultRecorder();
-    const sub = resolver.watch({ ...base, default: ["fallback"] }, rec.push);
+    const sub = scope.resolver.watch({ ...base, default: ["fallback"] }, rec.push);
     try {
       expect(await rec.reason("Defaulted")).toMatchObject({ values: ["fallback"], sources: [] });
-      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${tier}-b`, { data: { v: "b" } });
+      await mergePatch(`/api/v1/namespaces/${scope.ns}/configmaps/${tier}-b`, { data: { v: "b" } });
       const available = await rec.reason("Available");
       expect(available).toMatchObject({ values: ["b"] });
       expect(available.ok && "sources" in available && available.sources.map((s) => s.name)).toEqual([
@@ -195,7 +179,7 @@ describe("label selectors", () => {
 describe("RBAC", () => {
   it("gives Forbidden for a kind the caller may not read, retrying on the backoff rather than in a storm", async () => {
     const sa = uniqueName("limited");
-    const token = await serviceAccountToken(admin, ns, sa);
+    const token = await serviceAccountToken(scope.admin, scope.ns, sa);
     const errorsAt: number[] = [];
     const limited = createResolver({
       kubeConfig: kubeConfigWithToken(token),
@@ -206,7 +190,7 @@ describe("RBAC", () => {
     });
     const rec = new ResultRecorder();
     const sub = limited.watch(
-      { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "x", fieldPath: "data.a" },
+      { apiVersion: "v1", kind: "ConfigMap", namespace: scope.ns, name: "x", fieldPath: "data.a" },
       rec.push,
     );
     try {
@@ -234,14 +218,14 @@ describe("informer sharing", () => {
     const client = adminClient();
     const shared = new Resolver({ client, informerLingerMs: 0 });
     const name = uniqueName("shared");
-    await createConfigMap(name, { k: "v" });
+    await scope.createConfigMap(name, { k: "v" });
     const recs = Array.from({ length: 100 }, () => new ResultRecorder());
     const subs = recs.map((rec, i) =>
       shared.watch(
         {
           apiVersion: "v1",
           kind: "ConfigMap",
-          namespace: ns,
+          namespace: scope.ns,
           name,
           fieldPath: i % 2 ? "data.k" : "metadata.name",
         },
@@ -252,7 +236,7 @@ describe("informer sharing", () => {
       await Promise.all(recs.map((rec) => rec.reason("Available")));
       expect(shared.informerCount).toBe(1);
       expect(client.activeWatches).toBe(1);
-      await mergePatch(`/api/v1/namespaces/${ns}/configmaps/${name}`, { data: { k: "w" } });
+      await mergePatch(`/api/v1/namespaces/${scope.ns}/configmaps/${name}`, { data: { k: "w" } });
       await Promise.all(
         recs
           .filter((_, i) => i % 2)

@@ -17,7 +17,13 @@ import {
   createReferable as createReferableAs,
   settlesAt as settlesAtIn,
 } from "../harness/controller.ts";
-import { uniqueName, createConfigMap as createConfigMapIn, openScope, closeScope } from "../harness/kube.ts";
+import {
+  uniqueName,
+  createConfigMap as createConfigMapIn,
+  openScope,
+  closeScope,
+  configMapsLabelled,
+} from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
 
@@ -87,13 +93,7 @@ describe("a transform shapes the value", () => {
     const app = uniqueName("app");
     for (const i of [1, 2, 3]) await createConfigMap(`${app}-${i}`, { v: String(i) }, { app });
     const rf = await createReferable({
-      source: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        namespace: ns,
-        selector: { matchLabels: { app } },
-        fieldPath: "data.v",
-      },
+      source: configMapsLabelled(ns, { app }),
       selection: { mode: "Multiple" },
       transform: "values.size()",
     });

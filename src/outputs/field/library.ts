@@ -114,7 +114,7 @@ async function readOwned(client: Client, target: FieldTarget, options: ExportOpt
           retryable: true,
         },
       );
-    throw toFieldError(err, t, "get", resource, options);
+    throw toFieldError(err, { object: t, resource }, "get", options);
   }
   const owned: string[][] = [];
   const entries = (Array.isArray(obj.metadata?.managedFields) ? obj.metadata.managedFields : []) as Array<{

@@ -23,13 +23,13 @@ import { FIELD_EXPORT_FINALIZER, type ExportRecord, type Referable } from "../..
 import { asError, isResolutionError } from "../../errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../../kube/discovery.ts";
-import { silentLogger, type Logger } from "../../log.ts";
+import type { Logger } from "../../log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
-import { backoffDelay } from "../../runtime/backoff.ts";
 import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
 import { fieldManagerFor } from "../keys/target.ts";
-import { pass, WritePolicy } from "../write-policy.ts";
+import { ExportOutput } from "../export-output.ts";
+import type { WritePolicy } from "../write-policy.ts";
 import { decide, FieldClaims } from "./ownership.ts";
 import {
   asObject,
@@ -98,22 +98,15 @@ export interface FieldOutputOptions {
 }
 
 /** Writes and releases the fields of spec.export; one per controller. See the module comment. */
-export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsMemory> {
-  private readonly options: FieldOutputOptions;
-  private readonly logger: Logger;
-  private readonly policy: WritePolicy;
+export class FieldOutput
+  extends ExportOutput<FieldOutputOptions>
+  implements Output<ResolutionResult, FieldsStep, FieldsMemory>
+{
   private readonly claims: FieldClaims;
 
   constructor(options: FieldOutputOptions) {
-    this.options = options;
-    this.logger = options.logger ?? silentLogger;
-    this.policy = options.policy ?? new WritePolicy({}, options.clock);
+    super(options, FIELD_EXPORT_FINALIZER);
     this.claims = new FieldClaims(options.enqueue);
-  }
-
-  /** Whether the Referable holds the field finalizer while being deleted: {@link release} must run. */
-  finalizing(obj: Referable): boolean {
-    return obj.metadata.deletionTimestamp !== undefined && hasFinalizer(obj, FIELD_EXPORT_FINALIZER);
   }
 
   /** Forgets a Referable that is gone (its claims). */
@@ -153,7 +146,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
             reason: "ExportFailed",
             message: finalizerMessage(patch.problem),
           },
-          retryAfterMs: this.backoff(memory),
+          retryAfterMs: this.pacing.backoff(memory),
         };
       }
       metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
@@ -185,7 +178,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
       ),
     );
     const step = summarize(targets, value, gathered, memory, this.options.rereadMs ?? FIELD_REREAD_MS, (m) =>
-      this.backoff(m),
+      this.pacing.backoff(m),
     );
     if (step.state === null && hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
@@ -244,10 +237,10 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
         failed = true;
       }
     }
-    if (failed) return this.backoff(memory);
+    if (failed) return this.pacing.backoff(memory);
     this.forget(name);
     const patch = await removeFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
-    if (!patch.ok && !patch.changed) return this.backoff(memory);
+    if (!patch.ok && !patch.changed) return this.pacing.backoff(memory);
     return undefined;
   }
 
@@ -261,7 +254,7 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     if (!patch.ok)
       return patch.changed
         ? { state: undefined, retryAfterMs: undefined, requeue: true }
-        : { state: null, retryAfterMs: this.backoff(memory) };
+        : { state: null, retryAfterMs: this.pacing.backoff(memory) };
     return {
       state: null,
       retryAfterMs: undefined,
@@ -290,13 +283,13 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     const name = obj.metadata.name;
     const hash = hashOf(p, value);
     const known = memory.objects.get(key);
-    const now = this.policy.clock();
+    const now = this.pacing.policy.clock();
     if (known?.hash === hash && now - known.verifiedAt < (this.options.rereadMs ?? FIELD_REREAD_MS)) {
       gathered.records.push(...known.records);
       gathered.problems.push(...known.problems);
       return;
     }
-    if (!this.admitted(key, memory, gathered)) {
+    if (!this.pacing.admit(key, memory, gathered)) {
       // Held back: what the status says of this object stays until the write.
       gathered.records.push(...previous.filter((r) => fieldObjectKey(asObject(r)) === key));
       return;
@@ -397,32 +390,11 @@ export class FieldOutput implements Output<ResolutionResult, FieldsStep, FieldsM
     });
   }
 
-  /** Whether the object's share of the write policy lets it be written now; else the wait is gathered. */
-  private admitted(key: string, memory: FieldsMemory, gathered: Gathered): boolean {
-    let gate = memory.gates.get(key);
-    if (!gate) {
-      const interval = this.options.minWriteIntervalMs ?? 100;
-      memory.gates.set(key, (gate = this.policy.gate(interval > 0 ? 1000 / interval : 0)));
-    }
-    const admission = pass(this.policy, gate);
-    if (admission.write) return true;
-    gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
-    return false;
-  }
-
   private writeOptions(name: string): { fieldManager: string; forbiddenHint: string } {
     return {
       fieldManager: fieldManagerFor(name),
       forbiddenHint:
         "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",
     };
-  }
-
-  private backoff(memory: FieldsMemory): number {
-    const attempt = memory.failures++;
-    return backoffDelay(attempt, {
-      baseMs: this.options.minRetryMs ?? 1000,
-      maxMs: this.options.maxRetryMs ?? 300_000,
-    });
   }
 }

@@ -5,8 +5,8 @@
 import { createHash } from "node:crypto";
 import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { stableStringify } from "../../api/stable-json.ts";
-import type { ExportState } from "../../referable/status.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
+import type { ExportStep } from "../export-output.ts";
 import type { WriteGate } from "../write-policy.ts";
 import {
   fieldKey,
@@ -37,14 +37,8 @@ export function newFieldsMemory(): FieldsMemory {
   return { objects: new Map(), gates: new Map(), failures: 0 };
 }
 
-/** What the field output asks of the reconcile; the same shape as the key output's step. */
-export interface FieldsStep {
-  state: ExportState | null | undefined;
-  retryAfterMs: number | undefined;
-  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
-  requeue?: boolean;
-  thenRequeue?: boolean;
-}
+/** What the field output asks of the reconcile: the key output's shape. */
+export type FieldsStep = ExportStep;
 
 export interface Problem {
   reason: string;

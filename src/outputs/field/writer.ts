@@ -11,9 +11,11 @@
  * read is reduced at once to a {@link FieldObjectState}, never kept whole.
  */
 import { stableStringify } from "../../api/stable-json.ts";
-import { isApiError, type KubeClient } from "../../kube/client.ts";
+import type { KubeClient } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
+import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
+import { toRequestFailure } from "../request-failure.ts";
 import { describeFieldObject, nest, valueAt, type FieldObject } from "./target.ts";
 
 type Client = Pick<KubeClient, "request">;
@@ -31,10 +33,7 @@ export interface FieldState {
 }
 
 /** What a writer needs to know of an object; a projection, never the object. */
-export interface FieldObjectState {
-  exists: boolean;
-  uid: string | undefined;
-  resourceVersion: string | undefined;
+export interface FieldObjectState extends ObjectIdentity {
   /** Per asked fieldPath. */
   fields: Map<string, FieldState>;
   /** The fieldPaths (among those asked) the writer's manager owns through apply. */
@@ -58,13 +57,6 @@ export interface AskedField {
   value: unknown;
 }
 
-interface ManagedFieldsEntry {
-  manager?: string;
-  operation?: string;
-  subresource?: string;
-  fieldsV1?: Record<string, unknown>;
-}
-
 /** The API path of an object of `resource`. */
 export function fieldObjectPath(resource: ResourceInfo, object: FieldObject): string {
   const base = resource.group ? `/apis/${resource.group}/${resource.version}` : `/api/${resource.version}`;
@@ -80,26 +72,15 @@ export async function readFieldObject(
   asked: readonly AskedField[],
   options: FieldWriteOptions,
 ): Promise<FieldObjectState> {
-  let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
-  try {
-    obj = await client.request("GET", fieldObjectPath(resource, object), signalOf(options));
-  } catch (err) {
-    if (isApiError(err, 404))
-      return {
-        exists: false,
-        uid: undefined,
-        resourceVersion: undefined,
-        fields: new Map(),
-        applied: new Set(),
-      };
-    throw toFieldError(err, object, "get", resource, options);
-  }
-  const meta = obj.metadata ?? {};
-  const entries = (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[];
+  const read = await readObject(client, fieldObjectPath(resource, object), options, (err) =>
+    toFieldError(err, { object, resource }, "get", options),
+  );
+  if (!read) return { ...ABSENT, fields: new Map(), applied: new Set() };
+  const entries = read.managedFields;
   const fields = new Map<string, FieldState>();
   const applied = new Set<string>();
   for (const a of asked) {
-    const at = valueAt(obj, a.path);
+    const at = valueAt(read.object, a.path);
     const state: FieldState = {
       present: at.found && at.value !== null,
       equal: at.found && a.value !== undefined && stableStringify(at.value) === stableStringify(a.value),
@@ -115,13 +96,7 @@ export async function readFieldObject(
     }
     fields.set(a.fieldPath, state);
   }
-  return {
-    exists: true,
-    uid: typeof meta.uid === "string" ? meta.uid : undefined,
-    resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
-    fields,
-    applied,
-  };
+  return { ...read.identity, fields, applied };
 }
 
 /** Whether a managedFields entry's fieldsV1 holds `path` (or something under it). */
@@ -168,7 +143,7 @@ export async function applyFields(
     );
     return applied?.metadata?.resourceVersion;
   } catch (err) {
-    throw toFieldError(err, object, "patch", resource, options, values);
+    throw toFieldError(err, { object, resource }, "patch", options, values);
   }
 }
 
@@ -202,78 +177,56 @@ export async function fillField(
     );
     return patched?.metadata?.resourceVersion;
   } catch (err) {
-    throw toFieldError(err, object, "patch", resource, options, [value]);
+    throw toFieldError(err, { object, resource }, "patch", options, [value]);
   }
-}
-
-function signalOf(options: FieldWriteOptions): { signal?: AbortSignal } {
-  return options.signal ? { signal: options.signal } : {};
 }
 
 /**
- * The condition reason and a message for a failed request: the API server's own words (which
- * name the user, the verb, the other manager and the field, never the value; a value is cut out
- * all the same, should a server echo it).
+ * The condition reason and a message for a failed request (see request-failure.ts); a field's
+ * own cases: a missing object (never created for a field), and a value the server refused.
  */
 export function toFieldError(
   err: unknown,
-  object: FieldObject,
+  target: { object: FieldObject; resource: ResourceInfo },
   verb: string,
-  resource: ResourceInfo,
   options: FieldWriteOptions,
   values: unknown[] = [],
 ): unknown {
-  if (!isApiError(err)) return err; // a network error: the caller retries it
+  const { object, resource } = target;
   const what = describeFieldObject(object);
-  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
   const where = resource.namespaced ? ` in namespace ${object.namespace}` : "";
   const plural = resource.group ? `${resource.resource}.${resource.group}` : resource.resource;
-  if (err.statusCode === 403)
-    return new ExportError(
-      "ExportForbidden",
-      `${what}: the controller may not ${verb} ${plural}${where} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
-      { cause: err },
-    );
-  if (err.statusCode === 404)
-    return new ExportError(
-      "TargetNotFound",
-      `${what} does not exist: objects are never created for a field`,
-      {
-        cause: err,
+  return toRequestFailure(
+    err,
+    verb,
+    {
+      what,
+      forbidden: `the controller may not ${verb} ${plural}${where}`,
+      forbiddenHint: options.forbiddenHint,
+      unit: "field",
+      never: "taken",
+      special: (apiError, apiMessage) => {
+        if (apiError.statusCode === 404)
+          return new ExportError(
+            "TargetNotFound",
+            `${what} does not exist: objects are never created for a field`,
+            { cause: apiError },
+          );
+        // The server refused the value itself: its schema (a wrong type, a pattern), a webhook,
+        // an immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
+        if (
+          apiError.statusCode === 400 ||
+          apiError.statusCode === 422 ||
+          (apiError.statusCode === 500 && /typed patch|typed value|expected/i.test(apiError.message))
+        )
+          return new ExportError(
+            "ExportRejected",
+            `the API server refused the value for ${what}: ${apiMessage}`,
+            { cause: apiError, retryable: false },
+          );
+        return undefined;
       },
-    );
-  if (err.statusCode === 409 && /Apply failed with/.test(err.message))
-    return new ExportError(
-      "ExportConflict",
-      `another writer owns the field in ${what} (${apiMessage}): it is never taken; remove it there, or export to another field`,
-      { cause: err },
-    );
-  if (err.statusCode === 409)
-    return new ExportError("ExportFailed", `${what} changed meanwhile (${apiMessage}); retrying`, {
-      cause: err,
-    });
-  // The server refused the value itself: its schema (a wrong type, a pattern), a webhook, an
-  // immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
-  if (
-    err.statusCode === 400 ||
-    err.statusCode === 422 ||
-    (err.statusCode === 500 && /typed patch|typed value|expected/i.test(err.message))
-  )
-    return new ExportError("ExportRejected", `the API server refused the value for ${what}: ${apiMessage}`, {
-      cause: err,
-      retryable: false,
-    });
-  return new ExportError("ExportFailed", `the API server refused to ${verb} ${what}: ${apiMessage}`, {
-    cause: err,
-  });
-}
-
-function scrub(message: string, values: unknown[]): string {
-  let out = message;
-  for (const v of values) {
-    if (v === undefined || v === null) continue;
-    const texts = [typeof v === "string" ? v : JSON.stringify(v), JSON.stringify(v)];
-    for (const t of texts) if (t.length >= 4) out = out.split(t).join("<value>");
-  }
-  return out;
+    },
+    values,
+  );
 }

@@ -24,48 +24,37 @@ export function hasFinalizer(obj: Referable, finalizer = EXPORT_FINALIZER): bool
   return obj.metadata.finalizers?.includes(finalizer) ?? false;
 }
 
-/** Adds the finalizer (`finalizer`: another output's, e.g. the field output's). */
-export function addFinalizer(
+/** Adds or removes one finalizer: the export finalizer unless `finalizer` names another output's. */
+export type FinalizerChange = (
   client: Pick<KubeClient, "request">,
   obj: Referable,
   logger: Logger,
-  finalizer = EXPORT_FINALIZER,
-): Promise<FinalizerPatch> {
-  const finalizers = obj.metadata.finalizers;
-  return patchFinalizers(
-    client,
-    obj,
-    finalizers === undefined
-      ? [{ op: "add", path: "/metadata/finalizers", value: [finalizer] }]
-      : [
-          { op: "test", path: "/metadata/finalizers", value: finalizers },
-          { op: "add", path: "/metadata/finalizers/-", value: finalizer },
-        ],
-    logger,
-  );
-}
+  finalizer?: string,
+) => Promise<FinalizerPatch>;
+
+/** Adds the finalizer (`finalizer`: another output's, e.g. the field output's). */
+export const addFinalizer: FinalizerChange = (client, obj, logger, finalizer = EXPORT_FINALIZER) =>
+  patchFinalizers(client, obj, addingOps(obj.metadata.finalizers, finalizer), logger);
 
 /** Removes the finalizer (`finalizer`: another output's). */
-export function removeFinalizer(
-  client: Pick<KubeClient, "request">,
-  obj: Referable,
-  logger: Logger,
-  finalizer = EXPORT_FINALIZER,
-): Promise<FinalizerPatch> {
-  const finalizers = obj.metadata.finalizers ?? [];
-  return patchFinalizers(
-    client,
-    obj,
-    [
-      { op: "test", path: "/metadata/finalizers", value: finalizers },
-      {
-        op: "replace",
-        path: "/metadata/finalizers",
-        value: finalizers.filter((f) => f !== finalizer),
-      },
-    ],
-    logger,
-  );
+export const removeFinalizer: FinalizerChange = (client, obj, logger, finalizer = EXPORT_FINALIZER) =>
+  patchFinalizers(client, obj, removingOps(obj.metadata.finalizers ?? [], finalizer), logger);
+
+/** The JSON patch that adds `finalizer` to the list read (tested, so no one else's edit is lost). */
+function addingOps(finalizers: string[] | undefined, finalizer: string): unknown[] {
+  if (finalizers === undefined) return [{ op: "add", path: "/metadata/finalizers", value: [finalizer] }];
+  return [
+    { op: "test", path: "/metadata/finalizers", value: finalizers },
+    { op: "add", path: "/metadata/finalizers/-", value: finalizer },
+  ];
+}
+
+/** The JSON patch that removes `finalizer` from the list read (tested likewise). */
+function removingOps(finalizers: string[], finalizer: string): unknown[] {
+  return [
+    { op: "test", path: "/metadata/finalizers", value: finalizers },
+    { op: "replace", path: "/metadata/finalizers", value: finalizers.filter((f) => f !== finalizer) },
+  ];
 }
 
 /** The message of an Exported=False for a finalizer the controller could not add or remove. */

@@ -12,11 +12,11 @@ import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
 import { EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import type { KubeClient } from "../../kube/client.ts";
-import { silentLogger, type Logger } from "../../log.ts";
+import type { Logger } from "../../log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
-import { backoffDelay } from "../../runtime/backoff.ts";
 import type { Output } from "../output.ts";
-import { pass, WritePolicy } from "../write-policy.ts";
+import { ExportOutput } from "../export-output.ts";
+import type { WritePolicy } from "../write-policy.ts";
 import { isExportError } from "./errors.ts";
 import {
   addFinalizer,
@@ -94,20 +94,12 @@ export interface KeysOutputOptions {
 }
 
 /** Writes and releases the keys of spec.export; one per controller. See the module comment. */
-export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory> {
-  private readonly options: KeysOutputOptions;
-  private readonly logger: Logger;
-  private readonly policy: WritePolicy;
-
+export class KeysOutput
+  extends ExportOutput<KeysOutputOptions>
+  implements Output<ResolutionResult, KeysStep, KeysMemory>
+{
   constructor(options: KeysOutputOptions) {
-    this.options = options;
-    this.logger = options.logger ?? silentLogger;
-    this.policy = options.policy ?? new WritePolicy({}, options.clock);
-  }
-
-  /** Whether the Referable holds the export finalizer while being deleted: {@link release} must run. */
-  finalizing(obj: Referable): boolean {
-    return obj.metadata.deletionTimestamp !== undefined && hasFinalizer(obj);
+    super(options, EXPORT_FINALIZER);
   }
 
   /**
@@ -156,10 +148,12 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         ),
     );
     if (intents.size > 0) {
-      const step = recordIntent(obj, plan, intents, previous, gathered, memory, (m) => this.backoff(m));
+      const step = recordIntent(obj, plan, intents, previous, gathered, memory, (m) =>
+        this.pacing.backoff(m),
+      );
       return metadata ? { ...step, metadata } : step;
     }
-    const step = summarize(targets, text, gathered, memory, (m) => this.backoff(m));
+    const step = summarize(targets, text, gathered, memory, (m) => this.pacing.backoff(m));
     if (step.state === null && hasFinalizer(obj)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
   }
@@ -209,11 +203,11 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
                 .map((p) => p.message)
                 .join("; ")}`.slice(0, Limits.conditionMessage),
           };
-    if (problems.length > 0) return this.backoff(memory);
+    if (problems.length > 0) return this.pacing.backoff(memory);
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) {
       memory.releaseProblem = { reason: "ExportFailed", message: finalizerMessage(patch.problem) };
-      return this.backoff(memory);
+      return this.pacing.backoff(memory);
     }
     return undefined;
   }
@@ -242,7 +236,7 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
         reason: "ExportFailed",
         message: finalizerMessage(patch.problem),
       },
-      retryAfterMs: this.backoff(memory),
+      retryAfterMs: this.pacing.backoff(memory),
     };
   }
 
@@ -364,15 +358,8 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
    * gathered, and the object's records carried over as they are (it holds what it held).
    */
   private admitted(key: string, memory: KeysMemory, gathered: Gathered, previous: ExportRecord[]): boolean {
-    let gate = memory.gates.get(key);
-    if (!gate) {
-      const interval = this.options.minWriteIntervalMs ?? 100;
-      memory.gates.set(key, (gate = this.policy.gate(interval > 0 ? 1000 / interval : 0)));
-    }
-    const admission = pass(this.policy, gate);
-    if (admission.write) return true;
+    if (this.pacing.admit(key, memory, gathered)) return true;
     // Written moments ago: this change waits (a later one may replace it).
-    gathered.deferredMs = Math.min(gathered.deferredMs ?? admission.retryAfterMs, admission.retryAfterMs);
     gathered.records.push(...previous.filter((r) => objectKey(r as TargetObject) === key));
     return false;
   }
@@ -424,14 +411,5 @@ export class KeysOutput implements Output<ResolutionResult, KeysStep, KeysMemory
       known: done.uid === undefined ? undefined : { uid: done.uid, created: done.created },
       version: done.resourceVersion,
     };
-  }
-
-  /** The wait before the next attempt of a Referable whose export failed. */
-  private backoff(memory: KeysMemory): number {
-    const attempt = memory.failures++;
-    return backoffDelay(attempt, {
-      baseMs: this.options.minRetryMs ?? 1000,
-      maxMs: this.options.maxRetryMs ?? 300_000,
-    });
   }
 }

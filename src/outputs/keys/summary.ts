@@ -5,24 +5,14 @@
 import type { ExportRecord } from "../../api/referable.ts";
 import { asError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
-import { problemsState, type ExportState } from "../../referable/status.ts";
+import { problemsState } from "../../referable/status.ts";
+import type { ExportStep } from "../export-output.ts";
 import { isExportError } from "./errors.ts";
 import { compareRecords, exportedState, type KeysMemory } from "./memory.ts";
 import { describeObject, type ExportTarget, type TargetObject } from "./target.ts";
 
 /** What the key output asks of the reconcile. */
-export interface KeysStep {
-  /** The export part of the status to write (null: none; undefined: as it is). */
-  state: ExportState | null | undefined;
-  /** When to look again: a failure's backoff, or a write waiting for the write policy. */
-  retryAfterMs: number | undefined;
-  /** The Referable's metadata after the finalizer patch this step made: the reconcile goes on from it. */
-  metadata?: { resourceVersion: string | undefined; finalizers: string[] };
-  /** The Referable changed since it was read: look again (on the backoff) from the newer version. */
-  requeue?: boolean;
-  /** Another step follows once the status records this one (the finalizer let go of): look again then. */
-  thenRequeue?: boolean;
-}
+export type KeysStep = ExportStep;
 
 /** What one write gathers, object by object. */
 export interface Gathered {

@@ -10,6 +10,8 @@
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
 import { isApiError, type KubeClient } from "../../kube/client.ts";
+import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
+import { toRequestFailure } from "../request-failure.ts";
 import { ExportError, isExportError } from "./errors.ts";
 import {
   CREATED_BY_ANNOTATION,
@@ -26,10 +28,7 @@ import {
 export type Client = Pick<KubeClient, "request">;
 
 /** What a writer needs to know of a target object; a projection, never the object. */
-export interface TargetState {
-  exists: boolean;
-  uid: string | undefined;
-  resourceVersion: string | undefined;
+export interface TargetState extends ObjectIdentity {
   /** The stored text (base64 in a Secret) of each asked key and each key the manager owns, when present. */
   values: Map<string, string>;
   /** Keys of `data` the manager owns (through server-side apply). */
@@ -54,12 +53,6 @@ export interface ExportOptions {
   forbiddenHint?: string;
 }
 
-interface ManagedFieldsEntry {
-  manager?: string;
-  operation?: string;
-  fieldsV1?: Record<string, unknown>;
-}
-
 /** Reads `object` and keeps only what a writer under `fieldManager` needs; see {@link TargetState}. */
 export async function readTarget(
   client: Client,
@@ -67,32 +60,27 @@ export async function readTarget(
   keys: Iterable<string>,
   options: ExportOptions,
 ): Promise<TargetState> {
-  let obj: Record<string, unknown> & { metadata?: Record<string, unknown> };
-  try {
-    obj = await client.request("GET", objectPath(object), requestOptions(options));
-  } catch (err) {
-    if (isApiError(err, 404))
-      return {
-        exists: false,
-        uid: undefined,
-        resourceVersion: undefined,
-        values: new Map(),
-        owned: new Set(),
-        managersOf: new Map(),
-        managed: false,
-        holdsOther: false,
-        createdBy: undefined,
-      };
-    throw toExportError(err, object, "get", options);
-  }
-  const meta = obj.metadata ?? {};
+  const read = await readObject(client, objectPath(object), options, (err) =>
+    toExportError(err, object, "get", options),
+  );
+  if (!read)
+    return {
+      ...ABSENT,
+      values: new Map(),
+      owned: new Set(),
+      managersOf: new Map(),
+      managed: false,
+      holdsOther: false,
+      createdBy: undefined,
+    };
+  const { object: obj, metadata: meta } = read;
   const data = isRecord(obj.data) ? obj.data : {};
   const owned = new Set<string>();
   const asked = new Set(keys);
   const managersOf = new Map<string, Set<string>>();
   let managed = false;
   let others = false;
-  for (const entry of (Array.isArray(meta.managedFields) ? meta.managedFields : []) as ManagedFieldsEntry[]) {
+  for (const entry of read.managedFields) {
     const entryData = entry.fieldsV1?.["f:data"];
     if (isRecord(entryData) && typeof entry.manager === "string")
       for (const f of Object.keys(entryData)) {
@@ -120,9 +108,7 @@ export async function readTarget(
   const annotations = isRecord(meta.annotations) ? meta.annotations : {};
   const createdBy = annotations[CREATED_BY_ANNOTATION];
   return {
-    exists: true,
-    uid: typeof meta.uid === "string" ? meta.uid : undefined,
-    resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
+    ...read.identity,
     values,
     owned,
     managersOf,
@@ -172,7 +158,7 @@ export async function applyTarget(
       "PATCH",
       objectPath(object),
       {
-        ...requestOptions(options),
+        ...signalOf(options),
         // JSON is YAML: the apply patch's content type takes it as it is.
         body,
         contentType: "application/apply-patch+yaml",
@@ -280,7 +266,7 @@ export async function releaseObject(
   if (creator !== undefined && state.createdBy === creator && !state.holdsOther) {
     try {
       await client.request("DELETE", objectPath(object), {
-        ...requestOptions(options),
+        ...signalOf(options),
         body: {
           apiVersion: "v1",
           kind: "DeleteOptions",
@@ -363,19 +349,11 @@ export async function removeKey(
   return true;
 }
 
-function requestOptions(options: ExportOptions): { signal?: AbortSignal } {
-  return options.signal ? { signal: options.signal } : {};
-}
-
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/**
- * The condition reason and a message for a failed request. The API server's message names the
- * user, the verb, the other field manager and the field, never the value; `values` are cut out
- * of it all the same, in case a future server echoes them.
- */
+/** The condition reason and a message for a failed request (see request-failure.ts). */
 function toExportError(
   err: unknown,
   object: TargetObject,
@@ -383,36 +361,21 @@ function toExportError(
   options: ExportOptions,
   values: string[] = [],
 ): unknown {
-  if (!isApiError(err)) return err; // a network error: the caller retries it
   const what = describeObject(object);
-  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
-  if (err.statusCode === 403) {
-    return new ExportError(
-      "ExportForbidden",
-      `${what}: may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace} (${apiMessage})${options.forbiddenHint ? `: ${options.forbiddenHint}` : ""}`,
-      { cause: err },
-    );
-  }
-  if (err.statusCode === 409 && /Apply failed with/.test(err.message)) {
-    return new ExportError(
-      "ExportConflict",
-      `another writer owns the key in ${what} (${apiMessage}): it is never overwritten; remove it there, or export to another key`,
-      { cause: err },
-    );
-  }
-  if (err.statusCode === 409)
-    return new ExportError("ExportFailed", `${what} changed meanwhile (${apiMessage}); retrying`, {
-      cause: err,
-    });
-  if (err.statusCode === 404)
-    return new ExportError("ExportFailed", `cannot write ${what}: ${apiMessage}`, { cause: err });
-  return new ExportError("ExportFailed", `the API server refused to ${verb} ${what}: ${apiMessage}`, {
-    cause: err,
-  });
-}
-
-function scrub(message: string, values: string[]): string {
-  let out = message;
-  for (const v of values) if (v.length >= 4) out = out.split(v).join("<value>");
-  return out;
+  return toRequestFailure(
+    err,
+    verb,
+    {
+      what,
+      forbidden: `may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace}`,
+      forbiddenHint: options.forbiddenHint,
+      unit: "key",
+      never: "overwritten",
+      special: (apiError, apiMessage) =>
+        apiError.statusCode === 404
+          ? new ExportError("ExportFailed", `cannot write ${what}: ${apiMessage}`, { cause: apiError })
+          : undefined,
+    },
+    values,
+  );
 }

@@ -1,0 +1,212 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
+import {
+  REFERABLE_API_VERSION,
+  referablePath,
+  type Referable,
+  type ReferableStatus,
+} from "../api/referable.ts";
+import type { Informer } from "../informers/informer.ts";
+import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
+import type { ResolutionResult } from "../resolver/types.ts";
+import { ControllerMetrics } from "../metrics.ts";
+import { ShardGate } from "../runtime/shard-gate.ts";
+import { answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
+import { ReferableController } from "./controller.ts";
+import { desiredStatus } from "./status.ts";
+
+const LIST = `/apis/${REFERABLE_API_VERSION}/referables`;
+const SOURCE = { apiVersion: "v1", kind: "ConfigMap", namespace: "a", name: "db" };
+const T_OLD = new Date("2026-01-01T00:00:00.000Z");
+const available = (value: unknown, resourceVersion = "10"): ResolutionResult => ({
+  ok: true,
+  reason: "Available",
+  value,
+  source: { ...SOURCE, uid: "s1", resourceVersion },
+});
+
+function referable(name: string, status?: ReferableStatus): Referable {
+  return {
+    apiVersion: REFERABLE_API_VERSION,
+    kind: "Referable",
+    metadata: { name, uid: `uid-${name}`, generation: 1, resourceVersion: `rv-${name}` },
+    spec: { source: { ...SOURCE, fieldPath: "data.host" } },
+    ...(status && { status }),
+  };
+}
+
+/** The status the controller writes for a Referable whose source reads `value`, as written long ago. */
+function writtenLongAgo(obj: Referable, value: unknown): ReferableStatus {
+  // Read at an older version of the source: a new owner reads a newer one, with the same value.
+  return desiredStatus(obj, available(value, "9"), T_OLD)!;
+}
+
+/** The API server as the controller's client sees it: one list of `items`, silent watches, status patches recorded. */
+function fakeClient(items: Referable[]) {
+  const patches: Array<{ path: string; body: unknown }> = [];
+  const client: Pick<KubeClient, "request" | "watch"> = {
+    request: async <T>(method: string, path: string, options: RequestOptions = {}): Promise<T> => {
+      if (method === "GET" && path === LIST)
+        return answerAsJson<T>({ items, metadata: { resourceVersion: "1000" } }, options);
+      if (method === "PATCH") {
+        patches.push({ path, body: options.body });
+        return { metadata: { resourceVersion: `${patches.length + 2000}` } } as T;
+      }
+      throw new Error(`unexpected ${method} ${path}`);
+    },
+    watch: () => silentWatch(),
+  };
+  return { client, patches };
+}
+
+/** A resolver whose every subscription reads `value` at once, counting subscriptions open. */
+function fakeResolver(value: unknown) {
+  const open = new Set<string>();
+  let made = 0;
+  return {
+    open,
+    made: () => made,
+    watch: () => {
+      const id = String(made++);
+      open.add(id);
+      return { current: available(value), close: () => void open.delete(id) };
+    },
+  };
+}
+
+/** What the controller's cache holds for `name` (the compact record is the point of these tests). */
+function cached(controller: ReferableController, name: string): KubeObject | undefined {
+  return (controller as unknown as { informer: Informer }).informer.get(undefined, name);
+}
+
+async function until(what: string, check: () => boolean, deadlineMs = 5000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await nextTurn();
+  }
+}
+
+/** Reconciles finished (any outcome). */
+async function reconciles(metrics: ControllerMetrics): Promise<number> {
+  const { values } = await metrics.reconcileTotal.get();
+  return values.reduce((sum, v) => sum + v.value, 0);
+}
+
+/** Waits until at least `n` reconciles have finished and none is running. */
+async function reconciled(
+  controller: ReferableController,
+  metrics: ControllerMetrics,
+  n: number,
+): Promise<void> {
+  const end = Date.now() + 5000;
+  while ((await reconciles(metrics)) < n || controller.unfinishedWork().longestRunningProcessorSeconds > 0) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${n} reconciles`);
+    await nextTurn();
+  }
+}
+
+describe("ReferableController sharded: compact records of the Referables it does not serve", () => {
+  const gate = new ShardGate(2);
+  // Names in each of the two buckets.
+  const names = Array.from({ length: 40 }, (_, i) => `r${i}`);
+  const inBucket = (b: number) => names.filter((n) => gate.bucketOf(n) === b);
+
+  async function started(items: Referable[], value: unknown) {
+    const shards = new ShardGate(2);
+    const { client, patches } = fakeClient(items);
+    const resolver = fakeResolver(value);
+    const metrics = new ControllerMetrics({ defaultMetrics: false });
+    const controller = new ReferableController({ client, resolver, shards, metrics, watchdogMs: 600_000 });
+    controller.setLeader(true);
+    controller.start();
+    await controller.whenSynced();
+    return { controller, shards, patches, resolver, metrics };
+  }
+
+  it("keeps a summary, not the status, of every Referable of a bucket it does not serve", async () => {
+    const items = names.map((n) => referable(n));
+    for (const obj of items) obj.status = writtenLongAgo(obj, "v");
+    const { controller, resolver } = await started(items, "v");
+    try {
+      for (const name of names) {
+        const obj = cached(controller, name)!;
+        // A skeleton (no value, no messages), and the digest of the stored status.
+        expect(obj.status).toEqual({
+          observedGeneration: 1,
+          conditions: [expect.not.objectContaining({ message: expect.anything() })],
+        });
+        expect(obj.digest).toEqual(expect.any(String));
+        expect(obj.spec).toEqual(items[0]!.spec);
+      }
+      expect(resolver.made()).toBe(0);
+      // The gauge of Ready reasons still counts them, from the skeleton.
+      expect(controller.countByReason()).toEqual(new Map([["Available", names.length]]));
+    } finally {
+      await controller.stop();
+    }
+  });
+
+  it("takes over a bucket of unchanged Referables without a status write, and writes a changed one from its cached version", async () => {
+    const items = names.map((n) => referable(n));
+    const changed = inBucket(0)[0]!;
+    for (const obj of items) obj.status = writtenLongAgo(obj, obj.metadata.name === changed ? "old" : "v");
+    const { controller, shards, patches, resolver, metrics } = await started(items, "v");
+    try {
+      shards.add(0);
+      shards.add(1);
+      await until("every Referable is subscribed", () => resolver.made() === names.length);
+      await reconciled(controller, metrics, names.length);
+      // One write, the changed one's, with the cached uid and resourceVersion as preconditions: no GET.
+      expect(patches.map((p) => p.path)).toEqual([referablePath(changed, "status")]);
+      expect(patches[0]!.body).toEqual([
+        { op: "test", path: "/metadata/uid", value: `uid-${changed}` },
+        { op: "replace", path: "/metadata/resourceVersion", value: `rv-${changed}` },
+        expect.objectContaining({ op: "add", path: "/status" }),
+      ]);
+      // What is written keeps the stored Ready condition's lastTransitionTime (still True).
+      const written = (patches[0]!.body as Array<{ value: ReferableStatus }>)[2]!.value;
+      expect(written.value).toBe("v");
+      expect(written.conditions?.[0]?.lastTransitionTime).toBe("2026-01-01T00:00:00Z");
+    } finally {
+      await controller.stop();
+    }
+  });
+
+  it("drops a bucket's Referables to compact records when it gives the bucket back, and takes them again without writing", async () => {
+    const items = names.map((n) => referable(n));
+    // Served from the start: the whole status is cached.
+    const shards = new ShardGate(2);
+    shards.add(0);
+    shards.add(1);
+    const { client, patches } = fakeClient(
+      items.map((obj) => ({ ...obj, status: writtenLongAgo(obj, "v") })),
+    );
+    const resolver = fakeResolver("v");
+    const metrics = new ControllerMetrics({ defaultMetrics: false });
+    const controller = new ReferableController({ client, resolver, shards, metrics, watchdogMs: 600_000 });
+    controller.setLeader(true);
+    controller.start();
+    await controller.whenSynced();
+    try {
+      await until("every Referable is subscribed", () => resolver.open.size === names.length);
+      await reconciled(controller, metrics, names.length);
+      for (const name of names) expect(cached(controller, name)!.status).toHaveProperty("value", "v");
+
+      await shards.remove(0);
+      for (const name of inBucket(0)) {
+        expect(cached(controller, name)!.status).not.toHaveProperty("value");
+        expect(cached(controller, name)!.digest).toEqual(expect.any(String));
+      }
+      for (const name of inBucket(1)) expect(cached(controller, name)!.status).toHaveProperty("value", "v");
+      expect(resolver.open.size).toBe(inBucket(1).length);
+
+      const before = await reconciles(metrics);
+      shards.add(0);
+      await until("bucket 0 is subscribed again", () => resolver.open.size === names.length);
+      await reconciled(controller, metrics, before + inBucket(0).length);
+      expect(patches).toEqual([]);
+    } finally {
+      await controller.stop();
+    }
+  });
+});
