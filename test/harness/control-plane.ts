@@ -51,7 +51,31 @@ export interface StartOptions {
    * {@link PrivateControlPlane.auditLogPath}. Only with `private`. @default no audit log
    */
   auditPolicy?: Record<string, unknown>;
+  /**
+   * Flags added to etcd's and kube-apiserver's when this harness starts them (ignored with
+   * USE_EXISTING_CLUSTER): the bench's scale scenario raises etcd's backend quota and compacts
+   * more often ({@link SCALE_FLAGS}); the tests keep the defaults. @default none
+   */
+  extraFlags?: { etcd?: readonly string[]; apiServer?: readonly string[] };
 }
+
+/**
+ * Flags of a control plane that holds 100,000 Referables and as many sources, each Referable
+ * written several times before the next compaction (the bench's scale scenario):
+ * - etcd's backend quota from the default 2 GiB to 8 GiB (the largest etcd recommends): a
+ *   database past its quota raises the NOSPACE alarm and refuses every write from then on,
+ *   and bbolt does not shrink after a compaction (freed pages are only reused);
+ * - kube-apiserver compacts etcd every minute instead of every 5, so the revisions of a floor
+ *   and a cold start (n writes each) are freed before the next phase writes n more.
+ * (etcd 3.6's raft snapshot every 10,000 entries already bounds the log it keeps in memory.)
+ * Request limits stay the defaults: the bench and the controller both use the admin
+ * certificate (group system:masters), which API Priority and Fairness exempts, so the floor
+ * and the controller are never throttled, and never differently.
+ */
+export const SCALE_FLAGS = {
+  etcd: ["--quota-backend-bytes=8589934592"],
+  apiServer: ["--etcd-compaction-interval=1m"],
+} as const;
 
 /** A control plane this process owns, with the controls fault tests need. */
 export interface PrivateControlPlane extends ControlPlane {
@@ -80,7 +104,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Con
   const log = options.log ?? ((line: string) => process.stderr.write(`[control-plane] ${line}\n`));
   let plane: ControlPlane;
   if (options.private) {
-    plane = await startOwned(log, options.auditPolicy);
+    plane = await startOwned(log, options.auditPolicy, options.extraFlags);
   } else if (process.env.USE_EXISTING_CLUSTER === "true") {
     const kubeconfigPath =
       process.env.KUBECONFIG?.split(":")[0] ?? join(process.env.HOME ?? "/root", ".kube", "config");
@@ -88,7 +112,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Con
     log(`USE_EXISTING_CLUSTER=true: using ${kubeconfigPath} (${server}, ${version})`);
     plane = { kubeconfigPath, server, version, binDir: undefined, owned: false, stop: async () => undefined };
   } else {
-    plane = await startOwned(log);
+    plane = await startOwned(log, undefined, options.extraFlags);
   }
   try {
     if (options.installCrds ?? true) await installCrds(plane.kubeconfigPath, log);
@@ -130,6 +154,7 @@ export function runBuildScript(script: string, what: string, log: (line: string)
 async function startOwned(
   log: (line: string) => void,
   auditPolicy?: Record<string, unknown>,
+  extraFlags: StartOptions["extraFlags"] = {},
 ): Promise<PrivateControlPlane> {
   const binDir = await ensureBinaries(log);
   const etcdBin = process.env.TEST_ASSET_ETCD ?? join(binDir, "etcd");
@@ -165,6 +190,7 @@ async function startOwned(
         // Test data is thrown away: no fsync makes every write several times faster.
         "--unsafe-no-fsync=true",
         "--log-level=warn",
+        ...(extraFlags.etcd ?? []),
       ],
       join(dir, "etcd.log"),
     );
@@ -204,6 +230,7 @@ async function startOwned(
       "--disable-admission-plugins=ServiceAccount",
       "--v=0",
       ...auditArgs,
+      ...(extraFlags.apiServer ?? []),
     ];
     // The same arguments every time, so a restarted server has the same port, etcd and certificates.
     const launchApiServer = (): ChildProcess => {
