@@ -84,7 +84,9 @@ describe("KubeClient and 429 Too Many Requests", () => {
     client = clientOf(s.url);
     const started = performance.now();
     const err: unknown = await client
-      .request("GET", "/api/v1/configmaps", { timeoutMs: 300 })
+      // 2 s: far below the 30 s Retry-After, and room for the 429 to arrive first on a loaded
+      // machine (at 300 ms the deadline once fired before the answer came).
+      .request("GET", "/api/v1/configmaps", { timeoutMs: 2_000 })
       .catch((e: unknown) => e);
     expect(isApiError(err, 429)).toBe(true);
     expect(performance.now() - started).toBeLessThan(5_000);
