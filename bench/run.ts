@@ -486,6 +486,54 @@ function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
 /** Ready: a Ready condition with a reason other than Pending. */
 const isReady = (reason: string | undefined) => !!reason && reason !== "Pending";
 
+/** A target the export benches follow: its values by name, and the listeners told of a change. */
+interface FollowedTarget {
+  values: Map<string, string | undefined>;
+  listeners: Set<() => void>;
+  name: string;
+}
+
+/**
+ * One round of the export benches: writes the source, then waits (60 s at most) until both the
+ * Referable's status.value and the target hold the value; each latency from the write's ack.
+ */
+async function timeStatusAndTarget(
+  watch: ReferableWatch,
+  referable: string,
+  target: FollowedTarget,
+  value: string,
+  write: () => Promise<unknown>,
+  round: string,
+): Promise<{ status: number; target: number }> {
+  let statusAt = 0;
+  let targetAt = 0;
+  const done = new Promise<void>((resolve) => {
+    const check = () => {
+      const now = performance.now();
+      if (!statusAt && watch.latest.get(referable)?.value === value) statusAt = now;
+      if (!targetAt && target.values.get(target.name) === value) targetAt = now;
+      if (statusAt && targetAt) {
+        off();
+        target.listeners.delete(check);
+        resolve();
+      }
+    };
+    const off = watch.onChange(check);
+    target.listeners.add(check);
+  });
+  await write();
+  const acked = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    done,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${round}: not seen within 60 s`)), 60_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  // A watch event may be handled before the PATCH's own response: that is a latency of 0.
+  return { status: Math.max(0, statusAt - acked), target: Math.max(0, targetAt - acked) };
+}
+
 /**
  * One watch on this run's Referables, remembering of each what the bench reads (its value,
  * Ready reason, uid, resourceVersion; the whole status only when asked: 100,000 of them are
@@ -1373,35 +1421,16 @@ async function runExport(client: BenchClient, plane: ControlPlane, n: number): P
   for (let round = 1; round <= (quick ? 30 : 200); round++) {
     const i = round % n;
     const value = `x${round}`;
-    let acked = 0;
-    let statusAt = 0;
-    let exportedAt = 0;
-    const done = new Promise<void>((resolve) => {
-      const check = () => {
-        const now = performance.now();
-        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
-        if (!exportedAt && keys.get(`${label}-out${i}`) === value) exportedAt = now;
-        if (statusAt && exportedAt) {
-          off();
-          keyListeners.delete(check);
-          resolve();
-        }
-      };
-      const off = watch.onChange(check);
-      keyListeners.add(check);
-    });
-    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
-    acked = performance.now();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      done,
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`export round ${round}: not seen within 60 s`)), 60_000);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    // A watch event may be handled before the PATCH's own response: that is a latency of 0.
-    statusSamples.push(Math.max(0, statusAt - acked));
-    exportedSamples.push(Math.max(0, exportedAt - acked));
+    const seen = await timeStatusAndTarget(
+      watch,
+      `${label}-rf${i}`,
+      { values: keys, listeners: keyListeners, name: `${label}-out${i}` },
+      value,
+      () => setSource(client, "ConfigMap", `${label}-s${i}`, value),
+      `export round ${round}`,
+    );
+    statusSamples.push(seen.status);
+    exportedSamples.push(seen.target);
   }
   await c.stop();
   watch.close();
@@ -1549,36 +1578,16 @@ async function runFieldExport(
   for (let round = 1; round <= rounds; round++) {
     const i = round % n;
     const value = `x${round}`;
-    let statusAt = 0;
-    let fieldAt = 0;
-    const done = new Promise<void>((resolve) => {
-      const check = () => {
-        const now = performance.now();
-        if (!statusAt && watch.latest.get(`${label}-rf${i}`)?.value === value) statusAt = now;
-        if (!fieldAt && fields.get(`${label}-t${i}`) === value) fieldAt = now;
-        if (statusAt && fieldAt) {
-          off();
-          fieldListeners.delete(check);
-          resolve();
-        }
-      };
-      const off = watch.onChange(check);
-      fieldListeners.add(check);
-    });
-    await setSource(client, "ConfigMap", `${label}-s${i}`, value);
-    const acked = performance.now();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      done,
-      new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`field-export round ${round}: not seen within 60 s`)),
-          60_000,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
-    statusSamples.push(Math.max(0, statusAt - acked));
-    fieldSamples.push(Math.max(0, fieldAt - acked));
+    const seen = await timeStatusAndTarget(
+      watch,
+      `${label}-rf${i}`,
+      { values: fields, listeners: fieldListeners, name: `${label}-t${i}` },
+      value,
+      () => setSource(client, "ConfigMap", `${label}-s${i}`, value),
+      `field-export round ${round}`,
+    );
+    statusSamples.push(seen.status);
+    fieldSamples.push(seen.target);
   }
   const after = await scrape(c);
   const writes =
