@@ -4,9 +4,10 @@
  * manager's other fields of the object are applied again as they are, since an apply without them
  * would release them.
  */
-import { isApiError, type KubeClient } from "../../kube/client.ts";
+import type { KubeClient } from "../../kube/client.ts";
 import { Discovery, type ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
+import { readObject } from "../object-read.ts";
 import type { ExportOptions, ExportResult } from "../keys/writer.ts";
 import {
   describeFieldObject,
@@ -98,35 +99,20 @@ async function readOwned(client: Client, target: FieldTarget, options: ExportOpt
   const t = parseFieldTarget(target, "target");
   if (typeof t === "string") throw new ExportError("ExportFailed", t, { retryable: false });
   const resource = await new Discovery({ client }).lookup(t.apiVersion, t.kind);
-  let obj: Read["obj"];
-  try {
-    obj = await client.request(
-      "GET",
-      fieldObjectPath(resource, t),
-      options.signal ? { signal: options.signal } : {},
+  const read = await readObject(client, fieldObjectPath(resource, t), options, (err) =>
+    toFieldError(err, { object: t, resource }, "get", options),
+  );
+  if (!read)
+    throw new ExportError(
+      "TargetNotFound",
+      `${describeFieldObject(t)} does not exist: objects are never created for a field`,
+      { retryable: true },
     );
-  } catch (err) {
-    if (isApiError(err, 404))
-      throw new ExportError(
-        "TargetNotFound",
-        `${describeFieldObject(t)} does not exist: objects are never created for a field`,
-        {
-          retryable: true,
-        },
-      );
-    throw toFieldError(err, { object: t, resource }, "get", options);
-  }
   const owned: string[][] = [];
-  const entries = (Array.isArray(obj.metadata?.managedFields) ? obj.metadata.managedFields : []) as Array<{
-    manager?: string;
-    operation?: string;
-    subresource?: string;
-    fieldsV1?: unknown;
-  }>;
-  for (const e of entries)
+  for (const e of read.managedFields)
     if (e.manager === options.fieldManager && e.operation === "Apply" && !e.subresource)
       leaves(e.fieldsV1, [], owned);
-  return { resource, target: t, obj, owned };
+  return { resource, target: t, obj: read.object, owned };
 }
 
 /** The manager's other applied fields, with their current values, so an apply keeps them. */
