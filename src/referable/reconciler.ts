@@ -76,7 +76,9 @@ export interface ReferableReconcilerOptions {
    * How long a Referable whose status says nothing yet of its generation waits for its source
    * kind's first list before `Pending` is written: a cold start then writes each status once,
    * with what was read, rather than `Pending` first. A list that takes longer (a slow or failing
-   * API server) still shows `Pending`. @default 30000
+   * API server) still shows `Pending`. Two minutes: at 10,000 Referables on four shards of a
+   * loaded machine, 30 s still let 12% of them write `Pending` first (BENCHMARKS.md).
+   * @default 120000
    */
   pendingGraceMs?: number;
   /** Told how long a pushed result took to reach the status, in seconds. */
@@ -278,7 +280,7 @@ export class ReferableReconciler implements Reconciler {
     if (readyCondition(status) && status?.observedGeneration === (cached.metadata.generation ?? 0)) return 0;
     const now = performance.now();
     const since = (state.pushedAt ??= now);
-    return Math.max(0, since + (this.options.pendingGraceMs ?? 30_000) - now);
+    return Math.max(0, since + (this.options.pendingGraceMs ?? 120_000) - now);
   }
 
   /** How long a repair must still wait after the last write (0: none). */
