@@ -29,6 +29,7 @@ import {
 } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
+import { ControllerLogs, countLogLines, formatLogCounts, type LogCount } from "./controller-logs.ts";
 import { measureReads, printReads, type ReadsResult } from "./reads.ts";
 import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
 import { deleteAll, pool, RetryingClient, type BenchClient } from "./retry.ts";
@@ -314,6 +315,8 @@ const controllerNodeOptions =
 
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const RUN = `r${Date.now().toString(36)}`;
+/** Each controller's log file, under bench/logs/<RUN>/. */
+const controllerLogs = new ControllerLogs(join(repoRoot, "bench"), RUN);
 const NS = "bench";
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const WIDGET_GROUP = "bench.referable.dev";
@@ -367,6 +370,8 @@ interface Controller {
   proc: ChildProcess;
   metricsPort: number;
   startedAt: number;
+  /** Its standard output (the JSON log lines) and standard error (controller-logs.ts). */
+  logPath: string;
   stop(): Promise<void>;
 }
 
@@ -420,10 +425,17 @@ async function startController(
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
   ];
   const startedAt = performance.now();
-  const proc = spawn(process.execPath, args, {
-    stdio: ["ignore", "ignore", "inherit"],
-    env: { ...process.env, NODE_OPTIONS: nodeOptions },
-  });
+  // The log lines (standard output) and standard error into a file of its own, kept after the run.
+  const logFile = controllerLogs.open();
+  let proc: ChildProcess;
+  try {
+    proc = spawn(process.execPath, args, {
+      stdio: ["ignore", logFile.fd, logFile.fd],
+      env: { ...process.env, NODE_OPTIONS: nodeOptions },
+    });
+  } finally {
+    logFile.close();
+  }
   liveControllers.add(proc);
   proc.once("exit", () => liveControllers.delete(proc));
   await until(
@@ -441,6 +453,7 @@ async function startController(
     proc,
     metricsPort,
     startedAt,
+    logPath: logFile.path,
     stop: async () => {
       if (proc.exitCode !== null || proc.signalCode !== null) return; // exited, or was killed
       const exited = new Promise((r) => proc.once("exit", r));
@@ -2050,6 +2063,12 @@ interface ScalePhase {
   propagation: { rate: number; updates: number; seen: number; latency: Stats };
   /** Buckets each replica held (sharded only), from referable_shard_buckets. */
   buckets?: number[];
+  /** Successful status writes of each replica from its start to Ready (referable_status_writes_total). */
+  statusWrites: number[];
+  /** Their sum over the n Referables: 1 when each was written once. */
+  statusWritesPerReferable: number;
+  /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
+  logLines: LogCount[];
   failover?: ScaleFailover;
 }
 
@@ -2060,6 +2079,8 @@ interface ScaleFailover {
   sources: number;
   followP50Seconds: number;
   followMaxSeconds: number;
+  /** The replicas' warn/error log lines by message, from their start to the end of the failover. */
+  logLines?: LogCount[];
 }
 
 interface ScaleResult {
@@ -2256,6 +2277,7 @@ async function scaleColdStart(
   alive(controllers);
   const peak = await Promise.all(peaks.map((p) => p.stop()));
   const overIdle = (c: Cost) => (c.heapMiB - baselineHeapMiB) * 1024 * 1024;
+  const statusWrites = metrics.map((m) => sumOf(m, 'referable_status_writes_total{result="success"}'));
   const phase: ScalePhase = {
     replicas,
     heapCapMiB,
@@ -2265,6 +2287,9 @@ async function scaleColdStart(
     cost: costs,
     peakRssMiB: Math.max(...peak.map((p) => p.rssMiB)),
     propagation: { rate: prop.rate, updates: prop.updates, seen: prop.seen, latency: prop.latency },
+    statusWrites,
+    statusWritesPerReferable: Number((statusWrites.reduce((a, b) => a + b, 0) / n).toFixed(2)),
+    logLines: await countLogLines(controllers.map((c) => c.logPath)),
   };
   if (replicas === 1) {
     phase.bytesPerReferable = Math.round(overIdle(costs[0]!) / n);
@@ -2444,8 +2469,11 @@ async function runScale(
         printScalePhase(result, sharded.phase, print);
         if (scalePhase("failover")) {
           sharded.phase.failover = await scaleFailover(client, running, fx, watch);
+          sharded.phase.failover.logLines = await countLogLines(running.map((c) => c.logPath));
           await save();
           printScaleFailover(sharded.phase.failover, print);
+          for (const line of formatLogCounts("after the failover", sharded.phase.failover.logLines))
+            print(line);
         }
       }
     }
@@ -2468,8 +2496,8 @@ function scaleHeader(r: ScaleResult): string {
 }
 
 const SCALE_COLUMNS = [
-  "| replicas | floor s | cold start s | cold start / floor | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | heap bytes per Referable (per owned) | propagation p50 / p99 ms (seen/updates) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
-  "|---:|---:|---:|---:|---|---|---|---:|---|---|---|---:|---|",
+  "| replicas | floor s | cold start s | cold start / floor | status writes per Referable | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | heap bytes per Referable (per owned) | propagation p50 / p99 ms (seen/updates) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
+  "|---:|---:|---:|---:|---:|---|---|---|---:|---|---|---|---:|---|",
 ];
 
 function scaleRow(ph: ScalePhase): string {
@@ -2479,7 +2507,7 @@ function scaleRow(ph: ScalePhase): string {
       : ph.bytesPerReferableEach
         ? `${ph.bytesPerReferableEach.join(", ")} (${ph.bytesPerOwned!.join(", ")})`
         : "-";
-  return `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${perReferable} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`;
+  return `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.statusWritesPerReferable?.toFixed(2) ?? "-"} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${perReferable} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`;
 }
 
 const ratio = (a: number, b: number) =>
@@ -2503,6 +2531,11 @@ function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string) => vo
   p(
     `${who}: propagation p50 ${ms(lat.p50)} ms = ${ratio(lat.p50, r.propagationFloor.p50)}x the floor's ${ms(r.propagationFloor.p50)} ms; p99 ${ms(lat.p99)} ms = ${ratio(lat.p99, r.propagationFloor.p99)}x the floor's ${ms(r.propagationFloor.p99)} ms`,
   );
+  if (ph.statusWrites)
+    p(
+      `${who}: ${ph.statusWrites.join(", ")} status writes from start to Ready = ${ph.statusWritesPerReferable.toFixed(2)} per Referable (1.00: each written once)`,
+    );
+  for (const line of formatLogCounts(who, ph.logLines ?? [])) p(line);
   if (ph.bytesPerReferable !== undefined)
     p(
       `${who}: heap used per Referable ${ph.bytesPerReferable} bytes ((heap used at Ready - idle heap) / ${r.n}; target <= ${TARGETS.heapBytesPerReferable}: ${verdict(ph.bytesPerReferable <= TARGETS.heapBytesPerReferable)})${ph.liveBytesPerReferable !== undefined ? `; live (after a full GC) ${ph.liveBytesPerReferable}` : ""}`,

@@ -384,6 +384,8 @@ function shardElector(
       return coordinator.run();
     },
     stop: () => coordinator.stop(),
+    // Known to the others while the Referable cache syncs: they leave this replica its share.
+    announce: () => coordinator.announce(),
   };
 }
 

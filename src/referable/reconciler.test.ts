@@ -39,6 +39,8 @@ interface Case {
   keysAnswer?: KeysStep;
   /** The cycle the graph reports for the Referable. */
   cycle?: string[];
+  /** @default the reconciler's */
+  pendingGraceMs?: number;
   want: {
     result: Result;
     /** The Ready reason of each status written, in order. */
@@ -85,6 +87,7 @@ function harness(c: Case) {
     },
     events: { transition: () => undefined, forget: (uid) => void forgotten.push(uid) },
     now: () => T0,
+    ...(c.pendingGraceMs !== undefined && { pendingGraceMs: c.pendingGraceMs }),
   });
   return { reconciler, written, keys, forgotten, states };
 }
@@ -106,6 +109,71 @@ async function writtenOnce() {
 }
 
 describe("ReferableReconciler", () => {
+  describe("a Pending result (the source kind not listed yet)", () => {
+    const pending: ResolutionResult = {
+      ok: false,
+      error: new ResolutionError("Pending", "waiting for the first list of ConfigMap objects to complete"),
+    };
+
+    it("is not written on a new Referable within the grace: its list's result comes first", async () => {
+      const h = harness({
+        reason: "",
+        cached: referable(),
+        current: pending,
+        want: { result: {}, written: [] },
+      });
+      const result = await h.reconciler.reconcile("r");
+      expect(h.written).toEqual([]);
+      expect(result.requeueAfterMs).toBeGreaterThan(119_000);
+      expect(result.requeueAfterMs).toBeLessThanOrEqual(120_000);
+    });
+
+    it("is written once the grace is over (a list that takes long still shows Pending)", async () => {
+      const c: Case = {
+        reason: "",
+        cached: referable(),
+        current: pending,
+        pendingGraceMs: 0,
+        want: { result: {}, written: [] },
+      };
+      const h = harness(c);
+      expect(await h.reconciler.reconcile("r")).toEqual({});
+      expect(reasons(h.written)).toEqual(["Pending"]);
+    });
+
+    it("is not held back for a non-leader (it writes nothing anyway)", async () => {
+      const h = harness({
+        reason: "",
+        cached: referable(),
+        current: pending,
+        leading: false,
+        want: { result: {}, written: [] },
+      });
+      expect(await h.reconciler.reconcile("r")).toEqual({});
+    });
+
+    it("over a status of the same generation: nothing written, nothing held back", async () => {
+      const cached = referable();
+      cached.status = {
+        observedGeneration: 1,
+        value: "v",
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "Available",
+            message: "",
+            observedGeneration: 1,
+            lastTransitionTime: T0.toISOString(),
+          },
+        ],
+      };
+      const h = harness({ reason: "", cached, current: pending, want: { result: {}, written: [] } });
+      expect(await h.reconciler.reconcile("r")).toEqual({});
+      expect(h.written).toEqual([]);
+    });
+  });
+
   const cases: Case[] = [
     {
       reason: "a Referable that is gone is forgotten, and nothing is written",

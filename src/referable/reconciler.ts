@@ -72,6 +72,15 @@ export interface ReferableReconcilerOptions {
    * @default 30000
    */
   maxRepairIntervalMs?: number;
+  /**
+   * How long a Referable whose status says nothing yet of its generation waits for its source
+   * kind's first list before `Pending` is written: a cold start then writes each status once,
+   * with what was read, rather than `Pending` first. A list that takes longer (a slow or failing
+   * API server) still shows `Pending`. Two minutes: at 10,000 Referables on four shards of a
+   * loaded machine, 30 s still let 12% of them write `Pending` first (BENCHMARKS.md).
+   * @default 120000
+   */
+  pendingGraceMs?: number;
   /** Told how long a pushed result took to reach the status, in seconds. */
   onPropagation?: (seconds: number) => void;
   /** Told of every repair. */
@@ -140,6 +149,10 @@ export class ReferableReconciler implements Reconciler {
     // a targeted read of a source cached before anyone read it), which queues this Referable
     // again. A "Pending" written now would only be overwritten a few milliseconds later.
     if (state.subscription && current === undefined && result === PENDING) return DONE;
+    // Pending from a source kind not listed yet (a cold start): the push when the list arrives
+    // queues this Referable again, so a Pending written now would be overwritten in a moment.
+    const wait = leading ? this.pendingWait(cached, state, result) : 0;
+    if (wait > 0) return { requeueAfterMs: wait };
     const pass: Pass = { name, cached, view: viewOf(cached, state), state, leading };
     const keys = await this.writeKeys(pass, result);
     if (keys?.requeue) return { requeue: true };
@@ -254,6 +267,20 @@ export class ReferableReconciler implements Reconciler {
     // The status records the keys step now: its next step (letting go of the finalizer once no
     // key is listed) runs on the next look, asked for here rather than left to the echo.
     return keys?.thenRequeue ? { requeueAfterMs: 0 } : DONE;
+  }
+
+  /**
+   * How long a Pending `result` is still held back (0: write it): while the stored status says
+   * nothing of this generation (a Pending write would be the first) and the first push came less
+   * than the grace ago. The first push's time is the propagation histogram's start too.
+   */
+  private pendingWait(cached: Referable, state: ReferableState, result: ResolutionResult): number {
+    if (result.ok || result.error.reason !== "Pending") return 0;
+    const status = state.own ?? cached.status;
+    if (readyCondition(status) && status?.observedGeneration === (cached.metadata.generation ?? 0)) return 0;
+    const now = performance.now();
+    const since = (state.pushedAt ??= now);
+    return Math.max(0, since + (this.options.pendingGraceMs ?? 120_000) - now);
   }
 
   /** How long a repair must still wait after the last write (0: none). */

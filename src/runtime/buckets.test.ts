@@ -164,4 +164,76 @@ describe("planBuckets", () => {
     expect(counts.reduce((a, b) => a + b, 0)).toBe(16);
     for (const count of counts) expect([5, 6]).toContain(count);
   });
+
+  describe("with replicas still syncing (waiting)", () => {
+    const syncing = (v: BucketView, waiting: string[], orphaned: number[] = []): BucketView => ({
+      ...v,
+      waiting: new Set(waiting),
+      orphaned: new Set(orphaned),
+    });
+
+    it.each([
+      {
+        reason: "the first of four synced: takes its share of four, not every bucket",
+        view: syncing(view("a", ["a", "b", "c", "d"], "................"), ["b", "c", "d"]),
+        want: { acquire: 4, release: 0 },
+      },
+      {
+        reason: "two synced of four: each up to its share counting the two syncing",
+        view: syncing(view("a", ["a", "b", "c", "d"], "....bbbb........"), ["c", "d"]),
+        want: { acquire: 4, release: 0 },
+      },
+      {
+        reason: "at its share counting one syncing: leaves the rest free for it",
+        view: syncing(view("a", ["a", "b", "c"], "aaaabbbb...."), ["c"]),
+        want: { acquire: 0, release: 0 },
+      },
+      {
+        reason: "a replica gone's buckets (orphaned): dealt out among those that serve",
+        view: syncing(view("a", ["a", "b", "c"], "aaaabbbb...."), ["c"], [8, 9, 10, 11]),
+        want: { acquire: 2, release: 0 },
+      },
+      {
+        reason: "holds every bucket when others start: gives none back before they serve",
+        view: syncing(view("a", ["a", "b", "c", "d"], "aaaaaaaaaaaaaaaa"), ["b", "c", "d"]),
+        want: { acquire: 0, release: 0 },
+      },
+      {
+        reason: "no free buckets while one syncs: gives none back for it",
+        view: syncing(view("a", ["a", "b", "c"], "aaaaaabbbbbb"), ["c"]),
+        want: { acquire: 0, release: 0 },
+      },
+    ])("$reason", ({ view: v, want }) => {
+      const plan = planBuckets(v);
+      expect({ acquire: plan.acquire.length, release: plan.release.length }).toEqual(want);
+    });
+
+    it("takes a stale free bucket only within its share counting those syncing", () => {
+      const v = syncing(view("a", ["a", "b", "c"], "aaaabbbb...."), ["c"]);
+      expect(planBuckets({ ...v, stale: new Set([8, 9, 10, 11]) }).acquire).toEqual([]);
+      // Orphaned and stale: within its share among those that serve (6 of 12).
+      const orphaned = syncing(view("a", ["a", "b", "c"], "aaaabbbb...."), ["c"], [8, 9, 10, 11]);
+      expect(planBuckets({ ...orphaned, stale: new Set([8, 9, 10, 11]) }).acquire).toHaveLength(2);
+    });
+
+    it("deals four replicas synced one after another their shares of 16 with no bucket given back", () => {
+      const everyone = ["r0", "r1", "r2", "r3"];
+      const holders: (string | undefined)[] = new Array<string | undefined>(16).fill(undefined);
+      let released = 0;
+      // r0 syncs first, then one more every few rounds; each round every synced replica plans.
+      for (let round = 0; round < 20; round++) {
+        const synced = everyone.slice(0, Math.min(4, 1 + Math.floor(round / 3)));
+        for (const identity of synced) {
+          const held = new Set(holders.flatMap((h, i) => (h === identity ? [i] : [])));
+          const waiting = new Set(everyone.filter((r) => !synced.includes(r)));
+          const plan = planBuckets({ buckets: 16, identity, live: everyone, holders, held, waiting });
+          released += plan.release.length;
+          for (const b of plan.release) holders[b] = undefined;
+          for (const b of plan.acquire) if (holders[b] === undefined) holders[b] = identity;
+        }
+      }
+      expect(released).toBe(0);
+      expect(everyone.map((r) => holders.filter((h) => h === r).length)).toEqual([4, 4, 4, 4]);
+    });
+  });
 });

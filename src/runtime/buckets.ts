@@ -16,6 +16,12 @@
  *   out among the survivors at once, without two of them racing for one Lease. A bucket dealt
  *   to a replica that has not taken it for a while (`stale`) is free to any replica below its
  *   share, as before the deal.
+ * - A replica still syncing its caches (`waiting`) is live but takes nothing yet. It has its share
+ *   reserved: the others take no more of the free buckets than their share counting it, so that
+ *   replicas started together reach the fair deal without a bucket changing hands. The buckets of
+ *   a replica gone (`orphaned`: a Lease that expired with a holder) are not left for it: they are
+ *   dealt out among the replicas that serve, as the failover asks; nor does a replica give a
+ *   bucket back for one still syncing (it could not serve it yet).
  * - Preference is rendezvous hashing (highest `fnv1a32(identity + "/" + bucket)` first):
  *   replicas prefer different buckets, and a bucket tends to return to the replica that held it
  *   before; a replica gives back the buckets it prefers least.
@@ -79,6 +85,16 @@ export interface BucketView {
    * below its share may take them. @default none
    */
   stale?: ReadonlySet<number>;
+  /**
+   * The live replicas still syncing their caches (not this one): counted in the share of the
+   * free buckets that are not `orphaned`, dealt nothing. @default none
+   */
+  waiting?: ReadonlySet<string>;
+  /**
+   * Free buckets whose Lease expired with a holder (a replica gone): dealt out among the replicas
+   * that serve, whether others are `waiting` or not. @default none
+   */
+  orphaned?: ReadonlySet<number>;
 }
 
 /** What a replica should do now: Leases to try to take, and held buckets to give back. */
@@ -96,8 +112,13 @@ export function fairShare(buckets: number, live: number): { min: number; max: nu
 /** The buckets to take and give back now; see the module comment. Pure. */
 export function planBuckets(view: BucketView): BucketPlan {
   const { identity, held } = view;
-  const live = new Set(view.live).add(identity);
+  const waiting = new Set([...(view.waiting ?? [])].filter((r) => r !== identity));
+  const everyone = new Set(view.live).add(identity);
+  // Those that serve (or will, this round): the hand-overs and the buckets of a replica gone.
+  const live = new Set([...everyone].filter((r) => !waiting.has(r)));
   const { min, max } = fairShare(view.buckets, live.size);
+  // The share of a free bucket nobody held, counting the replicas still syncing.
+  const reserved = fairShare(view.buckets, everyone.size);
   const byPreference = (a: number, b: number) => preference(identity, b) - preference(identity, a) || a - b;
   const mine = [...held].sort(byPreference);
   if (mine.length > max) return { acquire: [], release: mine.slice(max).reverse() };
@@ -118,25 +139,41 @@ export function planBuckets(view: BucketView): BucketPlan {
       ? { acquire: [], release: [mine[mine.length - 1]!] }
       : { acquire: [], release: [] };
   }
-  const acquire = deal(free, counts, min, max).get(identity) ?? [];
+  const orphaned = (bucket: number) => waiting.size === 0 || view.orphaned?.has(bucket) === true;
+  const share = (bucket: number) => (orphaned(bucket) ? { min, max } : reserved);
+  const acquire = deal(free, counts, share).get(identity) ?? [];
   // Stale free buckets, by the rule before the deal: leave them to a replica below the floor
-  // once this one has reached it.
-  const limit = starving ? min : max;
+  // once this one has reached it (and their share to the replicas still syncing).
   const dealt = new Set(acquire);
   const extra = free.filter((b) => view.stale?.has(b) && !dealt.has(b)).sort(byPreference);
-  acquire.push(...extra.slice(0, Math.max(0, limit - mine.length - acquire.length)));
+  let room = (starving ? min : max) - mine.length - acquire.length;
+  let roomReserved = (starving ? reserved.min : reserved.max) - mine.length - acquire.length;
+  for (const bucket of extra) {
+    if (room <= 0) break;
+    if (!orphaned(bucket)) {
+      if (roomReserved <= 0) continue;
+      roomReserved--;
+    }
+    room--;
+    acquire.push(bucket);
+  }
   return { acquire: acquire.sort(byPreference), release: [] };
 }
 
 /**
  * Deals `free` (ascending) among the replicas of `counts` (how many each holds): each bucket to
- * the replica below `min` that prefers it most, or, when none is, to the one below `max` that
- * does. The same inputs give every replica the same deal.
+ * the replica below its `share(bucket).min` that prefers it most, or, when none is, to the one
+ * below its `max` that does. The same inputs give every replica the same deal.
  */
-function deal(free: readonly number[], counts: Map<string, number>, min: number, max: number) {
+function deal(
+  free: readonly number[],
+  counts: Map<string, number>,
+  share: (bucket: number) => { min: number; max: number },
+) {
   const dealt = new Map<string, number[]>();
   const replicas = [...counts.keys()].sort();
   for (const bucket of free) {
+    const { min, max } = share(bucket);
     let best: string | undefined;
     for (const limit of [min, max]) {
       for (const replica of replicas)
@@ -147,7 +184,7 @@ function deal(free: readonly number[], counts: Map<string, number>, min: number,
           best = replica;
       if (best !== undefined) break;
     }
-    if (best === undefined) break; // every replica at its ceiling
+    if (best === undefined) continue; // every replica at its ceiling for this bucket
     counts.set(best, counts.get(best)! + 1);
     const mine = dealt.get(best);
     if (mine) mine.push(bucket);

@@ -44,6 +44,13 @@ describe("Manager", () => {
     expect(p.calls).toEqual(want);
   });
 
+  it("lets an elector that announces itself do so as the caches start, before they synced", async () => {
+    const p = parts();
+    const elector = { ...p.elector, announce: () => void p.calls.push("elector.announce") };
+    await new Manager({ ...p, elector }).start();
+    expect(p.calls).toEqual(["startCache", "elector.announce", "synced", "startWorkers", "elector.run"]);
+  });
+
   it("releases the Lease only after the writers have drained, then closes the caches", async () => {
     let drained!: () => void;
     const p = parts({ drainGate: new Promise<void>((resolve) => (drained = resolve)) });

@@ -36,6 +36,11 @@ export interface ManagedElector {
   run(): Promise<void>;
   /** Stops campaigning or leading, releasing the Lease if held. */
   stop(): Promise<void>;
+  /**
+   * Called as the caches start, before they have synced, when given: the elector may make
+   * itself known meanwhile (sharding: the others leave this replica its share). @default none
+   */
+  announce?(): void;
 }
 
 /** Options for {@link Manager}. */
@@ -105,6 +110,7 @@ export class Manager {
     const { controller } = this.options;
     const elector = this.elector;
     controller.startCache();
+    elector?.announce?.();
     await controller.whenSynced();
     if (this.stopping) return;
     controller.startWorkers();

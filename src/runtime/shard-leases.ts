@@ -11,6 +11,13 @@ export const SHARD_SET_LABEL = "referable.dev/shard-set";
 /** The annotation on a member Lease: the number of buckets that replica runs with. */
 export const BUCKETS_ANNOTATION = "referable.dev/buckets";
 
+/**
+ * The annotation on a member Lease: "true" while that replica is still syncing its caches (it
+ * takes no bucket yet, and the others leave it its share of the free ones), "false" once it
+ * serves. A member Lease without it (an older version) serves.
+ */
+export const SYNCING_ANNOTATION = "referable.dev/syncing";
+
 /** The label that tells member Leases from bucket Leases. */
 export const ROLE_LABEL = "referable.dev/shard-role";
 

@@ -39,6 +39,11 @@ export interface ShardCoordinatorOptions {
   renewDeadlineMs?: number;
   /** Time between rounds (jittered by up to 1.2 times more). @default 2000 */
   retryPeriodMs?: number;
+  /**
+   * Starts as a replica whose caches are still syncing (see ShardCoordinator.announce): it
+   * announces itself and takes no bucket until `synced()` or `run()`. @default false
+   */
+  syncing?: boolean;
   observer?: ShardObserver;
   /** @default silentLogger */
   logger?: Logger;

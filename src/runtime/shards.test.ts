@@ -145,7 +145,7 @@ function world(buckets: number) {
   const store = new LeaseStore();
   const clock = { now: 0 };
   const replicas: Replica[] = [];
-  const replica = (identity: string, options: { buckets?: number } = {}): Replica => {
+  const replica = (identity: string, options: { buckets?: number; syncing?: boolean } = {}): Replica => {
     const gate = new ShardGate(options.buckets ?? buckets);
     const client = store.client();
     const handovers: string[] = [];
@@ -160,6 +160,7 @@ function world(buckets: number) {
       renewDeadlineMs: RENEW_MS,
       retryPeriodMs: RETRY_MS,
       now: () => clock.now,
+      ...(options.syncing && { syncing: true }),
       observer: {
         onHandover: (kind) => handovers.push(kind),
         onTakeover: (seconds) => takeovers.push(seconds),
@@ -213,6 +214,62 @@ describe("ShardCoordinator", () => {
       expect([...r.gate.held].sort()).toEqual(
         holders.flatMap((h, i) => (h === r.identity ? [i] : [])).sort(),
       );
+  });
+
+  it("four replicas announced while their caches sync, synced rounds apart, reach four each with no hand-over", async () => {
+    const w = world(16);
+    const all = ["a", "b", "c", "d"].map((id) => w.replica(id, { syncing: true }));
+    await w.round(...all);
+    for (let i = 0; i < 3; i++) await w.round(...all);
+    expect(w.holders().filter(Boolean)).toHaveLength(0);
+    // One more synced every three rounds: the first takes its share only, leaving the others theirs.
+    for (const r of all) {
+      r.coordinator.synced();
+      for (let i = 0; i < 3; i++) await w.round(...all);
+      expect(r.gate.held.size).toBe(4);
+    }
+    const holders = w.holders();
+    expect(all.map((r) => count(holders, r.identity))).toEqual([4, 4, 4, 4]);
+    expect(all.flatMap((r) => r.handovers).filter((h) => h !== "acquired")).toEqual([]);
+  });
+
+  it("a lone replica announced while syncing takes every bucket in the round after it synced", async () => {
+    const w = world(8);
+    const a = w.replica("a", { syncing: true });
+    for (let i = 0; i < 3; i++) await w.round(a);
+    expect(a.gate.held.size).toBe(0);
+    a.coordinator.synced();
+    await w.round(a);
+    expect(a.gate.held.size).toBe(8);
+  });
+
+  it("does not wait for a replica syncing longer than five lease durations", async () => {
+    const w = world(8);
+    const [a, b] = [w.replica("a"), w.replica("b", { syncing: true })];
+    await w.round(a, b);
+    await w.round(a, b);
+    expect(a.gate.held.size).toBe(4);
+    const rounds = (5 * LEASE_MS) / RETRY_MS;
+    for (let i = 0; i < rounds - 2; i++) await w.round(a, b);
+    expect(a.gate.held.size).toBe(4);
+    for (let i = 0; i < 4; i++) await w.round(a, b);
+    expect(a.gate.held.size).toBe(8);
+  });
+
+  it("takes a killed replica's buckets at expiry even while another replica is still syncing", async () => {
+    const w = world(12);
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    for (let i = 0; i < 3; i++) await w.round(a, b);
+    expect([a.gate.held.size, b.gate.held.size]).toEqual([6, 6]);
+    // b is killed and c starts (its caches syncing): a takes b's buckets when they expire.
+    const c = w.replica("c", { syncing: true });
+    let rounds = 0;
+    while (a.gate.held.size < 12) {
+      await w.round(a, c);
+      rounds++;
+      expect(rounds * RETRY_MS).toBeLessThanOrEqual(LEASE_MS + RETRY_MS);
+    }
+    expect(c.gate.held.size).toBe(0);
   });
 
   it("hands a bucket over only after the reconcile running in it ended, then the newcomer takes it", async () => {

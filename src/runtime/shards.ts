@@ -18,6 +18,14 @@
  *    every replica, and each takes all of its deal in the round, each with a write that carries
  *    the version read.
  *
+ * A replica announces itself before its caches have synced ({@link ShardCoordinator.announce}):
+ * its member Lease says it is syncing ({@link SYNCING_ANNOTATION}), it takes no bucket, and the
+ * others take no more of the free buckets than their share counting it (planBuckets'
+ * `waiting`). Replicas started together, whose caches sync seconds apart, so reach the fair deal
+ * without the first taking every bucket and handing most of them over (a drain, and a second
+ * pass over their Referables by the next holder). The buckets of a replica gone are not left
+ * for one still syncing, and a replica syncing for five lease durations is not waited for.
+ *
  * A round is also made as soon as another replica's Lease would expire (as this replica saw it
  * last), rather than up to a retry period later: the buckets of a replica killed are taken the
  * moment its Leases may be taken, all in that round, which is what bounds a failover (the lease
@@ -49,6 +57,7 @@ import {
   parseBucket,
   ROLE_LABEL,
   SHARD_SET_LABEL,
+  SYNCING_ANNOTATION,
   writeLease,
   type Seen,
 } from "./shard-leases.ts";
@@ -61,6 +70,7 @@ export {
   parseBucket,
   ROLE_LABEL,
   SHARD_SET_LABEL,
+  SYNCING_ANNOTATION,
 } from "./shard-leases.ts";
 
 /** Leads a fair share of the buckets; see the module comment. */
@@ -87,6 +97,10 @@ export class ShardCoordinator {
   private readonly pending = new Set<Promise<void>>();
   /** When each free bucket was first seen free (for the stale rule of planBuckets). */
   private readonly freeSince = new Map<number, number>();
+  /** When each member seen syncing was first seen so (for the bound on waiting for it). */
+  private readonly waitingSince = new Map<string, number>();
+  /** Announced but not serving yet: the caches are still syncing ({@link announce}). */
+  private syncing = false;
   private rounds = 0;
   private lastFailure = "";
 
@@ -104,17 +118,41 @@ export class ShardCoordinator {
     this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.now = options.now ?? (() => performance.now());
     this.logger = childLogger(options.logger ?? silentLogger, { shards: options.gate.buckets });
+    this.syncing = options.syncing ?? false;
   }
 
-  /** Makes rounds until {@link stop}. Never rejects; calling it again returns the same promise. */
+  /**
+   * Starts the rounds before the caches have synced: the member Lease says this replica is
+   * syncing, and it takes no bucket until {@link run}. Optional: {@link run} alone announces too.
+   */
+  announce(): void {
+    if (this.running) return;
+    this.syncing = true;
+    this.running = this.startRounds();
+  }
+
+  /** The caches have synced: buckets are taken from the next round on. */
+  synced(): void {
+    this.syncing = false;
+  }
+
+  /**
+   * Makes rounds, taking buckets, until {@link stop} (after {@link announce}: from now on). Never
+   * rejects; calling it again returns the same promise.
+   */
   run(): Promise<void> {
-    this.running ??= this.loop().catch((err: unknown) => {
+    this.synced();
+    this.running ??= this.startRounds();
+    return this.running;
+  }
+
+  private startRounds(): Promise<void> {
+    return this.loop().catch((err: unknown) => {
       this.logger.error(
         { err: asError(err).message },
         "sharding ended unexpectedly (a bug: please report it)",
       );
     });
-    return this.running;
   }
 
   /**
@@ -149,7 +187,8 @@ export class ShardCoordinator {
     this.observe(leases);
     // The first round only announces this replica: the others' member Leases are seen before
     // any bucket is taken, so replicas that start together do not all take every bucket.
-    const first = this.rounds++ === 0;
+    // While the caches sync, likewise: the others leave this replica its share meanwhile.
+    const first = this.rounds++ === 0 || this.syncing;
     // The member and the buckets at once: another replica then sees them renewed in the same
     // LIST (and, once this one is gone, expire in the same round) nearly always.
     await Promise.all([this.renewMember(), first ? undefined : this.renewBuckets()]);
@@ -219,7 +258,10 @@ export class ShardCoordinator {
   private async renewMember(): Promise<void> {
     const seen = this.seen.get(this.memberName);
     const record = leaseRecord(seen, this.identity, this.leaseDurationSeconds);
-    const annotations = { [BUCKETS_ANNOTATION]: String(this.gate.buckets) };
+    const annotations = {
+      [BUCKETS_ANNOTATION]: String(this.gate.buckets),
+      [SYNCING_ANNOTATION]: String(this.syncing),
+    };
     try {
       this.keep(await this.write(this.memberName, seen?.lease, record, annotations), true);
     } catch (err) {
@@ -271,16 +313,23 @@ export class ShardCoordinator {
   private async plan(): Promise<void> {
     const now = this.now();
     const live: string[] = [];
+    const waiting = new Set<string>();
+    const orphaned = new Set<number>();
     let foreign = false;
     const holders: (string | undefined)[] = new Array<string | undefined>(this.gate.buckets).fill(undefined);
     for (const [name, seen] of this.seen) {
       if (!leaseValid(seen, now) && seen.record.holderIdentity !== this.identity) {
         this.collectMember(name, seen, now);
+        // A holder gone: its buckets are shared out at once, not left for a replica syncing.
+        const bucket = seen.record.holderIdentity ? parseBucket(name, this.options.name) : undefined;
+        if (bucket?.of === this.gate.buckets) orphaned.add(bucket.index);
         continue;
       }
       const member = seen.lease.metadata?.labels?.[ROLE_LABEL] === "member";
       if (member) {
-        live.push(seen.record.holderIdentity);
+        if (seen.lease.metadata?.annotations?.[SYNCING_ANNOTATION] === "true")
+          waiting.add(seen.record.holderIdentity);
+        else live.push(seen.record.holderIdentity);
         const buckets = seen.lease.metadata?.annotations?.[BUCKETS_ANNOTATION];
         if (buckets !== String(this.gate.buckets)) foreign = true;
         continue;
@@ -296,10 +345,15 @@ export class ShardCoordinator {
       if (
         !leaseValid(seen, now) ||
         (mine && !this.gate.held.has(bucket.index) && !this.leaving.has(bucket.index))
-      )
+      ) {
+        orphaned.add(bucket.index); // held by this replica before a restart
         continue;
+      }
       holders[bucket.index] = seen.record.holderIdentity;
     }
+    // A member syncing for too long is not waited for, nor counted live: it serves nothing.
+    const waited = this.waitedFor(waiting, now);
+    live.push(...waited);
     this.notify((o) => o.onMembers?.(new Set([...live, this.identity]).size));
     const plan = planBuckets({
       buckets: this.gate.buckets,
@@ -308,6 +362,8 @@ export class ShardCoordinator {
       holders,
       held: this.gate.held,
       stale: this.staleFree(holders, now),
+      waiting: waited,
+      orphaned,
     });
     for (const bucket of plan.release) this.handBack(bucket);
     if (foreign) {
@@ -320,6 +376,23 @@ export class ShardCoordinator {
     const acquiring = plan.acquire.filter((bucket) => !this.leaving.has(bucket)).map((b) => this.acquire(b));
     for (const work of acquiring) this.track(work);
     await Promise.all(acquiring);
+  }
+
+  /**
+   * The members still syncing that the deal waits for: each for at most five lease durations
+   * from when this replica first saw it syncing (a replica whose caches never sync must not hold
+   * its share of the buckets unserved for ever).
+   */
+  private waitedFor(waiting: ReadonlySet<string>, now: number): Set<string> {
+    for (const member of this.waitingSince.keys()) if (!waiting.has(member)) this.waitingSince.delete(member);
+    const limit = 5 * this.leaseDurationSeconds * 1000;
+    const waited = new Set<string>();
+    for (const member of waiting) {
+      const since = this.waitingSince.get(member);
+      if (since === undefined) this.waitingSince.set(member, now);
+      if (since === undefined || now - since < limit) waited.add(member);
+    }
+    return waited;
   }
 
   /**

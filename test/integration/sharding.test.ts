@@ -222,6 +222,18 @@ describe("sharding across three replicas", () => {
     const first = await waitForFairShares(replicas);
     expect(first.every((s) => s.owned > 0)).toBe(true);
     expect(first.reduce((sum, s) => sum + s.owned, 0)).toBe(REFERABLES);
+    // Started together, the replicas reached their shares without a hand-over, and each Referable
+    // was written once: no Pending before its source kind was listed, no second pass by a new holder.
+    const released = await Promise.all(
+      replicas.map(
+        async (p) =>
+          metricValue(await p.metrics(), "referable_shard_handovers_total", { kind: "released" }) ?? 0,
+      ),
+    );
+    expect({ released, writes: writtenByTwoInOneSecond().writes }).toEqual({
+      released: [0, 0, 0],
+      writes: REFERABLES,
+    });
 
     await setSources("b");
     await waitForValues("b");
