@@ -88,6 +88,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
   readonly lists: ListCall[] = [];
   readonly watches: FakeWatch[] = [];
   listErrors: Error[] = [];
+  /** Thrown by the next lists that carry a continue token (a page after the first), in order. */
+  continueErrors: Error[] = [];
+  /** Thrown by the next unpaged lists (no limit), in order. */
+  unpagedErrors: Error[] = [];
   private rv = 100;
 
   /** Creates or replaces an object, with a new resourceVersion; returns a copy of it. */
@@ -122,7 +126,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     if (method !== "GET") throw new Error(`the informer only lists, not ${method}`);
     this.lists.push({ path, query: options.query, at: Date.now() });
-    const err = this.listErrors.shift();
+    const err =
+      this.listErrors.shift() ??
+      (options.query?.continue ? this.continueErrors.shift() : undefined) ??
+      (options.query?.limit === undefined ? this.unpagedErrors.shift() : undefined);
     if (err) throw err;
     const fieldSelector = options.query?.fieldSelector;
     const items = [...this.objects.values()].filter(
@@ -189,6 +196,7 @@ const running: Informer[] = [];
 function start(kube: FakeKube, options: Partial<InformerOptions> = {}) {
   const recorder = new Recorder();
   const signals: string[] = [];
+  const reasons: string[] = [];
   const informer = new Informer({
     client: kube,
     resource: configMaps,
@@ -196,13 +204,16 @@ function start(kube: FakeKube, options: Partial<InformerOptions> = {}) {
     minBackoffMs: 100,
     maxBackoffMs: 1_000,
     watchdogMs: 10_000,
-    onSignal: (s) => signals.push(s),
+    onSignal: (s, r) => {
+      signals.push(s);
+      reasons.push(`${s}:${r}`);
+    },
     ...options,
   });
   informer.addListener(recorder);
   informer.start();
   running.push(informer);
-  return { informer, recorder, signals };
+  return { informer, recorder, signals, reasons };
 }
 
 /** Starts an informer and waits until its first watch is open. */
@@ -426,7 +437,7 @@ describe("Informer: 410 Gone relists, and a relist tells only what differs", () 
     kube.put("same"); // 101
     kube.put("gone"); // 102
     kube.put("changed"); // 103
-    const { informer, recorder, signals } = await startWatching(kube);
+    const { informer, recorder, signals, reasons } = await startWatching(kube);
     recorder.events.length = 0;
     recorder.states.length = 0;
 
@@ -447,6 +458,62 @@ describe("Informer: 410 Gone relists, and a relist tells only what differs", () 
     expect(kube.last.query).toMatchObject({ resourceVersion: "106" });
     // The first list is not a relist; the one after 410 Gone is.
     expect(signals).toEqual(["expired", "relist"]);
+    expect(reasons).toEqual(["expired:watch-expired", "relist:watch-expired"]);
+  });
+});
+
+describe("Informer: a paged list whose continue token expired", () => {
+  const expired = () =>
+    new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 410, "Expired", "continue too old");
+
+  it("lists again at once in one unpaged request, counted as expired (list-expired), not as an error", async () => {
+    const kube = new FakeKube();
+    for (let i = 0; i < 30; i++) kube.put(`cm-${i}`);
+    kube.continueErrors = [expired()];
+    const { informer, recorder, reasons } = start(kube);
+
+    // No backoff timer has to fire: the list starts again at once.
+    await until("the watch after the second list", () => kube.watches.length === 1);
+    expect(kube.lists.map((l) => ({ limit: l.query?.limit, continue: l.query?.continue }))).toEqual([
+      { limit: 10, continue: undefined },
+      { limit: expect.any(Number), continue: "10" },
+      { limit: undefined, continue: undefined }, // unpaged: no continue token to expire
+    ]);
+    expect(reasons).toEqual(["expired:list-expired", "relist:list-expired"]);
+    // Listeners heard the complete list once, nothing of the list that was cut short.
+    expect(recorder.events).toHaveLength(30);
+    expect(informer.size).toBe(30);
+    expect(informer.state).toEqual({ phase: "Synced" });
+  });
+
+  it("the next relist is paged again, and an unpaged list that fails backs off as an error", async () => {
+    const kube = new FakeKube();
+    for (let i = 0; i < 30; i++) kube.put(`cm-${i}`);
+    const { reasons } = await startWatching(kube, { pageSize: 10 });
+    // Relist (paged) -> its second page expires -> unpaged, which the server cuts off.
+    kube.continueErrors = [expired()];
+    kube.unpagedErrors = [Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" })];
+    kube.last.fail(new ApiError("GET", kube.last.path, 410, "Expired", "too old"));
+    // Pages of 10: the first list is three; the relist's second page expires.
+    const unpaged = (l: ListCall) => l.query?.limit === undefined;
+    await until("the unpaged list", () => kube.lists.some(unpaged));
+    await quiesce();
+    expect(kube.lists.length).toBe(6); // waiting out the backoff, not listing again at once
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch after the list that followed the backoff", () => kube.watches.length === 2);
+    expect(kube.lists.map((l) => (unpaged(l) ? "unpaged" : "page"))).toEqual([
+      ...["page", "page", "page"],
+      ...["page", "page", "unpaged"],
+      ...["page", "page", "page"],
+    ]);
+    expect(reasons).toEqual([
+      "expired:watch-expired",
+      "relist:watch-expired",
+      "expired:list-expired",
+      "relist:list-expired",
+      "error:connection",
+      "relist:connection",
+    ]);
   });
 });
 
@@ -568,6 +635,21 @@ describe("Informer: failures", () => {
       expect(informer.state).toEqual({ phase: "Synced" });
       await informer.stop();
     }
+  });
+
+  it("a 429 waits at least the Retry-After the server gave, jittered upwards by up to a half", async () => {
+    jest.spyOn(Math, "random").mockReturnValue(0.5);
+    const kube = new FakeKube();
+    kube.listErrors = [
+      new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 429, "TooManyRequests", "slow down", 4_000),
+    ];
+    const { reasons } = start(kube, { minBackoffMs: 100, maxBackoffMs: 1_000 });
+    await until("the first list", () => kube.lists.length === 1);
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch", () => kube.watches.length === 1);
+    // Over maxBackoffMs: the server's word wins over the informer's own cap.
+    expect(kube.lists[1]!.at - kube.lists[0]!.at).toBe(4_000 + 0.5 * 2_000);
+    expect(reasons).toEqual(["error:throttled", "relist:throttled"]);
   });
 
   it("real jitter: every wait is within [base/2, base], never over maxBackoffMs", async () => {
