@@ -119,6 +119,9 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
     return { ...structuredClone(obj), metadata: { ...obj.metadata, resourceVersion: String(++this.rv) } };
   }
 
+  /** The resourceVersion lists answer with, when set (a watch cache behind the newest state). */
+  listResourceVersion: string | undefined;
+
   get resourceVersion(): string {
     return String(this.rv);
   }
@@ -138,7 +141,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
     const start = Number(options.query?.continue ?? 0);
     const limit = Number(options.query?.limit ?? items.length);
     const next = start + limit < items.length ? String(start + limit) : undefined;
-    const page = { metadata: { resourceVersion: this.resourceVersion, continue: next }, items };
+    const page = {
+      metadata: { resourceVersion: this.listResourceVersion ?? this.resourceVersion, continue: next },
+      items,
+    };
     page.items = items.slice(start, start + limit);
     options.onBodyLength?.(JSON.stringify(page).length);
     return structuredClone(page) as T;
@@ -462,6 +468,28 @@ describe("Informer: 410 Gone relists, and a relist tells only what differs", () 
   });
 });
 
+describe("Informer: a relist answered by a cache a little behind", () => {
+  it("keeps what the cache here holds newer than the list, tells nothing of it, and watches from the list", async () => {
+    const kube = new FakeKube();
+    const a1 = kube.put("a"); // 101
+    kube.put("b"); // 102
+    const { informer, recorder } = await startWatching(kube);
+    kube.last.send("MODIFIED", kube.put("a", { v: 2 })); // 103
+    kube.last.send("ADDED", kube.put("c")); // 104
+    recorder.events.length = 0;
+    // The server's next answer is as of 102: a as it was, c not yet there.
+    kube.objects.set("team-a/a", a1);
+    kube.objects.delete("team-a/c");
+    kube.listResourceVersion = "102";
+    kube.last.fail(new ApiError("GET", kube.last.path, 410, "Expired", "too old"));
+    await until("the relist's watch", () => kube.watches.length === 2);
+    expect(recorder.events).toEqual([]);
+    expect(informer.get("team-a", "a")?.metadata?.resourceVersion).toBe("103");
+    expect(informer.get("team-a", "c")?.metadata?.resourceVersion).toBe("104");
+    expect(kube.last.query).toMatchObject({ resourceVersion: "102" });
+  });
+});
+
 describe("Informer: a paged list whose continue token expired", () => {
   const expired = () =>
     new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 410, "Expired", "continue too old");
@@ -479,6 +507,7 @@ describe("Informer: a paged list whose continue token expired", () => {
       { limit: expect.any(Number), continue: "10" },
       { limit: undefined, continue: undefined }, // unpaged: no continue token to expire
     ]);
+    expect(kube.lists[2]!.query?.resourceVersion).toBe("0"); // from the watch cache as it is
     expect(reasons).toEqual(["expired:list-expired", "relist:list-expired"]);
     // Listeners heard the complete list once, nothing of the list that was cut short.
     expect(recorder.events).toHaveLength(30);
@@ -650,6 +679,29 @@ describe("Informer: failures", () => {
     // Over maxBackoffMs: the server's word wins over the informer's own cap.
     expect(kube.lists[1]!.at - kube.lists[0]!.at).toBe(4_000 + 0.5 * 2_000);
     expect(reasons).toEqual(["error:throttled", "relist:throttled"]);
+  });
+
+  it("a watch refused with 429 opens again from the same resourceVersion after the wait, without a relist", async () => {
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const kube = new FakeKube();
+    kube.put("a");
+    const { reasons } = await startWatching(kube, { minBackoffMs: 100, maxBackoffMs: 1_000 });
+    const refused = (w: FakeWatch) =>
+      w.fail(new ApiError("GET", w.path, 429, "TooManyRequests", "storage is (re)initializing", 1_000));
+    refused(kube.last);
+    await quiesce();
+    expect(kube.watches).toHaveLength(1); // waiting as told
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch opened again", () => kube.watches.length === 2);
+    expect(kube.last.query).toMatchObject({ resourceVersion: kube.resourceVersion });
+    // Refused again: the wait grows from the server's (never under it).
+    refused(kube.last);
+    await quiesce();
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the third watch", () => kube.watches.length === 3);
+    expect(kube.watches[2]!.query).toMatchObject({ resourceVersion: kube.resourceVersion });
+    expect(kube.lists).toHaveLength(1);
+    expect(reasons).toEqual(["error:throttled", "error:throttled"]);
   });
 
   it("real jitter: every wait is within [base/2, base], never over maxBackoffMs", async () => {

@@ -10,12 +10,13 @@
  *
  * Supervision, because a watch in Node dies or stalls without a word:
  * - an error backs off with full jitter (at least the `Retry-After` of a 429) and relists (the
- *   cache keeps serving meanwhile: a dropped watch never clears what was known);
+ *   cache keeps serving meanwhile: a dropped watch never clears what was known); a watch refused
+ *   with 429 reopens from its resourceVersion after the wait instead, without a relist;
  * - 410 Gone (resourceVersion compacted) relists at once;
  * - a paged list whose continue token expired before its last page (410 Expired: the list took
  *   longer than the server's compaction interval) lists again at once, in one unpaged request
- *   (no continue token to expire, answered from the API server's watch cache), as client-go's
- *   pager does;
+ *   (no continue token to expire, answered from the API server's watch cache at
+ *   resourceVersion 0), as client-go's pager and reflector do;
  * - every restart carries a reason from a fixed set (restart-reason.ts), given to `onSignal`
  *   and logged with the resource, so a restart says why without its values;
  * - a watchdog closes a watch that has been silent for `watchdogMs` (bookmarks count as
@@ -207,7 +208,7 @@ export class Informer<T extends Cached = KubeObject> {
       try {
         await this.relist();
         failures = 0;
-        while (this.running) await this.watchOnce();
+        await this.watchLoop();
       } catch (err) {
         if (!this.running) break;
         const reason = err instanceof Expired ? "watch-expired" : classifyFailure(err);
@@ -236,6 +237,32 @@ export class Informer<T extends Cached = KubeObject> {
         failures++;
         await this.noteFailure(err, reason);
         await this.sleep(this.backoff(failures, err));
+      }
+    }
+  }
+
+  /**
+   * Watches until a watch fails. A watch the server turned away with 429 (API Priority and
+   * Fairness, or its watch cache re-initializing: "storage is (re)initializing") did nothing: it
+   * is opened again from the same resourceVersion after the wait the server asked for (and the
+   * backoff), not answered with a relist of everything. A version the cache no longer has then
+   * gets 410 Gone, which relists.
+   */
+  private async watchLoop(): Promise<void> {
+    let refused = 0;
+    while (this.running) {
+      try {
+        await this.watchOnce();
+        refused = 0;
+      } catch (err) {
+        if (!isApiError(err, 429) || !this.running) throw err;
+        refused++;
+        this.onSignal?.("error", "throttled");
+        this.logger.warn(
+          { path: this.path, resource: this.describe(), reason: "throttled" },
+          "watch refused (429): opening it again from the same resourceVersion after the wait",
+        );
+        await this.sleep(this.backoff(refused, err));
       }
     }
   }
@@ -312,17 +339,24 @@ export class Informer<T extends Cached = KubeObject> {
     );
     if (resourceVersion === undefined) return;
 
-    // Tell listeners only what differs from what they were told before.
+    // Tell listeners only what differs from what they were told before. An unpaged list is
+    // answered from the watch cache as it is, maybe a little behind what the cache here holds:
+    // what the cache holds newer than the list stays (the watch from the list's version brings
+    // whatever happened to it since), so nothing goes back in time or vanishes for a moment.
     const previous = this.store;
     this.store = fresh;
     this.resourceVersion = resourceVersion;
     for (const obj of fresh.values()) {
       const old = previous.getLike(obj);
       if (!old) this.emit({ type: "ADDED", object: obj, old: undefined });
+      else if (compareResourceVersions(old.metadata?.resourceVersion, obj.metadata?.resourceVersion) > 0)
+        fresh.set(old);
       else if (!this.same(old, obj)) this.emit({ type: "MODIFIED", object: obj, old });
     }
     for (const old of previous.values()) {
-      if (!fresh.getLike(old)) this.emit({ type: "DELETED", object: old, old });
+      if (fresh.getLike(old)) continue;
+      if (compareResourceVersions(old.metadata?.resourceVersion, resourceVersion) > 0) fresh.set(old);
+      else this.emit({ type: "DELETED", object: old, old });
     }
     if (this.current.phase !== "Synced") this.setState({ phase: "Synced" });
   }

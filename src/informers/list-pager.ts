@@ -23,9 +23,11 @@ export interface ListQuery {
   labelSelector?: string | undefined;
   fieldSelector?: string | undefined;
   /**
-   * One request without `limit`: the API server answers from its watch cache in one response
-   * (read item by item here, so it costs one item at a time as pages do), with no continue token
-   * to expire. What a list whose continue token expired falls back to, as client-go's pager does.
+   * One request without `limit`, at resourceVersion 0: the API server answers from its watch
+   * cache as it is (never from etcd, no wait for the cache to catch up, as client-go's reflector
+   * lists) in one response, read item by item here (so it costs one item at a time, as pages
+   * do), with no continue token to expire. What a list whose continue token expired falls back
+   * to, as client-go's pager does. The answer may be a little behind the newest state.
    * @default false
    */
   unpaged?: boolean | undefined;
@@ -79,7 +81,7 @@ export class ListPager<T> {
           metadata?: { resourceVersion?: string; continue?: string };
           items?: KubeObject[];
         }>("GET", path, {
-          query: { ...selectors, limit, continue: continueToken },
+          query: { ...selectors, limit, continue: continueToken, ...(unpaged && { resourceVersion: "0" }) },
           onBodyLength: (n) => (length = n),
           onItem: (item) => {
             streamed++;
