@@ -36,6 +36,8 @@ export type {
 export type { ResourceInfo } from "./kube/discovery.ts";
 export type { Logger } from "./log.ts";
 export type { TransformPoolOptions } from "./transform/pool.ts";
+export { RESTART_REASONS } from "./informers/restart-reason.ts";
+export type { InformerSignal, RestartReason } from "./informers/restart-reason.ts";
 
 // Filling `fooRef` into `foo` on your own objects.
 export { resolveReferences } from "./resolver/managed.ts";

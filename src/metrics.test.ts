@@ -84,9 +84,27 @@ describe("ControllerMetrics", () => {
     expect(VERSION).toMatch(/^\d+\.\d+\.\d+/);
   });
 
-  it("counts every informer signal but starts them all at 0", async () => {
+  it("counts every informer signal by reason but starts them all at 0", async () => {
     const metrics = fresh();
-    for (const signal of ["relist", "expired", "watchdog", "error"])
-      expect(await value(metrics, `referable_informer_restarts_total{signal="${signal}"}`)).toBe(0);
+    const zero: Array<[string, string]> = [
+      ["relist", "list-expired"],
+      ["expired", "watch-expired"],
+      ["expired", "list-expired"],
+      ["watchdog", "watchdog"],
+      ["error", "timeout"],
+      ["error", "throttled"],
+      ["error", "connection"],
+    ];
+    for (const [signal, reason] of zero)
+      expect(
+        await value(metrics, `referable_informer_restarts_total{signal="${signal}",reason="${reason}"}`),
+      ).toBe(0);
+    // Only pairs that can happen: a watchdog only reopens the watch, and an expiry is no error.
+    expect(
+      await value(metrics, `referable_informer_restarts_total{signal="error",reason="list-expired"}`),
+    ).toBe(undefined);
+    expect(await value(metrics, `referable_informer_restarts_total{signal="relist",reason="watchdog"}`)).toBe(
+      undefined,
+    );
   });
 });

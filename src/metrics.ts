@@ -22,6 +22,7 @@ type Counter<T extends string = string> = Prom.Counter<T>;
 type Gauge<T extends string = string> = Prom.Gauge<T>;
 type Histogram<T extends string = string> = Prom.Histogram<T>;
 import { Reasons } from "./errors.ts";
+import { signalReasonPairs } from "./informers/restart-reason.ts";
 import type { UnfinishedWork } from "./runtime/workqueue.ts";
 import { VERSION } from "./version.ts";
 
@@ -72,7 +73,7 @@ const HELP = {
   referable_watches_open:
     "Watch streams the controller holds open (its own on Referables, plus one per source informer)",
   referable_informer_restarts_total:
-    "Informer relists and restarts, by cause (relist, expired, watchdog, error)",
+    "Informer relists and restarts, by signal (relist, expired, watchdog, error) and reason (watch-expired, list-expired, watchdog, throttled, timeout, server-error, unauthorized, forbidden, not-found, rejected, decode, connection, watch-ended-early, other; a relist carries the reason of the restart it follows)",
   referable_propagation_seconds:
     "Time from a source change observed by the controller to the Referable's status written",
   referable_status_writes_total: "Status writes of Referables, by result (success, conflict, error)",
@@ -251,8 +252,8 @@ function referableMetrics(m: MetricMaker) {
     watchesOpen: m.gauge("referable_watches_open"),
     informerSignals: m.counter(
       "referable_informer_restarts_total",
-      ["signal"],
-      [["relist"], ["expired"], ["watchdog"], ["error"]],
+      ["signal", "reason"],
+      signalReasonPairs(),
     ),
     propagation: m.histogram(
       "referable_propagation_seconds",
@@ -315,7 +316,7 @@ export class ControllerMetrics {
   readonly referables: Gauge<"ready" | "reason">;
   readonly sourceInformers: Gauge;
   readonly watchesOpen: Gauge;
-  readonly informerSignals: Counter<"signal">;
+  readonly informerSignals: Counter<"signal" | "reason">;
   readonly propagation: Histogram;
   readonly statusWrites: Counter<"result">;
   readonly statusRepairs: Counter;

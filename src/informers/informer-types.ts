@@ -4,6 +4,7 @@ import type { ResourceInfo } from "../kube/discovery.ts";
 import type { ListItemFilter } from "../kube/list-stream.ts";
 import type { Logger } from "../log.ts";
 import type { Cached } from "./object-store.ts";
+import type { InformerSignal, RestartReason } from "./restart-reason.ts";
 
 /** What an informer knows of its resource. */
 export type InformerState =
@@ -76,6 +77,10 @@ export interface InformerOptions<T extends Cached = KubeObject> {
    * @default [30, 50]
    */
   watchTimeoutSeconds?: [number, number];
-  /** Called with a counter name on notable events, for metrics: relist, watchdog, error, expired. */
-  onSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
+  /**
+   * Called on every restart, for metrics: its signal (relist, watchdog, error, expired) and why,
+   * one of the fixed set {@link RestartReason} (a relist carries the reason of the restart it
+   * follows). A failed refresh read counts as an error too.
+   */
+  onSignal?: (signal: InformerSignal, reason: RestartReason) => void;
 }

@@ -88,6 +88,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
   readonly lists: ListCall[] = [];
   readonly watches: FakeWatch[] = [];
   listErrors: Error[] = [];
+  /** Thrown by the next lists that carry a continue token (a page after the first), in order. */
+  continueErrors: Error[] = [];
+  /** Thrown by the next unpaged lists (no limit), in order. */
+  unpagedErrors: Error[] = [];
   private rv = 100;
 
   /** Creates or replaces an object, with a new resourceVersion; returns a copy of it. */
@@ -115,6 +119,9 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
     return { ...structuredClone(obj), metadata: { ...obj.metadata, resourceVersion: String(++this.rv) } };
   }
 
+  /** The resourceVersion lists answer with, when set (a watch cache behind the newest state). */
+  listResourceVersion: string | undefined;
+
   get resourceVersion(): string {
     return String(this.rv);
   }
@@ -122,7 +129,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     if (method !== "GET") throw new Error(`the informer only lists, not ${method}`);
     this.lists.push({ path, query: options.query, at: Date.now() });
-    const err = this.listErrors.shift();
+    const err =
+      this.listErrors.shift() ??
+      (options.query?.continue ? this.continueErrors.shift() : undefined) ??
+      (options.query?.limit === undefined ? this.unpagedErrors.shift() : undefined);
     if (err) throw err;
     const fieldSelector = options.query?.fieldSelector;
     const items = [...this.objects.values()].filter(
@@ -131,7 +141,10 @@ class FakeKube implements Pick<KubeClient, "request" | "watch"> {
     const start = Number(options.query?.continue ?? 0);
     const limit = Number(options.query?.limit ?? items.length);
     const next = start + limit < items.length ? String(start + limit) : undefined;
-    const page = { metadata: { resourceVersion: this.resourceVersion, continue: next }, items };
+    const page = {
+      metadata: { resourceVersion: this.listResourceVersion ?? this.resourceVersion, continue: next },
+      items,
+    };
     page.items = items.slice(start, start + limit);
     options.onBodyLength?.(JSON.stringify(page).length);
     return structuredClone(page) as T;
@@ -189,6 +202,7 @@ const running: Informer[] = [];
 function start(kube: FakeKube, options: Partial<InformerOptions> = {}) {
   const recorder = new Recorder();
   const signals: string[] = [];
+  const reasons: string[] = [];
   const informer = new Informer({
     client: kube,
     resource: configMaps,
@@ -196,13 +210,16 @@ function start(kube: FakeKube, options: Partial<InformerOptions> = {}) {
     minBackoffMs: 100,
     maxBackoffMs: 1_000,
     watchdogMs: 10_000,
-    onSignal: (s) => signals.push(s),
+    onSignal: (s, r) => {
+      signals.push(s);
+      reasons.push(`${s}:${r}`);
+    },
     ...options,
   });
   informer.addListener(recorder);
   informer.start();
   running.push(informer);
-  return { informer, recorder, signals };
+  return { informer, recorder, signals, reasons };
 }
 
 /** Starts an informer and waits until its first watch is open. */
@@ -426,7 +443,7 @@ describe("Informer: 410 Gone relists, and a relist tells only what differs", () 
     kube.put("same"); // 101
     kube.put("gone"); // 102
     kube.put("changed"); // 103
-    const { informer, recorder, signals } = await startWatching(kube);
+    const { informer, recorder, signals, reasons } = await startWatching(kube);
     recorder.events.length = 0;
     recorder.states.length = 0;
 
@@ -447,6 +464,85 @@ describe("Informer: 410 Gone relists, and a relist tells only what differs", () 
     expect(kube.last.query).toMatchObject({ resourceVersion: "106" });
     // The first list is not a relist; the one after 410 Gone is.
     expect(signals).toEqual(["expired", "relist"]);
+    expect(reasons).toEqual(["expired:watch-expired", "relist:watch-expired"]);
+  });
+});
+
+describe("Informer: a relist answered by a cache a little behind", () => {
+  it("keeps what the cache here holds newer than the list, tells nothing of it, and watches from the list", async () => {
+    const kube = new FakeKube();
+    const a1 = kube.put("a"); // 101
+    kube.put("b"); // 102
+    const { informer, recorder } = await startWatching(kube);
+    kube.last.send("MODIFIED", kube.put("a", { v: 2 })); // 103
+    kube.last.send("ADDED", kube.put("c")); // 104
+    recorder.events.length = 0;
+    // The server's next answer is as of 102: a as it was, c not yet there.
+    kube.objects.set("team-a/a", a1);
+    kube.objects.delete("team-a/c");
+    kube.listResourceVersion = "102";
+    kube.last.fail(new ApiError("GET", kube.last.path, 410, "Expired", "too old"));
+    await until("the relist's watch", () => kube.watches.length === 2);
+    expect(recorder.events).toEqual([]);
+    expect(informer.get("team-a", "a")?.metadata?.resourceVersion).toBe("103");
+    expect(informer.get("team-a", "c")?.metadata?.resourceVersion).toBe("104");
+    expect(kube.last.query).toMatchObject({ resourceVersion: "102" });
+  });
+});
+
+describe("Informer: a paged list whose continue token expired", () => {
+  const expired = () =>
+    new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 410, "Expired", "continue too old");
+
+  it("lists again at once in one unpaged request, counted as expired (list-expired), not as an error", async () => {
+    const kube = new FakeKube();
+    for (let i = 0; i < 30; i++) kube.put(`cm-${i}`);
+    kube.continueErrors = [expired()];
+    const { informer, recorder, reasons } = start(kube);
+
+    // No backoff timer has to fire: the list starts again at once.
+    await until("the watch after the second list", () => kube.watches.length === 1);
+    expect(kube.lists.map((l) => ({ limit: l.query?.limit, continue: l.query?.continue }))).toEqual([
+      { limit: 10, continue: undefined },
+      { limit: expect.any(Number), continue: "10" },
+      { limit: undefined, continue: undefined }, // unpaged: no continue token to expire
+    ]);
+    expect(kube.lists[2]!.query?.resourceVersion).toBe("0"); // from the watch cache as it is
+    expect(reasons).toEqual(["expired:list-expired", "relist:list-expired"]);
+    // Listeners heard the complete list once, nothing of the list that was cut short.
+    expect(recorder.events).toHaveLength(30);
+    expect(informer.size).toBe(30);
+    expect(informer.state).toEqual({ phase: "Synced" });
+  });
+
+  it("the next relist is paged again, and an unpaged list that fails backs off as an error", async () => {
+    const kube = new FakeKube();
+    for (let i = 0; i < 30; i++) kube.put(`cm-${i}`);
+    const { reasons } = await startWatching(kube, { pageSize: 10 });
+    // Relist (paged) -> its second page expires -> unpaged, which the server cuts off.
+    kube.continueErrors = [expired()];
+    kube.unpagedErrors = [Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" })];
+    kube.last.fail(new ApiError("GET", kube.last.path, 410, "Expired", "too old"));
+    // Pages of 10: the first list is three; the relist's second page expires.
+    const unpaged = (l: ListCall) => l.query?.limit === undefined;
+    await until("the unpaged list", () => kube.lists.some(unpaged));
+    await quiesce();
+    expect(kube.lists.length).toBe(6); // waiting out the backoff, not listing again at once
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch after the list that followed the backoff", () => kube.watches.length === 2);
+    expect(kube.lists.map((l) => (unpaged(l) ? "unpaged" : "page"))).toEqual([
+      ...["page", "page", "page"],
+      ...["page", "page", "unpaged"],
+      ...["page", "page", "page"],
+    ]);
+    expect(reasons).toEqual([
+      "expired:watch-expired",
+      "relist:watch-expired",
+      "expired:list-expired",
+      "relist:list-expired",
+      "error:connection",
+      "relist:connection",
+    ]);
   });
 });
 
@@ -568,6 +664,44 @@ describe("Informer: failures", () => {
       expect(informer.state).toEqual({ phase: "Synced" });
       await informer.stop();
     }
+  });
+
+  it("a 429 waits at least the Retry-After the server gave, jittered upwards by up to a half", async () => {
+    jest.spyOn(Math, "random").mockReturnValue(0.5);
+    const kube = new FakeKube();
+    kube.listErrors = [
+      new ApiError("GET", "/api/v1/namespaces/team-a/configmaps", 429, "TooManyRequests", "slow down", 4_000),
+    ];
+    const { reasons } = start(kube, { minBackoffMs: 100, maxBackoffMs: 1_000 });
+    await until("the first list", () => kube.lists.length === 1);
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch", () => kube.watches.length === 1);
+    // Over maxBackoffMs: the server's word wins over the informer's own cap.
+    expect(kube.lists[1]!.at - kube.lists[0]!.at).toBe(4_000 + 0.5 * 2_000);
+    expect(reasons).toEqual(["error:throttled", "relist:throttled"]);
+  });
+
+  it("a watch refused with 429 opens again from the same resourceVersion after the wait, without a relist", async () => {
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const kube = new FakeKube();
+    kube.put("a");
+    const { reasons } = await startWatching(kube, { minBackoffMs: 100, maxBackoffMs: 1_000 });
+    const refused = (w: FakeWatch) =>
+      w.fail(new ApiError("GET", w.path, 429, "TooManyRequests", "storage is (re)initializing", 1_000));
+    refused(kube.last);
+    await quiesce();
+    expect(kube.watches).toHaveLength(1); // waiting as told
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the watch opened again", () => kube.watches.length === 2);
+    expect(kube.last.query).toMatchObject({ resourceVersion: kube.resourceVersion });
+    // Refused again: the wait grows from the server's (never under it).
+    refused(kube.last);
+    await quiesce();
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the third watch", () => kube.watches.length === 3);
+    expect(kube.watches[2]!.query).toMatchObject({ resourceVersion: kube.resourceVersion });
+    expect(kube.lists).toHaveLength(1);
+    expect(reasons).toEqual(["error:throttled", "error:throttled"]);
   });
 
   it("real jitter: every wait is within [base/2, base], never over maxBackoffMs", async () => {

@@ -9,9 +9,16 @@
  * decoded as its page arrives and the page then dropped, and a watch event costs its decode.
  *
  * Supervision, because a watch in Node dies or stalls without a word:
- * - an error backs off with full jitter and relists (the cache keeps serving meanwhile: a
- *   dropped watch never clears what was known);
+ * - an error backs off with full jitter (at least the `Retry-After` of a 429) and relists (the
+ *   cache keeps serving meanwhile: a dropped watch never clears what was known); a watch refused
+ *   with 429 reopens from its resourceVersion after the wait instead, without a relist;
  * - 410 Gone (resourceVersion compacted) relists at once;
+ * - a paged list whose continue token expired before its last page (410 Expired: the list took
+ *   longer than the server's compaction interval) lists again at once, in one unpaged request
+ *   (no continue token to expire, answered from the API server's watch cache at
+ *   resourceVersion 0), as client-go's pager and reflector do;
+ * - every restart carries a reason from a fixed set (restart-reason.ts), given to `onSignal`
+ *   and logged with the resource, so a restart says why without its values;
  * - a watchdog closes a watch that has been silent for `watchdogMs` (bookmarks count as
  *   traffic) and re-opens it from the last resourceVersion;
  * - a relist tells listeners only what differs from the cache, so nothing unchanged looks new;
@@ -33,11 +40,19 @@ import type { InformerEvent, InformerListener, InformerOptions, InformerState } 
 import { ListPager } from "./list-pager.ts";
 import { compareResourceVersions, ObjectStore, type Cached } from "./object-store.ts";
 import { planRefreshReads, RefreshQueue, type RefreshTarget } from "./refresh.ts";
+import {
+  classifyFailure,
+  ListExpired,
+  signalOf,
+  WatchEventError,
+  type RestartReason,
+} from "./restart-reason.ts";
 import { Expired, watchRound } from "./watch-round.ts";
 
 export type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
 export { compareResourceVersions, objectKey, type Cached } from "./object-store.ts";
 export type { RefreshTarget } from "./refresh.ts";
+export { RESTART_REASONS, type InformerSignal, type RestartReason } from "./restart-reason.ts";
 
 /** Drops what nobody reads and everybody pays for. */
 function slim(obj: KubeObject): KubeObject {
@@ -57,6 +72,10 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly labelSelector: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
   private listsStarted = 0;
+  /** Why the next list is a relist (the last restart's reason). */
+  private restartReason: RestartReason = "other";
+  /** The next list is one unpaged request: the last one's continue token expired. */
+  private unpagedNext = false;
   private readonly decode: (obj: KubeObject) => T;
   private readonly confirmGone: (() => Promise<boolean>) | undefined;
   private readonly watchTimeoutSeconds: [number, number];
@@ -99,12 +118,13 @@ export class Informer<T extends Cached = KubeObject> {
       readRound: (targets) => this.refreshRound(targets),
       isRunning: () => this.running,
       onFailure: (err, failures) => {
-        this.onSignal?.("error");
+        const reason = classifyFailure(err);
+        this.onSignal?.(signalOf(reason), reason);
         this.logger.warn(
-          { path: this.path, err: asError(err).message },
+          { resource: this.describe(), reason, err: safeMessage(err, reason) },
           "refresh read failed; retrying with backoff",
         );
-        return this.backoff(failures);
+        return this.backoff(failures, err);
       },
     });
   }
@@ -188,24 +208,67 @@ export class Informer<T extends Cached = KubeObject> {
       try {
         await this.relist();
         failures = 0;
-        while (this.running) await this.watchOnce();
+        await this.watchLoop();
       } catch (err) {
         if (!this.running) break;
+        const reason = err instanceof Expired ? "watch-expired" : classifyFailure(err);
+        this.restartReason = reason;
+        this.onSignal?.(signalOf(reason), reason);
+        // Only the two expiries known for what they are skip the backoff: a 410 from anywhere
+        // else (a proxy answering every list so) is a failure like any other, never a hot loop.
         if (err instanceof Expired) {
-          this.onSignal?.("expired");
-          this.logger.info({ path: this.path }, "watch resourceVersion expired (410 Gone): relisting");
+          this.logger.info(
+            { path: this.path, resource: this.describe(), reason },
+            "watch resourceVersion expired (410 Gone): relisting",
+          );
+          continue;
+        }
+        if (err instanceof ListExpired) {
+          // The list took longer than the server keeps a continue token: start again at once, in
+          // one request that has none. Not a fault of the server's (no backoff, not an error);
+          // the next list is paged again, so an unpaged list that fails is never repeated at once.
+          this.unpagedNext = true;
+          this.logger.warn(
+            { path: this.path, resource: this.describe(), reason },
+            "list continue token expired (410) before the last page: listing again in one request",
+          );
           continue;
         }
         failures++;
-        this.onSignal?.("error");
-        await this.noteFailure(err);
-        await this.sleep(this.backoff(failures));
+        await this.noteFailure(err, reason);
+        await this.sleep(this.backoff(failures, err));
       }
     }
   }
 
-  private async noteFailure(err: unknown): Promise<void> {
-    const message = asError(err).message;
+  /**
+   * Watches until a watch fails. A watch the server turned away with 429 (API Priority and
+   * Fairness, or its watch cache re-initializing: "storage is (re)initializing") did nothing: it
+   * is opened again from the same resourceVersion after the wait the server asked for (and the
+   * backoff), not answered with a relist of everything. A version the cache no longer has then
+   * gets 410 Gone, which relists.
+   */
+  private async watchLoop(): Promise<void> {
+    let refused = 0;
+    while (this.running) {
+      try {
+        await this.watchOnce();
+        refused = 0;
+      } catch (err) {
+        if (!isApiError(err, 429) || !this.running) throw err;
+        refused++;
+        this.onSignal?.("error", "throttled");
+        this.logger.warn(
+          { path: this.path, resource: this.describe(), reason: "throttled" },
+          "watch refused (429): opening it again from the same resourceVersion after the wait",
+        );
+        await this.sleep(this.backoff(refused, err));
+      }
+    }
+  }
+
+  private async noteFailure(err: unknown, reason: RestartReason): Promise<void> {
+    const message = safeMessage(err, reason);
     // 403 only: a 401 is a credential that expired or rotated, not access withdrawn, and under
     // the contract a refusal withdraws values (the client reloads credentials on its own).
     if (isApiError(err, 403)) {
@@ -226,7 +289,10 @@ export class Informer<T extends Cached = KubeObject> {
     }
     // Anything else (and a 404 not confirmed) is transient: keep the cache and the state, so
     // no value flaps.
-    this.logger.warn({ path: this.path, err: message }, "list/watch failed; retrying with backoff");
+    this.logger.warn(
+      { path: this.path, resource: this.describe(), reason, err: message },
+      "list/watch failed; retrying with backoff",
+    );
   }
 
   private describe(): string {
@@ -235,9 +301,17 @@ export class Informer<T extends Cached = KubeObject> {
     return this.namespace ? `${gr} in namespace ${this.namespace}` : gr;
   }
 
-  /** Full jitter: a random wait in [base/2, base], base doubling per failure up to the cap. */
-  private backoff(failures: number): number {
-    return jittered(backoffDelay(failures - 1, { baseMs: this.minBackoffMs, maxMs: this.maxBackoffMs }));
+  /**
+   * Full jitter: a random wait in [base/2, base], base doubling per failure up to the cap; never
+   * less than the `Retry-After` a 429 or 5xx gave (itself jittered upwards, by up to a half, so
+   * the informers a throttled server turned away together do not come back together).
+   */
+  private backoff(failures: number, err?: unknown): number {
+    const wait = jittered(
+      backoffDelay(failures - 1, { baseMs: this.minBackoffMs, maxMs: this.maxBackoffMs }),
+    );
+    const after = isApiError(err) ? err.retryAfterMs : undefined;
+    return after === undefined ? wait : Math.max(wait, after + Math.random() * (after / 2));
   }
 
   private sleep(ms: number): Promise<void> {
@@ -254,24 +328,35 @@ export class Informer<T extends Cached = KubeObject> {
   private async relist(): Promise<void> {
     // The first list is the informer starting, not a relist: the counter is a restart signal,
     // and counting every start made each new source informer look like a restart.
-    if (this.listsStarted++ > 0) this.onSignal?.("relist");
+    if (this.listsStarted++ > 0) this.onSignal?.("relist", this.restartReason);
     const fresh = new ObjectStore<T>();
-    const resourceVersion = await this.pager.list(this.path, { labelSelector: this.labelSelector }, (item) =>
-      fresh.set(item),
+    const unpaged = this.unpagedNext;
+    this.unpagedNext = false;
+    const resourceVersion = await this.pager.list(
+      this.path,
+      { labelSelector: this.labelSelector, unpaged },
+      (item) => fresh.set(item),
     );
     if (resourceVersion === undefined) return;
 
-    // Tell listeners only what differs from what they were told before.
+    // Tell listeners only what differs from what they were told before. An unpaged list is
+    // answered from the watch cache as it is, maybe a little behind what the cache here holds:
+    // what the cache holds newer than the list stays (the watch from the list's version brings
+    // whatever happened to it since), so nothing goes back in time or vanishes for a moment.
     const previous = this.store;
     this.store = fresh;
     this.resourceVersion = resourceVersion;
     for (const obj of fresh.values()) {
       const old = previous.getLike(obj);
       if (!old) this.emit({ type: "ADDED", object: obj, old: undefined });
+      else if (compareResourceVersions(old.metadata?.resourceVersion, obj.metadata?.resourceVersion) > 0)
+        fresh.set(old);
       else if (!this.same(old, obj)) this.emit({ type: "MODIFIED", object: obj, old });
     }
     for (const old of previous.values()) {
-      if (!fresh.getLike(old)) this.emit({ type: "DELETED", object: old, old });
+      if (fresh.getLike(old)) continue;
+      if (compareResourceVersions(old.metadata?.resourceVersion, resourceVersion) > 0) fresh.set(old);
+      else this.emit({ type: "DELETED", object: old, old });
     }
     if (this.current.phase !== "Synced") this.setState({ phase: "Synced" });
   }
@@ -327,9 +412,9 @@ export class Informer<T extends Cached = KubeObject> {
       isRunning: () => this.running,
     });
     if (outcome === "silent") {
-      this.onSignal?.("watchdog");
+      this.onSignal?.("watchdog", "watchdog");
       this.logger.warn(
-        { path: this.path, silentMs: this.watchdogMs },
+        { path: this.path, resource: this.describe(), reason: "watchdog", silentMs: this.watchdogMs },
         "watch was silent past the watchdog window: reopening",
       );
     }
@@ -363,9 +448,7 @@ export class Informer<T extends Cached = KubeObject> {
       case "ERROR": {
         const status = raw as { code?: number; reason?: string; message?: string };
         if (status.code === 410 || status.reason === "Expired" || status.reason === "Gone") return "expired";
-        throw new Error(
-          `watch ${this.path} sent an error: ${status.code ?? ""} ${status.reason ?? ""}`.trim(),
-        );
+        throw new WatchEventError(this.path, status.code, status.reason);
       }
       default:
         return undefined;
@@ -398,4 +481,13 @@ export class Informer<T extends Cached = KubeObject> {
     if (this.current.phase === "Pending" && this.running) return;
     for (const resolve of this.syncedWaiters.splice(0)) resolve();
   }
+}
+
+/**
+ * An error's message for a log, unless it may quote what the server sent: a decode error's
+ * message can hold a piece of the body (JSON.parse quotes it), so only its name is kept.
+ */
+function safeMessage(err: unknown, reason: RestartReason): string {
+  const e = asError(err);
+  return reason === "decode" ? e.name : e.message;
 }

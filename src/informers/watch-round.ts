@@ -4,6 +4,7 @@
  * that ends at once with nothing on it is an error, so the caller's backoff applies.
  */
 import { isApiError, type KubeClient, type WatchEvent } from "../kube/client.ts";
+import { WatchEndedEarly } from "./restart-reason.ts";
 
 /** The watch's resourceVersion was compacted (410 Gone): relist. */
 export class Expired extends Error {}
@@ -75,7 +76,7 @@ export async function watchRound(options: WatchRoundOptions): Promise<"ended" | 
   // A watch the server (or a proxy) ends at once, with nothing on it, would otherwise be
   // reopened in a hot loop: treat it as an error, so the backoff applies (client-go does too).
   if (!silent && options.isRunning() && events === 0 && performance.now() - openedAt < 1000) {
-    throw new Error(`watch ${options.path} ended immediately without an event`);
+    throw new WatchEndedEarly(options.path);
   }
   return silent ? "silent" : "ended";
 }

@@ -13,6 +13,11 @@ export class ApiError extends Error {
   readonly statusReason: string | undefined;
   readonly method: string;
   readonly path: string;
+  /**
+   * How long the server asked to wait before trying again (`Status.details.retryAfterSeconds`
+   * of a 429 or a 504, at most a minute), when it said so.
+   */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     method: string,
@@ -20,6 +25,7 @@ export class ApiError extends Error {
     statusCode: number,
     statusReason: string | undefined,
     message: string,
+    retryAfterMs?: number,
   ) {
     super(`${method} ${path}: ${statusCode}${statusReason ? ` ${statusReason}` : ""}: ${message}`);
     this.name = "ApiError";
@@ -27,6 +33,7 @@ export class ApiError extends Error {
     this.statusReason = statusReason;
     this.method = method;
     this.path = path;
+    this.retryAfterMs = retryAfterMs;
   }
 }
 
@@ -67,12 +74,20 @@ export function headerReader(headers: Record<string, string | string[] | undefin
 export function toApiError(method: string, path: string, statusCode: number, body: string): ApiError {
   let reason: string | undefined;
   let message = body.slice(0, 500);
+  let retryAfterMs: number | undefined;
   try {
-    const status = JSON.parse(body) as { reason?: string; message?: string };
+    const status = JSON.parse(body) as {
+      reason?: string;
+      message?: string;
+      details?: { retryAfterSeconds?: unknown };
+    };
     reason = status.reason;
     if (typeof status.message === "string") message = status.message;
+    const seconds = status.details?.retryAfterSeconds;
+    if (typeof seconds === "number" && Number.isFinite(seconds) && seconds > 0)
+      retryAfterMs = Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
   } catch {
     // not a Status: keep the start of the text
   }
-  return new ApiError(method, path, statusCode, reason, message);
+  return new ApiError(method, path, statusCode, reason, message, retryAfterMs);
 }

@@ -105,7 +105,7 @@ export function buildController(options: BuildOptions): Built {
       allowSecrets: options.allowSecrets ?? false,
       denyKinds: options.denyKinds ?? [],
     }),
-    onInformerSignal: (signal) => metrics.informerSignals.labels(signal).inc(),
+    onInformerSignal: (signal, reason) => metrics.informerSignals.labels(signal, reason).inc(),
   };
   resolverOptions.discovery = discovery;
   copyDefined(resolverOptions, options, [

@@ -344,6 +344,9 @@ export class ReferableController {
       resource: REFERABLE_RESOURCE,
       logger: this.logger,
       decode,
+      // The Referables' own informer counts in the restart metric too: at 100,000 its list is
+      // the largest the controller makes.
+      onSignal: (signal, reason) => this.options.metrics?.informerSignals.labels(signal, reason).inc(),
     };
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;

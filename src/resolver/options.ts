@@ -4,6 +4,7 @@
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { SourceCache } from "../informers/source-cache.ts";
+import type { InformerSignal, RestartReason } from "../informers/restart-reason.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import type { Logger } from "../log.ts";
@@ -65,8 +66,8 @@ export interface ResolverOptions {
   watchCustomResourceDefinitions?: boolean;
   /** First and longest retry of a reference whose kind is not found. @default [1000, 60000] */
   kindRetryMs?: [number, number];
-  /** Counts informer signals, for metrics. */
-  onInformerSignal?: (signal: "relist" | "watchdog" | "error" | "expired") => void;
+  /** Counts informer restarts by signal and reason, for metrics (see `InformerOptions.onSignal`). */
+  onInformerSignal?: (signal: InformerSignal, reason: RestartReason) => void;
   /**
    * The worker threads transforms run in, off the event loop, and their limits: each evaluation
    * has a deadline (`timeoutMs`, CPU time of its worker) and each worker a heap ceiling
