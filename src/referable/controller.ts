@@ -25,11 +25,12 @@ import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
 import { expandStatus } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
+import { ReferableCounts } from "./counts.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
 import { projectReferable, readsOf } from "./spec.ts";
 import { ReferableStates } from "./state.ts";
-import { readyCondition, statusEquals } from "./status.ts";
+import { statusEquals } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
 
 /** Options for {@link ReferableController}. */
@@ -102,6 +103,8 @@ export class ReferableController {
   /** The Referable cache's string pool, for the compact records of a bucket given back. */
   private pool: StringPool | undefined;
   private cacheStarted = false;
+  /** What a scrape reports of the cache, kept from its events (counts.ts). */
+  private readonly counts: ReferableCounts;
 
   constructor(options: ReferableControllerOptions) {
     this.options = options;
@@ -110,6 +113,7 @@ export class ReferableController {
       this.runtime.enqueue(name),
     );
     const shards = options.shards;
+    this.counts = new ReferableCounts(shards);
     const reconciler = shards ? shards.wrap(this.reconciler()) : this.reconciler();
     const runtime: ConstructorParameters<typeof Controller>[0] = {
       name: NAME,
@@ -183,9 +187,7 @@ export class ReferableController {
   countOwned(): number {
     const shards = this.options.shards;
     if (!shards && !this.leadership.leading) return 0;
-    let owned = 0;
-    for (const obj of this.informer.list()) if (!shards || shards.admits(obj.metadata?.name ?? "")) owned++;
-    return owned;
+    return shards ? this.counts.inBuckets(shards.held) : this.informer.size;
   }
 
   /** A bucket is served from now on: subscribe its Referables (in one go, as at start) and queue them. */
@@ -222,12 +224,7 @@ export class ReferableController {
 
   /** Referables by their Ready reason, for the gauge. */
   countByReason(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const obj of this.informer.list()) {
-      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
-      counts.set(reason, (counts.get(reason) ?? 0) + 1);
-    }
-    return counts;
+    return this.counts.byReason();
   }
 
   /**
@@ -350,7 +347,10 @@ export class ReferableController {
     const informer = new Informer(options);
     this.pool = pool;
     informer.addListener({
-      onEvent: (event) => this.onEvent(event),
+      onEvent: (event) => {
+        this.counts.apply(event);
+        this.onEvent(event);
+      },
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
         // Subscribe every Referable in one go, before any source list returns: the source cache
