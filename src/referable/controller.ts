@@ -32,6 +32,7 @@ import { projectReferable, readsOf } from "./spec.ts";
 import { ReferableStates } from "./state.ts";
 import { statusEquals } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
+import { parseReferableEvent } from "./watch-line.ts";
 
 /** Options for {@link ReferableController}. */
 export interface ReferableControllerOptions {
@@ -341,6 +342,10 @@ export class ReferableController {
       resource: REFERABLE_RESOURCE,
       logger: this.logger,
       decode,
+      // What decode never keeps is never parsed: managedFields of a listed Referable, and of a
+      // watch event everything but what decode keeps (a spec unchanged not even that).
+      itemFilter: { dropManagedFields: () => true },
+      parseEvent: (line) => parseReferableEvent(line, (name) => informer.get(undefined, name)),
     };
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
@@ -397,7 +402,7 @@ export class ReferableController {
   private follow(event: InformerEvent): void {
     const obj = event.object as unknown as Referable;
     const name = obj.metadata?.name;
-    if (!name) return;
+    if (!name || unchangedEdges(event)) return;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
     // A key whose owner changed: its claimants look again (the new owner writes it).
@@ -419,6 +424,24 @@ export class ReferableController {
   private flushGraph(reconciling: string | undefined): void {
     for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
   }
+}
+
+/**
+ * Whether a change leaves the graph's edges and the key ownership as they were: the same spec,
+ * labels and creation time (a status echo: the decode keeps the very spec and labels objects
+ * of the version it replaces when they are equal, see projectReferable).
+ */
+function unchangedEdges(event: InformerEvent): boolean {
+  const old = event.old;
+  if (event.type !== "MODIFIED" || old === undefined) return false;
+  const m = event.object.metadata;
+  const om = old.metadata;
+  return (
+    old.spec === event.object.spec &&
+    om?.labels === m?.labels &&
+    om?.creationTimestamp === m?.creationTimestamp &&
+    om?.uid === m?.uid
+  );
 }
 
 /** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
