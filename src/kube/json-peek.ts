@@ -103,7 +103,11 @@ function memberString(
  * Skipped values are only scanned for their end (strings, escapes, nesting), not validated: a
  * caller that must refuse what JSON.parse refuses parses the text whole.
  */
-export function walkObject(text: string, start: number, onMember: (key: string, at: number) => number): number {
+export function walkObject(
+  text: string,
+  start: number,
+  onMember: (key: string, at: number) => number,
+): number {
   let i = skipSpace(text, start);
   if (text.charCodeAt(i) !== OPEN_BRACE) return -1;
   i = skipSpace(text, i + 1);

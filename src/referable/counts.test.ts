@@ -8,7 +8,10 @@ function referable(name: string, status?: unknown): KubeObject {
 }
 
 const ready = (reason: unknown) => ({
-  conditions: [{ type: "Other", reason: "NotThis" }, { type: "Ready", status: "True", reason }],
+  conditions: [
+    { type: "Other", reason: "NotThis" },
+    { type: "Ready", status: "True", reason },
+  ],
 });
 
 /** What a scrape used to count by walking the cache. */
@@ -32,7 +35,14 @@ describe("ReferableCounts", () => {
     const served = new Set([1, 4, 6]);
     const counts = new ReferableCounts({ buckets, bucketOf: (name) => bucketOf(name, buckets) });
     const cache = new Map<string, KubeObject>();
-    const statuses = [undefined, ready("Available"), ready("SourceNotFound"), ready(7), { conditions: "odd" }, {}];
+    const statuses = [
+      undefined,
+      ready("Available"),
+      ready("SourceNotFound"),
+      ready(7),
+      { conditions: "odd" },
+      {},
+    ];
     // A fixed pseudo-random walk: the same every run.
     let seed = 7;
     const next = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
