@@ -1,5 +1,5 @@
 /** The public types of an `Informer`: its state, events, listeners and options. */
-import type { KubeClient, KubeObject } from "../kube/client.ts";
+import type { KubeClient, KubeObject, WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { ListItemFilter } from "../kube/list-stream.ts";
 import type { Logger } from "../log.ts";
@@ -57,6 +57,12 @@ export interface InformerOptions<T extends Cached = KubeObject> {
    * not keep, managedFields. @default managedFields dropped, with the default `decode`
    */
   itemFilter?: ListItemFilter;
+  /**
+   * Reads a watch event from its line of JSON in place of `JSON.parse`, for a `decode` that keeps
+   * part of each object: the parts it does not keep need never be parsed. Undefined for a line
+   * parses it whole. @default every line parsed whole
+   */
+  parseEvent?: (line: string) => WatchEvent | undefined;
   /**
    * Whether a relisted object tells listeners nothing new. @default equal resourceVersions
    */

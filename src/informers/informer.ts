@@ -77,6 +77,7 @@ export class Informer<T extends Cached = KubeObject> {
   /** The next list is one unpaged request: the last one's continue token expired. */
   private unpagedNext = false;
   private readonly decode: (obj: KubeObject) => T;
+  private readonly parseEvent: ((line: string) => WatchEvent | undefined) | undefined;
   private readonly confirmGone: (() => Promise<boolean>) | undefined;
   private readonly watchTimeoutSeconds: [number, number];
   private readonly same: (a: T, b: T) => boolean;
@@ -101,6 +102,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.minBackoffMs = options.minBackoffMs ?? 250;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.decode = options.decode ?? (slim as unknown as (obj: KubeObject) => T);
+    this.parseEvent = options.parseEvent;
     this.confirmGone = options.confirmGone;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
@@ -407,6 +409,7 @@ export class Informer<T extends Cached = KubeObject> {
       labelSelector: this.labelSelector,
       timeoutSeconds: this.watchTimeoutSeconds,
       watchdogMs: this.watchdogMs,
+      parseLine: this.parseEvent,
       onEvent: (event) => this.handle(event),
       setStop: (stop) => (this.stopWatch = stop),
       isRunning: () => this.running,

@@ -19,6 +19,8 @@ export interface WatchRoundOptions {
   timeoutSeconds: [number, number];
   /** A watch silent this long is closed. */
   watchdogMs: number;
+  /** Reads an event from its line in place of JSON.parse (see KubeClient.watch). */
+  parseLine?: ((line: string) => WatchEvent | undefined) | undefined;
   /** Handles one event; "expired" ends the watch as 410 Gone, a throw ends it as an error. */
   onEvent: (event: WatchEvent) => "expired" | undefined;
   /** Given a function that closes the watch when it opens, and undefined when it has ended. */
@@ -53,6 +55,7 @@ export async function watchRound(options: WatchRoundOptions): Promise<"ended" | 
         stream.close();
       }
     },
+    options.parseLine,
   );
   const armWatchdog = () => {
     clearTimeout(watchdog);

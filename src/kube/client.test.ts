@@ -260,3 +260,36 @@ describe("retryAfter", () => {
     expect(retryAfter(code, h(header))).toBe(want);
   });
 });
+
+describe("KubeClient watches with parseLine", () => {
+  it("reads each line with parseLine, and parses it whole where parseLine gives undefined", async () => {
+    const s = await scriptedServer([
+      (res) => {
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.write('{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n{"type":"BOOKMARK",');
+        res.end('"object":{"metadata":{"resourceVersion":"9"}}}\n');
+      },
+    ]);
+    server = s.server;
+    client = clientOf(s.url);
+    const lines: string[] = [];
+    const events: unknown[] = [];
+    const stream = client.watch(
+      "/api/v1/configmaps",
+      {},
+      (event) => events.push(event),
+      (line) => {
+        lines.push(line);
+        return line.includes('"ADDED"')
+          ? { type: "ADDED", object: { metadata: { name: "cheap" } } }
+          : undefined;
+      },
+    );
+    await stream.done;
+    expect(lines).toHaveLength(2);
+    expect(events).toEqual([
+      { type: "ADDED", object: { metadata: { name: "cheap" } } },
+      { type: "BOOKMARK", object: { metadata: { resourceVersion: "9" } } },
+    ]);
+  });
+});

@@ -230,9 +230,16 @@ export class KubeClient {
 
   /**
    * Opens a watch (`?watch=true`) and calls `onEvent` for each event, in order. The stream has
-   * no timeout of its own: callers supervise it (see the informers' watchdog).
+   * no timeout of its own: callers supervise it (see the informers' watchdog). `parseLine`, when
+   * given, reads an event from its line of JSON in place of `JSON.parse` (for a caller that keeps
+   * part of each object); its undefined means the line is parsed whole.
    */
-  watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void): WatchStream {
+  watch(
+    path: string,
+    query: RequestOptions["query"],
+    onEvent: (event: WatchEvent) => void,
+    parseLine?: (line: string) => WatchEvent | undefined,
+  ): WatchStream {
     const controller = new AbortController();
     let closed = false;
     this.openWatches++;
@@ -265,9 +272,9 @@ export class KubeClient {
             pieces = [];
             pending = 0;
             if (!line) continue;
-            let event: WatchEvent;
+            let event: WatchEvent | undefined;
             try {
-              event = JSON.parse(line) as WatchEvent;
+              event = parseLine?.(line) ?? (JSON.parse(line) as WatchEvent);
             } catch (err) {
               throw new Error(`watch ${path}: the server sent a line that is not JSON`, { cause: err });
             }

@@ -1,4 +1,4 @@
-import { peekMetadataString, UNREADABLE } from "./json-peek.ts";
+import { onlySpaceFrom, peekMetadataString, skipValue, UNREADABLE, walkObject } from "./json-peek.ts";
 
 const referable = {
   apiVersion: "referable.dev/v1alpha1",
@@ -54,5 +54,42 @@ describe("peekMetadataString", () => {
     ["not JSON", "<html>"],
   ])("gives up on %s (the caller then parses it)", (_name, text) => {
     expect(peekMetadataString(text, "resourceVersion")).toBe(UNREADABLE);
+  });
+});
+
+describe("walkObject", () => {
+  /** The members as the walk sees them: each key and its value parsed from the span skipValue finds. */
+  function walk(text: string): Array<[string, unknown]> | -1 {
+    const seen: Array<[string, unknown]> = [];
+    const end = walkObject(text, 0, (key, at) => {
+      const valueEnd = skipValue(text, at);
+      if (valueEnd >= 0) seen.push([key, JSON.parse(text.slice(at, valueEnd))]);
+      return valueEnd;
+    });
+    return end < 0 || !onlySpaceFrom(text, end) ? -1 : seen;
+  }
+
+  it.each([
+    ["a Referable", JSON.stringify(referable)],
+    ["pretty", JSON.stringify(referable, null, 2)],
+    [
+      "escapes and brackets in strings",
+      JSON.stringify({ a: 'x\\"}]', b: ["\\", '\\"', "{"], c: { d: "\\\\" } }),
+    ],
+    ["numbers, booleans, null", '{"a":-1.5e-3,"b":true,"c":null,"d":[1,2]}'],
+    ["empty", "{}"],
+  ])("finds each member's value: %s", (_name, text) => {
+    expect(walk(text)).toEqual(Object.entries(JSON.parse(text) as object));
+  });
+
+  it.each([
+    ["not an object", "[1]"],
+    ["an escaped key", '{"a\\u0062":1}'],
+    ["a string left open", '{"a":"b}'],
+    ["an object left open", '{"a":{"b":1}'],
+    ["a missing colon", '{"a" 1}'],
+    ["a missing comma", '{"a":1 "b":2}'],
+  ])("refuses %s", (_name, text) => {
+    expect(walk(text)).toBe(-1);
   });
 });

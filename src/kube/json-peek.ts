@@ -93,13 +93,61 @@ function memberString(
   }
 }
 
+/**
+ * Walks the members of the JSON object that starts at `start` (its `{`) in one pass: `onMember`
+ * is told each key and where its value starts, and returns where the value ends: it reads the
+ * value (or descends into it), or hands it to {@link skipValue}; -1 for a value it refuses.
+ * Returns where the object ends, or -1 when the text there is not such an object, a key has an
+ * escape (it may spell one the caller looks for), or `onMember` refused.
+ *
+ * Skipped values are only scanned for their end (strings, escapes, nesting), not validated: a
+ * caller that must refuse what JSON.parse refuses parses the text whole.
+ */
+export function walkObject(
+  text: string,
+  start: number,
+  onMember: (key: string, at: number) => number,
+): number {
+  let i = skipSpace(text, start);
+  if (text.charCodeAt(i) !== OPEN_BRACE) return -1;
+  i = skipSpace(text, i + 1);
+  if (text.charCodeAt(i) === CLOSE_BRACE) return i + 1;
+  for (;;) {
+    const keyEnd = stringEnd(text, i);
+    if (keyEnd < 0) return -1;
+    const key = text.slice(i + 1, keyEnd);
+    if (key.includes("\\")) return -1;
+    i = skipSpace(text, keyEnd + 1);
+    if (text.charCodeAt(i) !== COLON) return -1;
+    const end = onMember(key, skipSpace(text, i + 1));
+    if (end < 0) return -1;
+    i = skipSpace(text, end);
+    const c = text.charCodeAt(i);
+    if (c === CLOSE_BRACE) return i + 1;
+    if (c !== COMMA) return -1;
+    i = skipSpace(text, i + 1);
+  }
+}
+
+/** Just past the JSON value starting at `i` (scanned, not validated), or -1 when the text ends first. */
+export function skipValue(text: string, i: number): number {
+  return valueEnd(text, i);
+}
+
+/** Whether only whitespace follows `from` in `text`. */
+export function onlySpaceFrom(text: string, from: number): boolean {
+  return skipSpace(text, from) === text.length;
+}
+
 /** Where the string starting at `i` (its opening quote) closes, or -1. */
 function stringEnd(text: string, i: number): number {
   if (text.charCodeAt(i) !== QUOTE) return -1;
-  for (let j = i + 1; j < text.length; j++) {
-    const c = text.charCodeAt(j);
-    if (c === QUOTE) return j;
-    if (c === BACKSLASH) j++;
+  // To the next quote at once (most of a Referable's text is strings), then back over the
+  // backslashes before it: an odd number escapes it.
+  for (let q = text.indexOf('"', i + 1); q >= 0; q = text.indexOf('"', q + 1)) {
+    let b = q - 1;
+    while (b > i && text.charCodeAt(b) === BACKSLASH) b--;
+    if ((q - 1 - b) % 2 === 0) return q;
   }
   return -1;
 }

@@ -25,12 +25,14 @@ import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
 import { expandStatus } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
+import { ReferableCounts } from "./counts.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
 import { projectReferable, readsOf } from "./spec.ts";
 import { ReferableStates } from "./state.ts";
-import { readyCondition, statusEquals } from "./status.ts";
+import { statusEquals } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
+import { parseReferableEvent } from "./watch-line.ts";
 
 /** Options for {@link ReferableController}. */
 export interface ReferableControllerOptions {
@@ -102,6 +104,8 @@ export class ReferableController {
   /** The Referable cache's string pool, for the compact records of a bucket given back. */
   private pool: StringPool | undefined;
   private cacheStarted = false;
+  /** What a scrape reports of the cache, kept from its events (counts.ts). */
+  private readonly counts: ReferableCounts;
 
   constructor(options: ReferableControllerOptions) {
     this.options = options;
@@ -110,6 +114,7 @@ export class ReferableController {
       this.runtime.enqueue(name),
     );
     const shards = options.shards;
+    this.counts = new ReferableCounts(shards);
     const reconciler = shards ? shards.wrap(this.reconciler()) : this.reconciler();
     const runtime: ConstructorParameters<typeof Controller>[0] = {
       name: NAME,
@@ -183,9 +188,7 @@ export class ReferableController {
   countOwned(): number {
     const shards = this.options.shards;
     if (!shards && !this.leadership.leading) return 0;
-    let owned = 0;
-    for (const obj of this.informer.list()) if (!shards || shards.admits(obj.metadata?.name ?? "")) owned++;
-    return owned;
+    return shards ? this.counts.inBuckets(shards.held) : this.informer.size;
   }
 
   /** A bucket is served from now on: subscribe its Referables (in one go, as at start) and queue them. */
@@ -222,12 +225,7 @@ export class ReferableController {
 
   /** Referables by their Ready reason, for the gauge. */
   countByReason(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const obj of this.informer.list()) {
-      const reason = readyCondition((obj as unknown as Referable).status)?.reason ?? "Pending";
-      counts.set(reason, (counts.get(reason) ?? 0) + 1);
-    }
-    return counts;
+    return this.counts.byReason();
   }
 
   /**
@@ -347,13 +345,20 @@ export class ReferableController {
       // The Referables' own informer counts in the restart metric too: at 100,000 its list is
       // the largest the controller makes.
       onSignal: (signal, reason) => this.options.metrics?.informerSignals.labels(signal, reason).inc(),
+      // What decode never keeps is never parsed: managedFields of a listed Referable, and of a
+      // watch event everything but what decode keeps (a spec unchanged not even that).
+      itemFilter: { dropManagedFields: () => true },
+      parseEvent: (line) => parseReferableEvent(line, (name) => informer.get(undefined, name)),
     };
     if (this.options.watchdogMs !== undefined) options.watchdogMs = this.options.watchdogMs;
     if (this.options.labelSelector) options.labelSelector = this.options.labelSelector;
     const informer = new Informer(options);
     this.pool = pool;
     informer.addListener({
-      onEvent: (event) => this.onEvent(event),
+      onEvent: (event) => {
+        this.counts.apply(event);
+        this.onEvent(event);
+      },
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);
         // Subscribe every Referable in one go, before any source list returns: the source cache
@@ -400,7 +405,7 @@ export class ReferableController {
   private follow(event: InformerEvent): void {
     const obj = event.object as unknown as Referable;
     const name = obj.metadata?.name;
-    if (!name) return;
+    if (!name || unchangedEdges(event)) return;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
     // A key whose owner changed: its claimants look again (the new owner writes it).
@@ -422,6 +427,24 @@ export class ReferableController {
   private flushGraph(reconciling: string | undefined): void {
     for (const changed of this.graph.flush()) if (changed !== reconciling) this.runtime.enqueue(changed);
   }
+}
+
+/**
+ * Whether a change leaves the graph's edges and the key ownership as they were: the same spec,
+ * labels and creation time (a status echo: the decode keeps the very spec and labels objects
+ * of the version it replaces when they are equal, see projectReferable).
+ */
+function unchangedEdges(event: InformerEvent): boolean {
+  const old = event.old;
+  if (event.type !== "MODIFIED" || old === undefined) return false;
+  const m = event.object.metadata;
+  const om = old.metadata;
+  return (
+    old.spec === event.object.spec &&
+    om?.labels === m?.labels &&
+    om?.creationTimestamp === m?.creationTimestamp &&
+    om?.uid === m?.uid
+  );
 }
 
 /** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
