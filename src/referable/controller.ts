@@ -23,7 +23,7 @@ import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
-import { expandStatus } from "./compact.ts";
+import { referableOf } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
@@ -421,12 +421,9 @@ export class ReferableController {
   }
 }
 
-/** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
+/** A cached Referable as the reconciler reads it: a compact record made whole, its skeleton status expanded (compact.ts). */
 function expandReferable(obj: KubeObject | undefined): Referable | undefined {
-  const referable = obj as unknown as Referable | undefined;
-  const digest = obj?.digest;
-  if (typeof digest !== "string" || !referable?.status) return referable;
-  return { ...referable, status: expandStatus(referable.status, digest) };
+  return referableOf(obj);
 }
 
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */
