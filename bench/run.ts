@@ -999,6 +999,20 @@ interface Cost {
   cpuSeconds: number;
   /** With --heap-snapshots: the heap reachable after a full GC (the snapshot's objects), MiB. */
   liveHeapMiB?: number;
+  /** V8's heap spaces, used / committed MiB each (`v8.getHeapSpaceStatistics()` as prom-client reads it). */
+  heapSpacesMiB: Record<string, { used: number; committed: number }>;
+}
+
+/** `used / committed` MiB of each V8 heap space, from prom-client's nodejs_heap_space_size_* series. */
+function heapSpaces(m: Map<string, number>): Record<string, { used: number; committed: number }> {
+  const out: Record<string, { used: number; committed: number }> = {};
+  for (const [key, value] of m) {
+    const found = /^nodejs_heap_space_size_(used|total)_bytes\{space="([a-z_]+)"\}$/.exec(key);
+    if (!found) continue;
+    const space = (out[found[2]!] ??= { used: 0, committed: 0 });
+    space[found[1] === "used" ? "used" : "committed"] = Number(mib(value));
+  }
+  return out;
 }
 
 /**
@@ -1044,6 +1058,7 @@ async function cost(c: Controller): Promise<Cost> {
     heapMiB: Number(mib(m.get("nodejs_heap_size_used_bytes") ?? NaN)),
     heapTotalMiB: Number(mib(m.get("nodejs_heap_size_total_bytes") ?? NaN)),
     externalMiB: Number(mib(m.get("nodejs_external_memory_bytes") ?? NaN)),
+    heapSpacesMiB: heapSpaces(m),
     watches: m.get("referable_watches_open") ?? NaN,
     informers: m.get("referable_source_informers") ?? NaN,
     cpuSeconds: await cpuSeconds(c.proc.pid!).catch(() => NaN),
@@ -2278,6 +2293,15 @@ async function scaleColdStart(
   log(`scale: ${replicas} replica(s) made ${n} Referables Ready in ${coldStartSeconds.toFixed(1)} s`);
   const costs = await Promise.all(controllers.map((c) => cost(c)));
   const metrics = await Promise.all(controllers.map((c) => scrape(c)));
+  // Where each replica's RSS goes: V8's spaces (used / committed) beside RSS, heap and external.
+  for (const c of costs)
+    log(
+      `scale: memory: RSS ${c.rssMiB} MiB, heap ${c.heapMiB} / ${c.heapTotalMiB} MiB, external ${c.externalMiB} MiB; spaces (used / committed MiB): ${Object.entries(
+        c.heapSpacesMiB,
+      )
+        .map(([space, v]) => `${space} ${v.used} / ${v.committed}`)
+        .join(", ")}`,
+    );
   log(`scale: propagation at 50 updates/s for ${phaseSeconds} s`);
   const prop = await measurePropagation(client, controllers[0]!, fx, watch, 50, phaseSeconds);
   alive(controllers);
@@ -2288,6 +2312,7 @@ async function scaleColdStart(
       return { ...sampled, rssMiB: Math.max(sampled.rssMiB, hwm) };
     }),
   );
+  log(`scale: peaks per replica: ${peak.map((p) => `RSS ${p.rssMiB} / heap ${p.heapMiB} MiB`).join("; ")}`);
   const overIdle = (c: Cost) => (c.heapMiB - baselineHeapMiB) * 1024 * 1024;
   const statusWrites = metrics.map((m) => sumOf(m, 'referable_status_writes_total{result="success"}'));
   const phase: ScalePhase = {

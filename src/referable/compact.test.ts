@@ -1,6 +1,15 @@
 import type { ReferableStatus } from "../api/referable.ts";
 import { StringPool } from "../informers/projection.ts";
-import { expandStatus, sameAsStored, statusDigest, summarizeStatus } from "./compact.ts";
+import {
+  compactReferable,
+  expandStatus,
+  isCompactReferable,
+  referableOf,
+  sameAsStored,
+  statusDigest,
+  summarizeStatus,
+  type CompactMeta,
+} from "./compact.ts";
 import { statusEquals } from "./status.ts";
 
 function status(overrides: Partial<ReferableStatus> = {}, since = "2026-01-01T00:00:00Z"): ReferableStatus {
@@ -97,5 +106,99 @@ describe("sameAsStored", () => {
     expect(sameAsStored(stored, status({ value: "w", text: "w" }), statusEquals)).toBe(false);
     expect(sameAsStored(status(), status({}, "2026-03-03T00:00:00Z"), statusEquals)).toBe(false);
     expect(sameAsStored(status(), status(), statusEquals)).toBe(true);
+  });
+});
+
+describe("compactReferable", () => {
+  const meta = (name: string, overrides: Partial<CompactMeta> = {}): CompactMeta => ({
+    name,
+    uid: `uid-${name}`,
+    resourceVersion: "123456",
+    generation: 1,
+    creationTimestamp: "2026-01-01T00:00:00Z",
+    labels: { team: "a" },
+    deletionTimestamp: undefined,
+    finalizers: undefined,
+    ...overrides,
+  });
+  const spec = (source: string) => ({
+    source: { apiVersion: "v1", kind: "ConfigMap", namespace: "a", name: source, fieldPath: "data.v" },
+  });
+
+  it("reads as the Referable it stands for: one object, its metadata itself, its status the skeleton with the digest", () => {
+    const summary = summarizeStatus(status(), 1, undefined)!;
+    const record = compactReferable(meta("r1"), spec("db"), summary, undefined);
+    expect(record.metadata).toBe(record);
+    expect(record.metadata?.resourceVersion).toBe("123456");
+    expect(record.spec).toEqual(spec("db"));
+    expect(record.status).toBe(summary.skeleton);
+    expect(record.digest).toBe(summary.digest);
+    expect(isCompactReferable(record)).toBe(true);
+    const whole = referableOf(record)!;
+    expect(isCompactReferable(whole)).toBe(false);
+    expect(whole).toEqual({
+      apiVersion: "referable.dev/v1alpha1",
+      kind: "Referable",
+      metadata: {
+        name: "r1",
+        uid: "uid-r1",
+        resourceVersion: "123456",
+        generation: 1,
+        creationTimestamp: "2026-01-01T00:00:00Z",
+        labels: { team: "a" },
+      },
+      spec: spec("db"),
+      status: summary.skeleton,
+    });
+    // Compared by digest, as a status expanded from a summary.
+    expect(sameAsStored(whole.status, status({}, "2026-03-03T00:00:00Z"), statusEquals)).toBe(true);
+    expect(sameAsStored(whole.status, status({ value: "w" }), statusEquals)).toBe(false);
+    // JSON (a log, a test's diff) never loops through metadata.
+    expect(JSON.parse(JSON.stringify(record))).toEqual({ ...whole, digest: summary.digest });
+  });
+
+  it("shares one frozen spec shape among records that differ in their source's name, and a spec of the same generation with the next version", () => {
+    const a = compactReferable(meta("r1"), spec("db-1"), undefined, undefined);
+    const b = compactReferable(meta("r2"), spec("db-2"), undefined, undefined);
+    expect((b.spec as ReturnType<typeof spec>).source.name).toBe("db-2");
+    const shapeOf = (r: object) => (r as unknown as { sharedSpec(): { shape: unknown } }).sharedSpec().shape;
+    expect(shapeOf(b)).toBe(shapeOf(a));
+    expect(Object.isFrozen(shapeOf(a))).toBe(true);
+    // The next version of r1 (same uid and generation) keeps its spec, whatever it is given.
+    const next = compactReferable(
+      meta("r1", { resourceVersion: "123457" }),
+      undefined,
+      undefined,
+      undefined,
+      a,
+    );
+    expect(next.spec).toEqual(spec("db-1"));
+    // Another generation, or another uid (deleted and made again), takes the new one.
+    for (const changed of [{ generation: 2 }, { uid: "other" }])
+      expect(compactReferable(meta("r1", changed), spec("db-9"), undefined, undefined, a).spec).toEqual(
+        spec("db-9"),
+      );
+  });
+
+  it("keeps what few records have, and resourceVersions that are no small decimal, as they are", () => {
+    const record = compactReferable(
+      meta("r1", { resourceVersion: "v-12", deletionTimestamp: "2026-02-02T00:00:00Z", finalizers: ["f"] }),
+      { source: { apiVersion: "referable.dev/v1alpha1", kind: "Referable", selector: {} } },
+      undefined,
+      undefined,
+    );
+    expect(record.metadata).toMatchObject({
+      resourceVersion: "v-12",
+      deletionTimestamp: "2026-02-02T00:00:00Z",
+      finalizers: ["f"],
+    });
+    expect(record.spec).toEqual({
+      source: { apiVersion: "referable.dev/v1alpha1", kind: "Referable", selector: {} },
+    });
+    expect(referableOf(record)!.status).toBeUndefined();
+    expect(
+      compactReferable(meta("r2", { resourceVersion: "99999999999" }), undefined, undefined, undefined)
+        .metadata?.resourceVersion,
+    ).toBe("99999999999");
   });
 });

@@ -17,11 +17,26 @@
  *
  * A status of a Referable that exports (`status.exports`, what the key and field outputs let go
  * of, or an Exported condition) is never summarised: it stays whole.
+ *
+ * The record is one object ({@link compactReferable}): a shard keeps 75,000 of them at 100,000
+ * Referables, so every field costs 600 KB. Its metadata is the record itself, its
+ * resourceVersion a number when it is a small decimal, what few records have (a deletion
+ * timestamp, finalizers) in an object only they pay for, and its spec a frozen shape shared by
+ * every spec alike but for the source's name, plus that name. Read it with {@link referableOf}
+ * (the reconciler does, through the controller's reader); the informer's listeners, the graph
+ * and the gauges read `metadata`, `spec` and `status` off it as off any projection.
  */
 import { createHash } from "node:crypto";
-import { READY, type Condition, type ReferableStatus } from "../api/referable.ts";
+import {
+  READY,
+  REFERABLE_API_VERSION,
+  type Condition,
+  type Referable,
+  type ReferableStatus,
+} from "../api/referable.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import type { StringPool } from "../informers/projection.ts";
+import type { KubeObject } from "../kube/client.ts";
 
 /**
  * What a replica keeps of the status of a Referable it does not serve; see the module comment.
@@ -46,7 +61,12 @@ export function statusDigest(status: ReferableStatus): string {
     normalized.conditions = status.conditions.map((c: unknown) => without(c, "lastTransitionTime"));
   if (Array.isArray(status.sources))
     normalized.sources = status.sources.map((s: unknown) => without(s, "resourceVersion"));
-  return createHash("sha256").update(stableStringify(normalized)).digest("base64url").slice(0, 20);
+  // 15 bytes are 20 characters: a string of its own (a slice of the whole digest would keep it).
+  return createHash("sha256")
+    .update(stableStringify(normalized))
+    .digest()
+    .subarray(0, 15)
+    .toString("base64url");
 }
 
 /** `entry` without `field`, when it is an object. */
@@ -178,3 +198,249 @@ export function internTime<T>(s: T, pool: StringPool | undefined): T {
 }
 
 const timePools = new WeakMap<StringPool, Map<string, string>>();
+
+/**
+ * What a compact record keeps of a Referable's metadata, its strings already shared by the
+ * caller (spec.ts pools labels and creation times).
+ */
+export interface CompactMeta {
+  readonly name: string;
+  readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
+  readonly generation: number | undefined;
+  readonly creationTimestamp: string | undefined;
+  readonly labels: Readonly<Record<string, string>> | undefined;
+  readonly deletionTimestamp: string | undefined;
+  readonly finalizers: readonly string[] | undefined;
+}
+
+/** A resourceVersion kept as a number when it is a small decimal (a Smi: no string per record). */
+const SMALL_DECIMAL = /^[1-9][0-9]{0,8}$/;
+
+/** The fields most records lack, in one object only the few that have them pay for. */
+interface Rare {
+  readonly deletionTimestamp: string | undefined;
+  readonly finalizers: readonly string[] | undefined;
+}
+
+/**
+ * The compact record itself: one object, its metadata the record (`metadata` is a getter
+ * returning it), the resourceVersion a number when it can be, and the spec split into a shared
+ * shape (every field but the source's name) and the source's name, put back together when read.
+ * Read it as a Referable with {@link referableOf}; its `spec` is made anew at every read (it is
+ * read when a bucket is taken over and when the spec changes, never per event of others).
+ */
+class CompactReferable {
+  readonly name: string;
+  readonly uid: string | undefined;
+  private readonly rv: number | string | undefined;
+  readonly generation: number | undefined;
+  readonly creationTimestamp: string | undefined;
+  readonly labels: Readonly<Record<string, string>> | undefined;
+  private readonly rare: Rare | undefined;
+  private readonly shape: unknown;
+  private readonly sourceName: string | undefined;
+  /** The skeleton status ({@link StatusSummary.skeleton}); undefined when none was written. */
+  readonly status: ReferableStatus | undefined;
+  /** The stored status's {@link statusDigest}; undefined with no status. */
+  readonly digest: string | undefined;
+
+  constructor(meta: CompactMeta, spec: SharedSpec, summary: StatusSummary | undefined) {
+    this.name = meta.name;
+    this.uid = meta.uid;
+    const rv = meta.resourceVersion;
+    this.rv = rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
+    this.generation = meta.generation;
+    this.creationTimestamp = meta.creationTimestamp;
+    this.labels = meta.labels;
+    this.rare =
+      meta.deletionTimestamp === undefined && meta.finalizers === undefined
+        ? undefined
+        : { deletionTimestamp: meta.deletionTimestamp, finalizers: meta.finalizers };
+    this.shape = spec.shape;
+    this.sourceName = spec.sourceName;
+    this.status = summary?.skeleton;
+    this.digest = summary?.digest;
+  }
+
+  get apiVersion(): string {
+    return REFERABLE_API_VERSION;
+  }
+
+  get kind(): string {
+    return "Referable";
+  }
+
+  get metadata(): this {
+    return this;
+  }
+
+  /** Cluster-scoped. */
+  get namespace(): undefined {
+    return undefined;
+  }
+
+  get resourceVersion(): string | undefined {
+    return typeof this.rv === "number" ? String(this.rv) : this.rv;
+  }
+
+  get deletionTimestamp(): string | undefined {
+    return this.rare?.deletionTimestamp;
+  }
+
+  get finalizers(): readonly string[] | undefined {
+    return this.rare?.finalizers;
+  }
+
+  get spec(): unknown {
+    return joinSpec(this.shape, this.sourceName);
+  }
+
+  /** The spec as kept, for the next version of the same spec to share. */
+  sharedSpec(): SharedSpec {
+    return { shape: this.shape, sourceName: this.sourceName };
+  }
+
+  /** As JSON, the Referable it stands for with its skeleton and digest (never a cycle through `metadata`). */
+  toJSON(): unknown {
+    return { ...plainOf(this), status: this.status, digest: this.digest };
+  }
+}
+
+/** A record's identity, metadata and spec as a plain object. */
+function plainOf(r: CompactReferable): Referable {
+  const metadata: Referable["metadata"] = { name: r.name };
+  if (r.uid !== undefined) metadata.uid = r.uid;
+  if (r.resourceVersion !== undefined) metadata.resourceVersion = r.resourceVersion;
+  if (r.generation !== undefined) metadata.generation = r.generation;
+  if (r.creationTimestamp !== undefined) metadata.creationTimestamp = r.creationTimestamp;
+  if (r.labels !== undefined) metadata.labels = r.labels as Record<string, string>;
+  if (r.deletionTimestamp !== undefined) metadata.deletionTimestamp = r.deletionTimestamp;
+  if (r.finalizers !== undefined) metadata.finalizers = [...r.finalizers];
+  return { apiVersion: r.apiVersion, kind: r.kind, metadata, spec: r.spec } as Referable;
+}
+
+/** A spec as a compact record keeps it: a shared frozen shape, and the source's own name. */
+interface SharedSpec {
+  readonly shape: unknown;
+  readonly sourceName: string | undefined;
+}
+
+/** Spec shapes pooled at most (past it the pool starts again), and the longest pooled (as JSON). */
+const SHAPES_MAX = 2000;
+const SHAPE_MAX_CHARS = 1024;
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * Spec shapes shared among Referables: most specs differ only in their source's name (a
+ * ConfigMap each, of one namespace, one fieldPath), so all but that name is one frozen object
+ * for all of them, made from its JSON (so its fields sit in the objects themselves).
+ */
+class SpecShapes {
+  private readonly shapes = new Map<string, unknown>();
+
+  share(spec: unknown): SharedSpec {
+    if (spec === undefined) return { shape: undefined, sourceName: undefined };
+    const source = isObject(spec) ? spec.source : undefined;
+    let sourceName: string | undefined;
+    let shape = spec;
+    if (isObject(source) && typeof source.name === "string") {
+      const { name, ...rest } = source;
+      sourceName = name;
+      shape = { ...(spec as Record<string, unknown>), source: rest };
+    }
+    const key = JSON.stringify(shape);
+    if (key.length > SHAPE_MAX_CHARS) return { shape: deepFreeze(JSON.parse(key)), sourceName };
+    let hit = this.shapes.get(key);
+    if (hit === undefined) {
+      if (this.shapes.size >= SHAPES_MAX) this.shapes.clear();
+      this.shapes.set(key, (hit = deepFreeze(JSON.parse(key))));
+    }
+    return { shape: hit, sourceName };
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+const shapesWithoutPool = new SpecShapes();
+const shapePools = new WeakMap<StringPool, SpecShapes>();
+
+function shareSpec(spec: unknown, pool: StringPool | undefined): SharedSpec {
+  if (!pool) return shapesWithoutPool.share(spec);
+  let shapes = shapePools.get(pool);
+  if (!shapes) shapePools.set(pool, (shapes = new SpecShapes()));
+  return shapes.share(spec);
+}
+
+/** The spec a shape and a source's name stand for: a new object (the shape stays shared and frozen). */
+function joinSpec(shape: unknown, sourceName: string | undefined): unknown {
+  if (sourceName === undefined || !isObject(shape) || !isObject(shape.source)) return shape;
+  return { ...shape, source: { ...shape.source, name: sourceName } };
+}
+
+/**
+ * A compact record of a Referable (see the module comment and {@link CompactReferable}) from its
+ * metadata (strings pooled), its spec (pooled into a shared shape here) and its status summary;
+ * `previous` (the cached record of the same uid and generation) lends its spec, unchanged.
+ * The informer caches it as it caches any projection; read it with {@link referableOf}.
+ */
+export function compactReferable(
+  meta: CompactMeta,
+  spec: unknown,
+  summary: StatusSummary | undefined,
+  pool: StringPool | undefined,
+  previous?: KubeObject,
+): KubeObject {
+  const kept =
+    previous instanceof CompactReferable &&
+    previous.uid === meta.uid &&
+    meta.generation !== undefined &&
+    previous.generation === meta.generation
+      ? previous.sharedSpec()
+      : shareSpec(spec, pool);
+  return new CompactReferable(meta, kept, summary) as unknown as KubeObject;
+}
+
+/**
+ * Whether `next` keeps the very spec `old` held: the same spec object, or for two compact records
+ * the same shared shape and source name (a compact record's `spec` is made anew at each read, so
+ * its identity says nothing). False says only "maybe changed".
+ */
+export function sameSpecKept(old: KubeObject, next: KubeObject): boolean {
+  if (old instanceof CompactReferable && next instanceof CompactReferable) {
+    const a = old.sharedSpec();
+    const b = next.sharedSpec();
+    return a.shape === b.shape && a.sourceName === b.sourceName;
+  }
+  return !(old instanceof CompactReferable) && !(next instanceof CompactReferable) && old.spec === next.spec;
+}
+
+/** Whether `obj` is a compact record ({@link compactReferable}). */
+export function isCompactReferable(obj: unknown): boolean {
+  return obj instanceof CompactReferable;
+}
+
+/**
+ * A cached Referable as a plain Referable: a compact record made whole again, its skeleton
+ * status expanded ({@link expandStatus}, compared by digest); any other object as it is.
+ */
+export function referableOf(obj: KubeObject | undefined): Referable | undefined {
+  if (obj instanceof CompactReferable) {
+    const out = plainOf(obj);
+    if (obj.status !== undefined)
+      out.status = obj.digest === undefined ? { ...obj.status } : expandStatus(obj.status, obj.digest);
+    return out;
+  }
+  const referable = obj as unknown as Referable | undefined;
+  const digest = obj?.digest;
+  if (typeof digest !== "string" || !referable?.status) return referable;
+  return { ...referable, status: expandStatus(referable.status, digest) };
+}

@@ -23,7 +23,7 @@ import type { Resolver } from "../resolver/resolver.ts";
 import { Controller, type ControllerObserver } from "../runtime/controller.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import type { UnfinishedWork } from "../runtime/workqueue.ts";
-import { expandStatus } from "./compact.ts";
+import { referableOf, sameSpecKept } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { ReferableCounts } from "./counts.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
@@ -432,7 +432,8 @@ export class ReferableController {
 /**
  * Whether a change leaves the graph's edges and the key ownership as they were: the same spec,
  * labels and creation time (a status echo: the decode keeps the very spec and labels objects
- * of the version it replaces when they are equal, see projectReferable).
+ * of the version it replaces when they are equal, see projectReferable; a compact record its
+ * shared spec, see sameSpecKept).
  */
 function unchangedEdges(event: InformerEvent): boolean {
   const old = event.old;
@@ -440,19 +441,16 @@ function unchangedEdges(event: InformerEvent): boolean {
   const m = event.object.metadata;
   const om = old.metadata;
   return (
-    old.spec === event.object.spec &&
+    sameSpecKept(old, event.object) &&
     om?.labels === m?.labels &&
     om?.creationTimestamp === m?.creationTimestamp &&
     om?.uid === m?.uid
   );
 }
 
-/** A cached Referable as the reconciler reads it: a compact record's skeleton status expanded (compact.ts). */
+/** A cached Referable as the reconciler reads it: a compact record made whole, its skeleton status expanded (compact.ts). */
 function expandReferable(obj: KubeObject | undefined): Referable | undefined {
-  const referable = obj as unknown as Referable | undefined;
-  const digest = obj?.digest;
-  if (typeof digest !== "string" || !referable?.status) return referable;
-  return { ...referable, status: expandStatus(referable.status, digest) };
+  return referableOf(obj);
 }
 
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */

@@ -249,6 +249,30 @@ describe("ReferenceGraph through exports", () => {
     expect(graph.cycleOf("a")).toBeUndefined();
   });
 
+  it("keeps the source's name and a shared start for a reader of one object by name, and still finds its cycles", () => {
+    const graph = new ReferenceGraph();
+    // As readsOf gives it: the object node, and the source's name it ends with.
+    const reads = (name: string) => ({ object: object(name), objectName: name });
+    graph.set("a", undefined, reads("x"));
+    graph.set("b", undefined, { object: object("y"), writes: writes("x") });
+    expect(graph.flush().size).toBe(0);
+    // A writer into what a only reads closes the cycle: the edge was kept.
+    graph.set("b", undefined, { ...reads("y"), writes: writes("x") });
+    graph.set("a", undefined, { ...reads("x"), writes: writes("y") });
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    expect(graph.cycleOf("a")).toEqual(["a", object("x"), "b", object("y"), "a"]);
+    // Back to reading only: what it reads is unchanged, so the same edge, and the cycle ends.
+    graph.set("a", undefined, reads("x"));
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    expect(graph.cycleOf("a")).toBeUndefined();
+    graph.set("a", undefined, { ...reads("x"), writes: writes("y") });
+    expect([...graph.flush()].sort()).toEqual(["a", "b"]);
+    // A name the object node does not end with is kept whole, and read alike.
+    graph.set("a", undefined, { object: object("x"), objectName: "other", writes: writes("y") });
+    expect(graph.flush().size).toBe(0);
+    expect(graph.cycleOf("a")).toEqual(["a", object("x"), "b", object("y"), "a"]);
+  });
+
   it("costs one edge per reader and per writer of an object, not their product", () => {
     const graph = new ReferenceGraph();
     for (let i = 0; i < 2000; i++) graph.set(`w${i}`, undefined, { writes: writes("shared") });

@@ -35,6 +35,12 @@ export interface ReadsReferables {
   selector?: CompiledSelector;
   /** Its source, a ConfigMap or Secret by name, as {@link exportObjectNode} names it. */
   object?: string;
+  /**
+   * The source's name, which `object` ends with: given, a node that reads only `object` keeps
+   * this string (the Referable's cached spec holds it already) and the start of `object`, shared
+   * by all that read the same namespace, rather than a string of its own.
+   */
+  objectName?: string;
   /** Its source, a selector on ConfigMaps or Secrets that matches exported objects, as {@link exportScopeNode} names it. */
   scope?: string;
   /** The objects it exports into (but not those its own source may read), as {@link exportObjectNode} names them. */
@@ -66,8 +72,13 @@ interface Component {
 
 interface Node {
   labels: Readonly<Record<string, string>> | undefined;
-  /** What it reads; only the object node when that is all (most read a ConfigMap or Secret by name): see {@link kept}. */
+  /**
+   * What it reads; only the object node when that is all (most read a ConfigMap or Secret by
+   * name), then as its start (`ConfigMap ns/`, shared) when {@link objectName} is its end: see {@link kept}.
+   */
   reads: ReadsReferables | string | undefined;
+  /** The end of the object node in {@link reads}, when that is its start. */
+  objectName: string | undefined;
   /** The Referables its selector matches now. */
   matched: Set<string>;
 }
@@ -104,7 +115,8 @@ export class ReferenceGraph {
   ): void {
     const old = this.nodes.get(name);
     if (!old) {
-      const node: Node = { labels, reads: kept(reads), matched: NONE };
+      const node: Node = { labels, reads: undefined, objectName: undefined, matched: NONE };
+      keep(node, reads);
       this.nodes.set(name, node);
       this.matchAll(name, node);
       this.matchAgainstSelectors(name, labels);
@@ -115,7 +127,7 @@ export class ReferenceGraph {
     const before = readsOfNode(old);
     if (!sameReads(before, reads)) {
       this.index(name, before, reads);
-      old.reads = kept(reads);
+      keep(old, reads);
       this.matchAll(name, old);
       this.dirty = true;
     }
@@ -338,19 +350,47 @@ function componentKey(members: readonly string[]): string {
 }
 
 /**
- * What a node keeps of `reads`: the object node's name alone when that is all it reads (no
- * object around it: 56 bytes a Referable, and every shard keeps a node for every Referable).
+ * Keeps in `node` what it needs of `reads`: when it reads only an object node, that node's name
+ * alone (no object around it), and when `objectName` ends it, only its start, shared, and
+ * `objectName` (no string of its own either): every shard keeps a node for every Referable, and
+ * most read a ConfigMap or Secret by name (56 bytes for the object, 88 for the string).
  */
-function kept(reads: ReadsReferables | undefined): ReadsReferables | string | undefined {
-  if (reads?.object === undefined) return reads;
+function keep(node: Node, reads: ReadsReferables | undefined): void {
+  node.objectName = undefined;
+  node.reads = reads;
+  if (reads?.object === undefined) return;
   for (const key in reads)
-    if (key !== "object" && reads[key as keyof ReadsReferables] !== undefined) return reads;
-  return reads.object;
+    if (key !== "object" && key !== "objectName" && reads[key as keyof ReadsReferables] !== undefined) return;
+  const { object, objectName } = reads;
+  if (objectName === undefined || objectName === "" || !object.endsWith(objectName)) {
+    node.reads = object;
+    return;
+  }
+  node.reads = objectStart(object.slice(0, object.length - objectName.length));
+  node.objectName = objectName;
+}
+
+/** The starts of object nodes (`ConfigMap ns/`) shared, at most this many: a kind and namespace each. */
+const STARTS_MAX = 4096;
+const starts = new Map<string, string>();
+
+/** The shared copy of `start`, a flat string (not a slice of the object node it was cut from). */
+function objectStart(start: string): string {
+  const hit = starts.get(start);
+  if (hit !== undefined) return hit;
+  // A slice keeps the whole string it was cut from: parsing its JSON makes a flat copy.
+  const flat = JSON.parse(JSON.stringify(start)) as string;
+  if (starts.size >= STARTS_MAX) starts.clear();
+  starts.set(flat, flat);
+  return flat;
 }
 
 /** What `node` reads, as {@link ReferenceGraph.set} was told. */
 function readsOfNode(node: Node): ReadsReferables | undefined {
-  return typeof node.reads === "string" ? { object: node.reads } : node.reads;
+  if (typeof node.reads !== "string") return node.reads;
+  return node.objectName === undefined
+    ? { object: node.reads }
+    : { object: node.reads + node.objectName, objectName: node.objectName };
 }
 
 function sameReads(a: ReadsReferables | undefined, b: ReadsReferables | undefined): boolean {

@@ -26,7 +26,7 @@ describe("readsOf: the reference graph's edges through exports", () => {
     {
       why: "a ConfigMap source by name reads that object",
       spec: { source: byName("x") },
-      want: { object: cm("x") },
+      want: { object: cm("x"), objectName: "x" },
     },
     {
       why: "a Deployment source reads no exported object",
@@ -58,6 +58,7 @@ describe("readsOf: the reference graph's edges through exports", () => {
       spec: { source: byName("x"), export: [into("z"), into("y"), { ...into("y"), key: "L" }] },
       want: {
         object: cm("x"),
+        objectName: "x",
         writes: [
           { object: cm("y"), scope: exportScopeNode("ConfigMap", "team") },
           { object: cm("z"), scope: exportScopeNode("ConfigMap", "team") },
@@ -67,7 +68,7 @@ describe("readsOf: the reference graph's edges through exports", () => {
     {
       why: "a write into the object it reads is no edge (the key output refuses it)",
       spec: { source: byName("x"), export: [into("x")] },
-      want: { object: cm("x") },
+      want: { object: cm("x"), objectName: "x" },
     },
     {
       why: "a write into the namespace its selector reads is no edge (the key output refuses it)",

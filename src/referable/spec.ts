@@ -4,13 +4,19 @@
  * edges, and the one rule that a Referable cannot read itself).
  */
 import { isExportKind } from "../api/export-kinds.ts";
-import { EXPORTED_LABEL, isReferableKind, type Referable, type ReferableSpec } from "../api/referable.ts";
+import {
+  EXPORTED_LABEL,
+  isReferableKind,
+  REFERABLE_API_VERSION,
+  type Referable,
+  type ReferableSpec,
+} from "../api/referable.ts";
 import { ResolutionError } from "../errors.ts";
 import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
 import type { AnyReference } from "../resolver/request.ts";
-import { internTime, summarizeStatus } from "./compact.ts";
+import { compactReferable, internTime, summarizeStatus, type CompactMeta } from "./compact.ts";
 import { exportObjectNode, exportScopeNode, type ReadsReferables } from "./reference-graph.ts";
 
 /**
@@ -74,14 +80,22 @@ export function projectReferable(
     deletionTimestamp: m.deletionTimestamp,
     finalizers: m.finalizers,
   };
+  const summary =
+    compact && obj.status !== undefined ? summarizeStatus(obj.status, m.generation, pool) : undefined;
+  if (
+    compact &&
+    (obj.status === undefined || summary !== undefined) &&
+    typeof metadata.name === "string" &&
+    obj.apiVersion === REFERABLE_API_VERSION &&
+    obj.kind === "Referable"
+  )
+    return compactReferable(metadata as unknown as CompactMeta, obj.spec, summary, pool, same && previous);
   const spec =
     obj.spec === undefined
       ? undefined
       : same && m.generation !== undefined && same.generation === m.generation && previous!.spec !== undefined
         ? previous!.spec
         : pooled(obj.spec, pool, 0);
-  const summary =
-    compact && obj.status !== undefined ? summarizeStatus(obj.status, m.generation, pool) : undefined;
   const status =
     obj.status === undefined
       ? undefined
@@ -262,8 +276,10 @@ export function readsOf(obj: Referable): ReadsReferables | undefined {
     typeof source.namespace === "string"
   ) {
     kind = source.kind;
-    if (source.name) reads.object = exportObjectNode(kind, source.namespace, source.name);
-    else if (source.selector && compileOrUndefined(source.selector)?.matches(EXPORTED_ONLY))
+    if (source.name) {
+      reads.object = exportObjectNode(kind, source.namespace, source.name);
+      if (typeof source.name === "string") reads.objectName = source.name;
+    } else if (source.selector && compileOrUndefined(source.selector)?.matches(EXPORTED_ONLY))
       reads.scope = exportScopeNode(kind, source.namespace);
   }
   const writes: Array<{ object: string; scope: string }> = [];

@@ -1,5 +1,6 @@
 import type { KubeObject } from "../kube/client.ts";
 import { projectReferable } from "./spec.ts";
+import { sameSpecKept } from "./compact.ts";
 import { parseReferableEvent } from "./watch-line.ts";
 
 const KEPT = [
@@ -165,6 +166,28 @@ describe("parseReferableEvent", () => {
       true,
     );
     expect(cheap).toEqual(full);
-    expect(cheap.spec).toBe(previous.spec);
+    // A compact record's spec is made at each read: what it keeps is the previous one's shared spec.
+    expect(sameSpecKept(previous, cheap)).toBe(true);
+  });
+});
+
+describe("sameSpecKept", () => {
+  const project = (obj: unknown, previous?: KubeObject, compact = true) =>
+    projectReferable(obj as KubeObject, undefined, previous, compact);
+
+  it("says the spec was kept only when it was", () => {
+    const first = project(referable());
+    // A status echo of the same generation keeps the shared spec.
+    expect(sameSpecKept(first, project(referable(), first))).toBe(true);
+    // A new generation with another source name: maybe changed.
+    const renamed = referable(
+      { spec: { source: { ...referable().spec.source, name: "other" } } },
+      { generation: 3 },
+    );
+    expect(sameSpecKept(first, project(renamed, first))).toBe(false);
+    // A record made whole (a bucket taken) against its compact one: maybe changed.
+    expect(sameSpecKept(first, project(referable(), first, false))).toBe(false);
+    const whole = project(referable(), undefined, false);
+    expect(sameSpecKept(whole, project(referable(), whole, false))).toBe(true);
   });
 });
