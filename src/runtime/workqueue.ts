@@ -5,7 +5,8 @@
  * - a key added many times before a worker takes it is processed once (the dirty set);
  * - two lanes: a key added with priority `"low"` waits until no key of the normal lane does
  *   (a bulk look at many keys, such as a bucket taken over, lets every other key pass it);
- *   added again with the normal priority before a worker takes it, it moves to the normal lane;
+ *   added again with the normal priority before a worker takes it, it moves to the normal lane
+ *   (a low key waits as long as normal keys keep coming: for passes that may wait, not for work);
  * - a key is never handed to two workers at once: added while processing, it waits and is
  *   queued again when the worker calls {@link WorkQueue.done};
  * - `addAfter` holds a key back; of several pending delays for one key the earliest wins;
