@@ -11,7 +11,7 @@ import type { ResolutionResult } from "../resolver/types.ts";
 import { ControllerMetrics } from "../metrics.ts";
 import { ShardGate } from "../runtime/shard-gate.ts";
 import { answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
-import { ReferableController } from "./controller.ts";
+import { mayHaveChanged, ReferableController } from "./controller.ts";
 import { desiredStatus } from "./status.ts";
 
 const LIST = `/apis/${REFERABLE_API_VERSION}/referables`;
@@ -208,5 +208,118 @@ describe("ReferableController sharded: compact records of the Referables it does
     } finally {
       await controller.stop();
     }
+  });
+});
+
+describe("ReferableController sharded: a bucket taken over, changed first", () => {
+  const gate = new ShardGate(2);
+  const bucket0 = Array.from({ length: 40 }, (_, i) => `r${i}`).filter((n) => gate.bucketOf(n) === 0);
+  // The last ones in the cache's order: changed first is not the cache's order.
+  const changed = new Set(bucket0.slice(-3));
+  const notReady = bucket0.at(-4)!;
+
+  /** Each Referable reads a source of its own; the changed ones' sources are cached at a newer version than theirs. */
+  function ownSource(name: string): Referable {
+    const obj = referable(name);
+    obj.spec = { source: { ...SOURCE, name: `src-${name}`, fieldPath: "data.host" } };
+    obj.metadata.resourceVersion = "500";
+    if (name !== notReady) obj.status = writtenLongAgo(obj, "v");
+    return obj;
+  }
+
+  it("subscribes and reconciles first the Referables whose source is newer than their status, or not Ready", async () => {
+    const items = bucket0.map(ownSource);
+    const { client } = fakeClient(items);
+    const subscribed: string[] = [];
+    const looked: string[] = [];
+    const resolver = {
+      watch: (request: unknown) => {
+        const name = (request as { name: string }).name.slice("src-".length);
+        subscribed.push(name);
+        return {
+          get current() {
+            looked.push(name);
+            return available(changed.has(name) ? "new" : "v");
+          },
+          close: () => undefined,
+        };
+      },
+      cachedVersion: ({ name }: { name: string }) => (changed.has(name.slice("src-".length)) ? "501" : "499"),
+    };
+    const shards = new ShardGate(2);
+    const metrics = new ControllerMetrics({ defaultMetrics: false });
+    // One worker: the order of the reconciles is the queue's.
+    const controller = new ReferableController({
+      client,
+      resolver,
+      shards,
+      metrics,
+      concurrency: 1,
+      watchdogMs: 600_000,
+    });
+    controller.setLeader(true);
+    controller.start();
+    await controller.whenSynced();
+    try {
+      shards.add(0);
+      await reconciled(controller, metrics, bucket0.length);
+      const first = new Set([...changed, notReady]);
+      const inOrder = bucket0.filter((n) => first.has(n));
+      expect(subscribed.slice(0, first.size)).toEqual(inOrder);
+      expect(looked.slice(0, first.size)).toEqual(inOrder);
+      expect(new Set(looked)).toEqual(new Set(bucket0));
+    } finally {
+      await controller.stop();
+    }
+  });
+
+  const at = (resourceVersion: string, status?: ReferableStatus): Referable => ({
+    ...referable("x"),
+    metadata: { ...referable("x").metadata, resourceVersion },
+    ...(status && { status }),
+  });
+  const ready = writtenLongAgo(referable("x"), "v");
+  it.each([
+    {
+      reason: "a source cached at an older version: unchanged",
+      obj: at("100", ready),
+      cached: "99",
+      want: false,
+    },
+    {
+      reason: "a source cached at a newer version: changed",
+      obj: at("100", ready),
+      cached: "101",
+      want: true,
+    },
+    { reason: "a longer number is newer", obj: at("99", ready), cached: "100", want: true },
+    {
+      reason: "the source not cached here (or its kind not watched)",
+      obj: at("100", ready),
+      cached: undefined,
+      want: true,
+    },
+    { reason: "versions that are not numbers: cannot tell", obj: at("abc", ready), cached: "99", want: true },
+    { reason: "no status yet", obj: at("100"), cached: "99", want: true },
+    {
+      reason: "not Ready",
+      obj: at("100", { ...ready, conditions: [{ ...ready.conditions![0]!, status: "False" }] }),
+      cached: "99",
+      want: true,
+    },
+    {
+      reason: "a spec not observed yet",
+      obj: at("100", { ...ready, observedGeneration: 0 }),
+      cached: "99",
+      want: true,
+    },
+    {
+      reason: "a selector: which objects it read, the cache cannot tell",
+      obj: { ...at("100", ready), spec: { source: { apiVersion: "v1", kind: "ConfigMap", selector: {} } } },
+      cached: "99",
+      want: true,
+    },
+  ])("mayHaveChanged: $reason", ({ obj, cached, want }) => {
+    expect(mayHaveChanged(obj, () => cached)).toBe(want);
   });
 });

@@ -7,6 +7,7 @@
  */
 import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
+import { compareResourceVersions } from "../informers/object-store.ts";
 import { StringPool } from "../informers/projection.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
@@ -30,14 +31,15 @@ import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferenceGraph } from "./reference-graph.ts";
 import { projectReferable, readsOf } from "./spec.ts";
 import { ReferableStates } from "./state.ts";
-import { statusEquals } from "./status.ts";
+import { readyCondition, statusEquals } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import { parseReferableEvent } from "./watch-line.ts";
 
 /** Options for {@link ReferableController}. */
 export interface ReferableControllerOptions {
   client: Pick<KubeClient, "request" | "watch">;
-  resolver: Pick<Resolver, "watch">;
+  /** `cachedVersion` (when given) orders a bucket taken over: see {@link mayHaveChanged}. */
+  resolver: Pick<Resolver, "watch"> & Partial<Pick<Resolver, "cachedVersion">>;
   metrics?: ControllerMetrics;
   events?: EventRecorder;
   logger?: Logger;
@@ -191,17 +193,33 @@ export class ReferableController {
     return shards ? this.counts.inBuckets(shards.held) : this.informer.size;
   }
 
-  /** A bucket is served from now on: subscribe its Referables (in one go, as at start) and queue them. */
+  /**
+   * A bucket is served from now on: subscribe its Referables (in one go, as at start) and queue
+   * them, those whose value may have changed while nobody served them first
+   * ({@link mayHaveChanged}): they are subscribed first, so the sources the cache must read
+   * again are read for them first, and queued with the normal priority. The rest, most of them
+   * and nearly always unchanged (their reconcile compares digests and writes nothing), wait in
+   * the queue's low lane, behind every other key of this replica.
+   */
   private serveBucket(bucket: number): void {
     const shards = this.options.shards!;
-    const names: string[] = [];
+    const first: KubeObject[] = [];
+    const rest: KubeObject[] = [];
+    const cachedVersion = this.options.resolver.cachedVersion?.bind(this.options.resolver);
     for (const obj of this.informer.list()) {
-      const name = obj.metadata?.name ?? "";
-      if (shards.bucketOf(name) !== bucket) continue;
-      if (this.primed) this.subscriptions.track(obj as unknown as Referable);
-      names.push(name);
+      if (shards.bucketOf(obj.metadata?.name ?? "") !== bucket) continue;
+      (mayHaveChanged(obj as unknown as Referable, cachedVersion) ? first : rest).push(obj);
     }
-    for (const name of names) this.runtime.enqueue(name);
+    if (this.primed) {
+      for (const obj of first) this.subscriptions.track(obj as unknown as Referable);
+      for (const obj of rest) this.subscriptions.track(obj as unknown as Referable);
+    }
+    for (const obj of first) this.runtime.enqueue(obj.metadata?.name ?? "");
+    for (const obj of rest) this.runtime.enqueue(obj.metadata?.name ?? "", "low");
+    this.logger.info(
+      { bucket, first: first.length, rest: rest.length },
+      "queued a bucket's Referables, those that may have changed first",
+    );
   }
 
   /**
@@ -451,6 +469,31 @@ function unchangedEdges(event: InformerEvent): boolean {
 /** A cached Referable as the reconciler reads it: a compact record made whole, its skeleton status expanded (compact.ts). */
 function expandReferable(obj: KubeObject | undefined): Referable | undefined {
   return referableOf(obj);
+}
+
+/**
+ * Whether the value of a Referable this replica has just taken over may have changed while
+ * nobody served it: its status is not Ready or not of its generation, or it reads a selector
+ * (the cache cannot tell which objects it read), or the source it names is not cached here, or
+ * is cached at a resourceVersion newer than the Referable's (the source changed after the status
+ * was last written). ResourceVersions of two objects are compared as etcd's revisions: an
+ * ordering hint only, never a correctness condition (whatever it says, every Referable of the
+ * bucket is reconciled; one it misses, such as a status written from a cache that lagged, only
+ * comes later). A resourceVersion that is not a decimal number counts as changed.
+ */
+export function mayHaveChanged(
+  obj: Referable,
+  cachedVersion: Resolver["cachedVersion"] | undefined,
+): boolean {
+  const status = obj.status;
+  if (readyCondition(status)?.status !== "True" || status?.observedGeneration !== obj.metadata.generation)
+    return true;
+  const { apiVersion, kind, namespace, name } = obj.spec?.source ?? {};
+  if (typeof apiVersion !== "string" || typeof kind !== "string" || typeof name !== "string" || !name)
+    return true;
+  if (namespace !== undefined && typeof namespace !== "string") return true;
+  const version = cachedVersion?.({ apiVersion, kind, name, ...(namespace !== undefined && { namespace }) });
+  return version === undefined || compareResourceVersions(version, obj.metadata.resourceVersion) >= 0;
 }
 
 /** The targets of a Referable's spec.export; none when one is invalid (then nothing is written: InvalidSpec). */

@@ -273,6 +273,22 @@ describe("resolver core through the SourceCache seam", () => {
     expect(kind.cached.get("team-a/unread")?.reads).toBeUndefined();
   });
 
+  it("cachedVersion reads the cache only: a watched kind's cached object, and nothing else", () => {
+    const { kind, resolver, push } = setup();
+    const db = { apiVersion: "v1", kind: "ConfigMap", namespace: "team-a", name: "db" };
+    kind.put({ ...cm("db", "one"), metadata: { ...cm("db", "one").metadata, resourceVersion: "42" } });
+    // No subscription of the kind yet: not watched here, so nothing is known (and nothing read).
+    expect(resolver.cachedVersion(db)).toBeUndefined();
+    expect(kind.interests.size).toBe(0);
+    // Another subscription of the kind (its own read of the cache asked for).
+    resolver.watch(bySelector, push);
+    const refreshes = kind.refreshes.length;
+    expect(resolver.cachedVersion(db)).toBe("42");
+    expect(resolver.cachedVersion({ ...db, name: "gone" })).toBeUndefined();
+    expect(resolver.cachedVersion({ ...db, kind: "Unknown" })).toBeUndefined();
+    expect(kind.refreshes).toHaveLength(refreshes);
+  });
+
   it("closing a subscription prunes its objects while others remain, and releases the kind with the last", () => {
     const { kind, resolver, push } = setup();
     const a = resolver.watch(byName, push);

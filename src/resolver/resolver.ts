@@ -212,6 +212,27 @@ export class Resolver {
     return this.cache.keys();
   }
 
+  /**
+   * The resourceVersion at which the source cache holds the object `source` names, from the
+   * cache alone (no request, no informer started): undefined when its kind is not watched now or
+   * the object is not cached. A hint for ordering work (a replica that takes a bucket over looks
+   * first at the Referables whose source changed after their status was written), never a result.
+   * @internal
+   */
+  cachedVersion(source: {
+    apiVersion: string;
+    kind: string;
+    namespace?: string;
+    name: string;
+  }): string | undefined {
+    const resource = this.discovery.peek?.(source.apiVersion, source.kind);
+    if (!resource) return undefined;
+    const namespace = resource.namespaced ? source.namespace : undefined;
+    const scopeNs = this.options.informerScope === "Namespace" ? namespace : undefined;
+    const index = this.indexes.get(informerKey(resource, scopeNs));
+    return index?.handle.get(namespace, source.name)?.metadata.resourceVersion;
+  }
+
   /** How many subscriptions are open. */
   get subscriptionCount(): number {
     return this.subs.size;

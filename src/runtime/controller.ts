@@ -13,6 +13,7 @@ import { classifyError, type Reconciler, type Result } from "./reconciler.ts";
 import {
   runWorkers,
   WorkQueue,
+  type Priority,
   type RateLimiter,
   type UnfinishedWork,
   type WorkQueueObserver,
@@ -71,10 +72,13 @@ export class Controller {
     return this.options.concurrency ?? 16;
   }
 
-  /** Queues `key` for a reconcile (once, however often it is added before a worker takes it). */
-  enqueue(key: string): void {
+  /**
+   * Queues `key` for a reconcile (once, however often it is added before a worker takes it);
+   * `"low"`: behind every key queued with the normal priority (see WorkQueue.add).
+   */
+  enqueue(key: string, priority: Priority = "normal"): void {
     if (this.options.admit && !this.options.admit(key)) return;
-    this.queue.add(key);
+    this.queue.add(key, priority);
   }
 
   /** Starts the workers; idempotent. */

@@ -107,6 +107,99 @@ describe("WorkQueue.add", () => {
   });
 });
 
+describe("WorkQueue.add with a priority: the low lane", () => {
+  it.each([
+    {
+      adds: [
+        ["a", "low"],
+        ["b", "normal"],
+        ["c", "low"],
+        ["d", "normal"],
+      ],
+      want: ["b", "d", "a", "c"],
+      reason: "low keys wait behind every normal key, each lane in first-add order",
+    },
+    {
+      adds: [
+        ["a", "low"],
+        ["b", "low"],
+        ["b", "normal"],
+      ],
+      want: ["b", "a"],
+      reason: "a low key added again with the normal priority moves to the normal lane",
+    },
+    {
+      adds: [
+        ["a", "normal"],
+        ["b", "low"],
+        ["a", "low"],
+      ],
+      want: ["a", "b"],
+      reason: "a normal key added again low stays normal",
+    },
+    {
+      adds: [
+        ["a", "low"],
+        ["a", "low"],
+        ["a", "normal"],
+        ["a", "low"],
+      ],
+      want: ["a"],
+      reason: "one key, however often and in whatever lane it is added, is handed out once",
+    },
+  ] as Array<{ adds: Array<[string, "low" | "normal"]>; want: string[]; reason: string }>)(
+    "$reason",
+    async ({ adds, want }) => {
+      const queue = new WorkQueue();
+      for (const [key, priority] of adds) queue.add(key, priority);
+      expect(queue.len).toBe(want.length);
+      expect(await drainQueued(queue)).toEqual(want);
+    },
+  );
+
+  it("a key added low while processed is queued again in the low lane on done, or in the normal one if added so too", async () => {
+    const queue = await processing("a");
+    queue.add("a", "low");
+    queue.add("b", "low");
+    queue.add("c");
+    queue.done("a");
+    expect(await drainQueued(queue)).toEqual(["c", "b", "a"]);
+
+    queue.add("x");
+    expect(await queue.get()).toBe("x");
+    queue.add("x", "low");
+    queue.add("x");
+    queue.add("y", "low");
+    queue.done("x");
+    expect(await drainQueued(queue)).toEqual(["x", "y"]);
+  });
+
+  it("hands out tens of thousands of keys in order, the entries left behind by promoted keys dropped", async () => {
+    const queue = new WorkQueue();
+    const n = 30_000;
+    for (let i = 0; i < n; i++) queue.add(`k${i}`, "low");
+    // Every other key promoted: the low lane keeps entries for them until dropped or passed.
+    for (let i = 0; i < n; i += 2) queue.add(`k${i}`);
+    expect(queue.len).toBe(n);
+    const got = await drainQueued(queue);
+    const evens = Array.from({ length: n / 2 }, (_, i) => `k${2 * i}`);
+    const odds = Array.from({ length: n / 2 }, (_, i) => `k${2 * i + 1}`);
+    expect(got).toEqual([...evens, ...odds]);
+    expect(queue.len).toBe(0);
+  });
+
+  it("after shut down, still hands out the keys of both lanes, then undefined", async () => {
+    const queue = new WorkQueue();
+    queue.add("a", "low");
+    queue.add("b");
+    queue.shutDown();
+    queue.add("c");
+    expect(await queue.get()).toBe("b");
+    expect(await queue.get()).toBe("a");
+    expect(await queue.get()).toBeUndefined();
+  });
+});
+
 describe("WorkQueue.addAfter", () => {
   it.each([
     {

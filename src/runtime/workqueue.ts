@@ -3,6 +3,10 @@
  * rate-limiting queue (k8s.io/client-go/util/workqueue), which controllers rely on:
  *
  * - a key added many times before a worker takes it is processed once (the dirty set);
+ * - two lanes: a key added with priority `"low"` waits until no key of the normal lane does
+ *   (a bulk look at many keys, such as a bucket taken over, lets every other key pass it);
+ *   added again with the normal priority before a worker takes it, it moves to the normal lane
+ *   (a low key waits as long as normal keys keep coming: for passes that may wait, not for work);
  * - a key is never handed to two workers at once: added while processing, it waits and is
  *   queued again when the worker calls {@link WorkQueue.done};
  * - `addAfter` holds a key back; of several pending delays for one key the earliest wins;
@@ -159,12 +163,65 @@ interface Delayed {
   order: number;
 }
 
+/**
+ * The lane of a key added: `"low"` waits behind every key of the normal lane (see the module
+ * comment). @default "normal"
+ */
+export type Priority = "normal" | "low";
+
+/**
+ * A first-in first-out list of keys whose shift costs O(1) at any length: `Array.shift` copies
+ * the whole array once it is too large to be trimmed in place (tens of thousands of keys, a
+ * bucket taken over), which makes handing out n keys cost n².
+ */
+class KeyFifo {
+  private items: string[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(key: string): void {
+    this.items.push(key);
+  }
+
+  shift(): string | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const key = this.items[this.head++];
+    // Drop what was handed out once it is most of the array: amortised O(1) per key.
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return key;
+  }
+
+  /** Keeps only the keys `keep` accepts, in order. */
+  filter(keep: (key: string) => boolean): void {
+    this.items = this.items.slice(this.head).filter(keep);
+    this.head = 0;
+  }
+}
+
 /** A deduplicating, delaying, rate-limited queue of keys; see the module comment for its promises. */
 export class WorkQueue {
   private readonly rateLimiter: RateLimiter;
   private readonly observer: WorkQueueObserver | undefined;
-  /** Keys ready for a worker, in order; each is also in `dirty`. */
-  private queue: string[] = [];
+  /** Keys of the normal lane ready for a worker, in order; each is also in `dirty`. */
+  private readonly queue = new KeyFifo();
+  /**
+   * The low lane, in order: the keys of `low`, and entries left by keys that moved to the
+   * normal lane or were handed out (skipped when reached, and dropped when they outnumber it).
+   */
+  private readonly later = new KeyFifo();
+  /** Keys waiting in the low lane (each also in `dirty`, none being processed). */
+  private readonly low = new Set<string>();
+  /** Keys added with the low priority only while being processed: `done` queues them in the low lane. */
+  private readonly lowAfterDone = new Set<string>();
   /** Keys that need processing: queued, or added again while being processed. */
   private readonly dirty = new Set<string>();
   /** Keys held by a worker, with when each was taken. */
@@ -184,17 +241,44 @@ export class WorkQueue {
     this.observer = options.observer;
   }
 
-  /** Marks `key` as needing processing; ignored after shut down. */
-  add(key: string): void {
-    if (this.shuttingDown || this.dirty.has(key)) return;
+  /**
+   * Marks `key` as needing processing, in the lane `priority` says (a key pending in the low lane
+   * added with the normal priority moves to the normal lane); ignored after shut down.
+   */
+  add(key: string, priority: Priority = "normal"): void {
+    if (this.shuttingDown) return;
+    if (this.dirty.has(key)) {
+      if (priority === "low") return;
+      this.lowAfterDone.delete(key);
+      if (this.low.delete(key)) {
+        this.queue.push(key);
+        this.dispatch();
+      }
+      return;
+    }
     this.dirty.add(key);
     this.addedAt.set(key, performance.now());
     this.notify((o) => o.onAdd?.());
     this.notify((o) => o.onDepth?.(this.dirty.size));
     // A key being processed is queued again by done(), never handed to a second worker.
-    if (this.processing.has(key)) return;
-    this.queue.push(key);
+    if (this.processing.has(key)) {
+      if (priority === "low") this.lowAfterDone.add(key);
+      return;
+    }
+    this.enter(key, priority);
     this.dispatch();
+  }
+
+  /** Puts a dirty key that no worker holds into its lane. */
+  private enter(key: string, priority: Priority): void {
+    if (priority === "normal") {
+      this.queue.push(key);
+      return;
+    }
+    this.low.add(key);
+    this.later.push(key);
+    // Entries left behind (keys moved to the normal lane) never outnumber the lane's keys for long.
+    if (this.later.length > 2 * this.low.size + 1024) this.later.filter((k) => this.low.has(k));
   }
 
   /**
@@ -215,7 +299,7 @@ export class WorkQueue {
     this.processing.delete(key);
     this.notify((o) => o.onDone?.((performance.now() - started) / 1000));
     if (this.dirty.has(key)) {
-      this.queue.push(key);
+      this.enter(key, this.lowAfterDone.delete(key) ? "low" : "normal");
       this.dispatch();
     }
     if (this.processing.size === 0) {
@@ -253,9 +337,9 @@ export class WorkQueue {
     return this.rateLimiter.numRequeues(key);
   }
 
-  /** How many keys wait for a worker now (not counting delayed keys or keys being processed). */
+  /** How many keys wait for a worker now, in both lanes (not counting delayed keys or keys being processed). */
   get len(): number {
-    return this.queue.length;
+    return this.queue.length + this.low.size;
   }
 
   /** Whether {@link shutDown} or {@link shutDownWithDrain} was called. */
@@ -299,9 +383,9 @@ export class WorkQueue {
 
   /** Hands queued keys to waiting workers; after shut down, tells idle workers to exit. */
   private dispatch(): void {
-    while (this.waiters.length > 0 && this.queue.length > 0) {
+    while (this.waiters.length > 0 && this.len > 0) {
       const resolve = this.waiters.shift()!;
-      const key = this.queue.shift()!;
+      const key = this.queue.length > 0 ? this.queue.shift()! : this.nextLow();
       const now = performance.now();
       this.processing.set(key, now);
       this.dirty.delete(key);
@@ -311,8 +395,16 @@ export class WorkQueue {
       this.notify((o) => o.onDepth?.(this.dirty.size));
       resolve(key);
     }
-    if (this.shuttingDown && this.queue.length === 0) {
+    if (this.shuttingDown && this.len === 0) {
       for (const resolve of this.waiters.splice(0)) resolve(undefined);
+    }
+  }
+
+  /** The first key of the low lane (there is one: `low` is not empty), taken out of it. */
+  private nextLow(): string {
+    for (;;) {
+      const key = this.later.shift()!;
+      if (this.low.delete(key)) return key;
     }
   }
 
