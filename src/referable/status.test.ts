@@ -430,7 +430,7 @@ describe("conditions are shared between the statuses of Referables that have equ
   it.each([
     { reason: "another second", other: () => desiredStatus(obj(), ok("x"), T0)! },
     { reason: "another generation", other: () => desiredStatus(obj(undefined, 2), ok("x"), T1)! },
-    { reason: "another reason", other: () => desiredStatus(obj(), err("NotFound"), T1)! },
+    { reason: "another reason", other: () => desiredStatus(obj(), err("SourceNotFound"), T1)! },
   ])("keeps apart conditions that differ: $reason", ({ other }) => {
     const a = desiredStatus(obj(), ok("x"), T1)!;
     const b = other();
@@ -440,8 +440,8 @@ describe("conditions are shared between the statuses of Referables that have equ
 
   it("does not pool a long message (a key of its size would cost what sharing saves)", () => {
     const long = "m".repeat(300);
-    const a = desiredStatus(obj(), err("NotFound", long), T1)!;
-    const b = desiredStatus(obj(), err("NotFound", long), T1)!;
+    const a = desiredStatus(obj(), err("SourceNotFound", long), T1)!;
+    const b = desiredStatus(obj(), err("SourceNotFound", long), T1)!;
     expect(b.conditions![0]).not.toBe(a.conditions![0]);
     expect(b.conditions).toEqual(a.conditions);
   });
