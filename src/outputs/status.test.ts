@@ -99,6 +99,27 @@ describe("StatusOutput", () => {
     expect({ requests: client.calls.length, deferred }).toEqual({ requests: 1, deferred: ["rate"] });
   });
 
+  it("keeps no gate after a write from a full one: made again from when it was admitted, it answers the same", async () => {
+    let now = 0;
+    const client = fakeClient({ metadata: { resourceVersion: "6" } });
+    const policy = new WritePolicy({ rate: 10, burst: 2, budget: 0 }, () => now);
+    const output = new StatusOutput({ client, policy });
+    const memory = output.memory();
+    const step = async () => ({
+      outcome: await output.write(owner, desired, memory),
+      kept: memory.gate !== undefined,
+    });
+    expect(await step()).toEqual({ outcome: { result: "written", resourceVersion: "6" }, kept: false });
+    expect(memory.admittedAt).toBe(0);
+    now = 40; // the gate made again holds 1.4 tokens: one write, from a gate no longer full
+    expect(await step()).toEqual({ outcome: { result: "written", resourceVersion: "6" }, kept: true });
+    expect(await step()).toEqual({ outcome: { result: "deferred", retryAfterMs: 60 }, kept: true });
+    now = 1000.5; // full again: the write lets the gate go, from the whole ms after it
+    expect(await step()).toEqual({ outcome: { result: "written", resourceVersion: "6" }, kept: false });
+    expect(memory.admittedAt).toBe(1001);
+    expect(client.calls).toHaveLength(3);
+  });
+
   it("over the controller's budget, keeps the place it reserved and writes in it when due", async () => {
     let now = 0;
     const client = fakeClient({ metadata: { resourceVersion: "6" } });

@@ -30,9 +30,17 @@ export type StatusOutcome =
   /** The Referable changed since the version the status was computed from (409): compute again. */
   | { result: "conflict" };
 
-/** The status output's memory per Referable: its share of the write policy. */
+/**
+ * The status output's memory per Referable: its share of the write policy. The gate is kept only
+ * while it knows more than the last write: a write admitted from a full gate holding no place in
+ * the budget leaves the gate a bucket full until then would be after taking a token at
+ * `admittedAt`, so it goes, and is made again from that time when next needed. Most Referables
+ * write once in a while: one replica kept some 150 bytes of gate for each of them.
+ */
 export interface StatusMemory {
-  gate: WriteGate;
+  gate: WriteGate | undefined;
+  /** When (the policy's clock, whole ms, rounded up) the write that let the gate go was admitted. */
+  admittedAt: number | undefined;
 }
 
 /** Options for {@link StatusOutput}. */
@@ -72,11 +80,19 @@ export class StatusOutput implements Output<DesiredStatus, StatusOutcome, Status
 
   /** A new Referable's memory. */
   memory(): StatusMemory {
-    return { gate: this.options.policy.gate() };
+    return { gate: undefined, admittedAt: undefined };
   }
 
   async write(owner: Referable, desired: DesiredStatus, memory: StatusMemory): Promise<StatusOutcome> {
-    const admission = pass(this.options.policy, memory.gate);
+    const policy = this.options.policy;
+    const gate = (memory.gate ??= policy.gateAfter(memory.admittedAt));
+    const full = gate.reservedUntil === undefined && gate.bucket?.full(policy.clock()) === true;
+    const admission = pass(policy, gate);
+    if (admission.write && full) {
+      // Read after the token was taken, rounded up: the gate made again is never more generous.
+      memory.admittedAt = Math.ceil(policy.clock());
+      memory.gate = undefined;
+    }
     if (!admission.write) {
       // Over the Referable's rate: coalesced, the look after the wait computes from the latest
       // result. Over the budget: a place is reserved; the look after the wait writes in it.

@@ -91,6 +91,17 @@ export class WritePolicy {
     return new WriteGate(rate > 0 ? new TokenBucket(rate, burst, this.now()) : undefined);
   }
 
+  /**
+   * The gate of a Referable whose last write was admitted at `admittedAt` (this policy's clock)
+   * from a full bucket: one token taken then, refilled since. Without: a new Referable's gate.
+   */
+  gateAfter(admittedAt: number | undefined): WriteGate {
+    if (admittedAt === undefined) return this.gate();
+    const bucket = new TokenBucket(this.rate, this.burst, admittedAt);
+    bucket.tryTake(admittedAt);
+    return new WriteGate(bucket);
+  }
+
   /** A place in the controller's budget only, for a writer without a rate of its own. */
   admitBudget(): Admission {
     const waitMs = this.budget?.reserve(this.now()) ?? 0;

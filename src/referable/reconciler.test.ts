@@ -2,7 +2,6 @@ import { EXPORT_FINALIZER, type Referable, type ReferableStatus } from "../api/r
 import { ResolutionError } from "../errors.ts";
 import type { KeysStep } from "../outputs/keys/output.ts";
 import type { DesiredStatus, StatusOutcome } from "../outputs/status.ts";
-import { WritePolicy } from "../outputs/write-policy.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Result } from "../runtime/reconciler.ts";
 import { ReferableReconciler } from "./reconciler.ts";
@@ -67,7 +66,7 @@ function harness(c: Case) {
     cycles: { cycleOf: () => c.cycle, flush: () => undefined },
     leadership: { leading: c.leading ?? true },
     status: {
-      memory: () => ({ gate: new WritePolicy().gate() }),
+      memory: () => ({ gate: undefined, admittedAt: undefined }),
       write: async (_owner: Referable, desired: DesiredStatus) => {
         const answer = c.statusAnswer ?? { result: "written", resourceVersion: "101" };
         if (answer.result === "written") written.push(desired.status);

@@ -207,10 +207,7 @@ export class ReferableReconciler implements Reconciler {
   private async reportRelease(obj: Referable, problem: { reason: string; message: string }): Promise<void> {
     const status = releaseStatus(obj, problem, this.options.now?.() ?? new Date());
     if (statusEquals(obj.status, status)) return;
-    const state = this.options.states.get(obj.metadata.name);
-    const memory = state
-      ? (state.statusMemory ??= this.options.status.memory())
-      : this.options.status.memory();
+    const memory = this.options.states.get(obj.metadata.name) ?? this.options.status.memory();
     await this.options.status.write(obj, { status, baseVersion: obj.metadata.resourceVersion }, memory);
   }
 
@@ -257,7 +254,7 @@ export class ReferableReconciler implements Reconciler {
     const outcome = await this.options.status.write(
       view,
       { status: desired, baseVersion: view.metadata.resourceVersion },
-      (state.statusMemory ??= this.options.status.memory()),
+      state,
     );
     if (outcome.result === "deferred") return { requeueAfterMs: outcome.retryAfterMs };
     if (outcome.result === "conflict") return { requeue: true };
@@ -299,7 +296,8 @@ export class ReferableReconciler implements Reconciler {
     state.own = desired;
     // Only a write that succeeded starts the repair interval: a failed one is retried on the
     // work queue's growing backoff, which a requeueAfter here would reset.
-    state.lastWriteAt = performance.now();
+    // Whole ms (a small integer, kept in the state's own field; a fraction takes 16 bytes more).
+    state.lastWriteAt = Math.floor(performance.now());
     if (state.pushedAt !== undefined)
       this.options.onPropagation?.((performance.now() - state.pushedAt) / 1000);
     state.pushedAt = undefined;

@@ -41,9 +41,10 @@ export interface ReferableState {
    * whenever the stored status differs. Forgotten when leadership changes hands.
    */
   own: ReferableStatus | undefined;
-  /** The status output's memory (its share of the write policy), made at its first write. */
-  statusMemory: StatusMemory | undefined;
-  /** When a status write last succeeded (performance.now()), for the repair backoff. */
+  /** The status output's memory (its share of the write policy): the state is it, no object of its own. */
+  gate: StatusMemory["gate"];
+  admittedAt: StatusMemory["admittedAt"];
+  /** When a status write last succeeded (performance.now(), whole ms), for the repair backoff. */
   lastWriteAt: number | undefined;
   /** Repairs (writes putting back a status someone else changed) in the current streak. */
   repairs: number;
@@ -71,7 +72,8 @@ export function newState(
     overlay: same?.overlay,
     own: same?.own,
     // Kept across spec edits too: a spec rewritten in a loop must not write in one.
-    statusMemory: same?.statusMemory,
+    gate: same?.gate,
+    admittedAt: same?.admittedAt,
     lastWriteAt: same?.lastWriteAt,
     repairs: same?.repairs ?? 0,
     lastRepairAt: same?.lastRepairAt,

@@ -416,3 +416,33 @@ describe("releaseStatus", () => {
     ]);
   });
 });
+
+describe("conditions are shared between the statuses of Referables that have equal ones", () => {
+  it("gives two Referables Ready in the same second the same frozen condition and list", () => {
+    const a = desiredStatus(obj(), ok("x"), T1)!;
+    const b = desiredStatus(obj(), ok("y", "11", "u2"), T1)!;
+    expect(b.conditions).toBe(a.conditions);
+    expect(Object.isFrozen(a.conditions![0])).toBe(true);
+    expect(a.value).toBe("x");
+    expect(b.value).toBe("y");
+  });
+
+  it.each([
+    { reason: "another second", other: () => desiredStatus(obj(), ok("x"), T0)! },
+    { reason: "another generation", other: () => desiredStatus(obj(undefined, 2), ok("x"), T1)! },
+    { reason: "another reason", other: () => desiredStatus(obj(), err("SourceNotFound"), T1)! },
+  ])("keeps apart conditions that differ: $reason", ({ other }) => {
+    const a = desiredStatus(obj(), ok("x"), T1)!;
+    const b = other();
+    expect(b.conditions![0]).not.toBe(a.conditions![0]);
+    expect(statusEquals(a, b)).toBe(false);
+  });
+
+  it("does not pool a long message (a key of its size would cost what sharing saves)", () => {
+    const long = "m".repeat(300);
+    const a = desiredStatus(obj(), err("SourceNotFound", long), T1)!;
+    const b = desiredStatus(obj(), err("SourceNotFound", long), T1)!;
+    expect(b.conditions![0]).not.toBe(a.conditions![0]);
+    expect(b.conditions).toEqual(a.conditions);
+  });
+});

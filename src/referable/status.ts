@@ -103,7 +103,7 @@ export function desiredStatus(
   };
   // The controller owns the whole status: a condition of any other type is someone else's
   // forgery (no other writer is expected) and is dropped.
-  const next: ReferableStatus = { observedGeneration: generation, conditions: [condition] };
+  const next: ReferableStatus = { observedGeneration: generation, conditions: pooledConditions(condition) };
 
   if (result.ok) {
     if ("values" in result) {
@@ -132,7 +132,7 @@ export function desiredStatus(
   const exportState = exported === undefined ? (exports ? exportStateOf(previous) : null) : exported;
   if (exportState) {
     const prevExported = previous.conditions?.find((c) => c.type === EXPORTED);
-    next.conditions!.push({
+    next.conditions = pooledConditions(condition, {
       type: EXPORTED,
       status: exportState.status,
       reason: exportState.reason,
@@ -146,6 +146,35 @@ export function desiredStatus(
     if (exportState.exports.length > 0) next.exports = exportState.exports;
   }
   return next;
+}
+
+/**
+ * Conditions, shared: the statuses this controller computes hold them (one replica keeps one
+ * status for each Referable it serves), and Referables that became Ready in the same second at
+ * the same generation, for the same reason, have equal ones. Frozen, as is a list of them.
+ * Bounded: the pool starts again when full, and a long message is not pooled.
+ */
+const conditionPool = new Map<string, { condition: Condition; alone: Condition[] }>();
+const MAX_POOLED_CONDITIONS = 4096;
+const MAX_POOLED_MESSAGE = 200;
+
+/** The pooled copy of `c` (frozen), and the pooled list of it alone. */
+function pooled(c: Condition): { condition: Condition; alone: Condition[] } {
+  if (c.message.length > MAX_POOLED_MESSAGE) return { condition: c, alone: [c] };
+  const key = [c.type, c.status, c.reason, c.observedGeneration, c.lastTransitionTime, c.message].join("\n");
+  let hit = conditionPool.get(key);
+  if (hit) return hit;
+  if (conditionPool.size >= MAX_POOLED_CONDITIONS) conditionPool.clear();
+  const condition = Object.freeze(c);
+  hit = { condition, alone: Object.freeze([condition]) as Condition[] };
+  conditionPool.set(key, hit);
+  return hit;
+}
+
+/** `ready` (and `exported`) as a status's conditions, shared where equal (see {@link pooled}). */
+function pooledConditions(ready: Condition, exported?: Condition): Condition[] {
+  const first = pooled(ready);
+  return exported ? [first.condition, pooled(exported).condition] : first.alone;
 }
 
 /**

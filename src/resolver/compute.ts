@@ -269,15 +269,15 @@ function nameOf(obj: Projection): string {
 }
 
 function sourceRef(req: CompiledRequest, obj: Projection): SourceRef {
-  const ref: SourceRef = {
-    apiVersion: req.apiVersion,
-    kind: req.kind,
-    name: obj.metadata.name,
-    uid: obj.metadata.uid ?? "",
-    resourceVersion: obj.metadata.resourceVersion ?? "",
-  };
-  if (obj.metadata.namespace) ref.namespace = obj.metadata.namespace;
-  return ref;
+  const { apiVersion, kind } = req;
+  const { name, namespace } = obj.metadata;
+  const uid = obj.metadata.uid ?? "";
+  const resourceVersion = obj.metadata.resourceVersion ?? "";
+  // One literal each, the fields in the same order: a namespace added afterwards went to a
+  // property store of its own (some 30 bytes more for each source a status lists).
+  return namespace
+    ? { apiVersion, kind, name, uid, resourceVersion, namespace }
+    : { apiVersion, kind, name, uid, resourceVersion };
 }
 
 /** Orders by the sort field when given (numbers numerically, else as JSON text), then namespace, then name. */

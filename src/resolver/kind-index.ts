@@ -3,7 +3,6 @@
  * only the subscriptions it concerns, and so that the source cache can ask, for each object it
  * decodes, which reads those subscriptions want kept of it.
  */
-import { objectKey } from "../informers/informer.ts";
 import type { InformerEvent, InformerState } from "../informers/informer.ts";
 import type { Extractor, ProjectedMeta, Projection } from "../informers/projection.ts";
 import type { KindHandle, KindInterest, RefreshTarget, SourceCache } from "../informers/source-cache.ts";
@@ -13,11 +12,13 @@ import type { Sub } from "./subscription.ts";
 /** See the module comment. Holds its claim on the cache while it has subscriptions. */
 export class KindIndex implements KindInterest {
   /**
-   * Name subscriptions by object: the one subscription of an object most objects have, or a Set
-   * of them when several read it (a Set each would cost the 100,000 Referables of a large
-   * cluster a Set each).
+   * Name subscriptions by namespace ("" for a cluster-scoped kind), then by object name: the one
+   * subscription of an object most objects have, or a Set of them when several read it (a Set
+   * each would cost the 100,000 Referables of a large cluster a Set each). By namespace first so
+   * the keys are the request's own strings: a "namespace/name" key cost each subscription a
+   * string of its own, and each event one more to look it up.
    */
-  private readonly byName = new Map<string, Sub | Set<Sub>>();
+  private readonly byName = new Map<string, Map<string, Sub | Set<Sub>>>();
   /** Selector subscriptions by namespace ("" for all namespaces or a cluster-scoped kind). */
   readonly selectors = new Map<string, Set<Sub>>();
   readonly all = new Set<Sub>();
@@ -43,7 +44,7 @@ export class KindIndex implements KindInterest {
     if (!this.all.has(sub) && seesLabels(sub)) this.seeingLabels++;
     this.all.add(sub);
     const req = sub.request;
-    if (req.target === "name") this.addName(this.nameKey(sub), sub);
+    if (req.target === "name") this.addName(this.scopeOf(sub), req.name!, sub);
     else {
       // Before anything is decoded for it: the labels it selects on are kept from now on.
       this.handle.addLabelKeys(req.selector!.keys);
@@ -56,7 +57,7 @@ export class KindIndex implements KindInterest {
     if (!this.all.delete(sub)) return;
     if (seesLabels(sub)) this.seeingLabels--;
     const req = sub.request;
-    if (req.target === "name") this.removeName(this.nameKey(sub), sub);
+    if (req.target === "name") this.removeName(this.scopeOf(sub), req.name!, sub);
     else {
       removeFrom(this.selectors, this.scopeOf(sub), sub);
       this.handle.removeLabelKeys(req.selector!.keys);
@@ -104,35 +105,33 @@ export class KindIndex implements KindInterest {
 
   /** The name subscriptions of the object `meta` names. */
   private namedFor(meta: { namespace?: string | undefined; name: string }): Iterable<Sub> {
-    const entry = this.byName.get(objectKey(meta.namespace, meta.name));
+    const entry = this.byName.get(this.namespaced ? (meta.namespace ?? "") : "")?.get(meta.name);
     return entry === undefined ? [] : entry instanceof Set ? entry : [entry];
   }
 
-  private addName(key: string, sub: Sub): void {
-    const entry = this.byName.get(key);
-    if (entry === undefined) this.byName.set(key, sub);
+  private addName(namespace: string, name: string, sub: Sub): void {
+    let names = this.byName.get(namespace);
+    if (!names) this.byName.set(namespace, (names = new Map()));
+    const entry = names.get(name);
+    if (entry === undefined) names.set(name, sub);
     else if (entry instanceof Set) entry.add(sub);
-    else if (entry !== sub) this.byName.set(key, new Set([entry, sub]));
+    else if (entry !== sub) names.set(name, new Set([entry, sub]));
   }
 
-  private removeName(key: string, sub: Sub): void {
-    const entry = this.byName.get(key);
-    if (entry === sub) this.byName.delete(key);
+  private removeName(namespace: string, name: string, sub: Sub): void {
+    const names = this.byName.get(namespace);
+    const entry = names?.get(name);
+    if (entry === sub) names!.delete(name);
     else if (entry instanceof Set) {
       entry.delete(sub);
-      if (entry.size === 1) this.byName.set(key, entry.values().next().value!);
+      if (entry.size === 1) names!.set(name, entry.values().next().value!);
     }
+    if (names?.size === 0) this.byName.delete(namespace);
   }
 
   private *selectorsFor(namespace: string | undefined): Iterable<Sub> {
     yield* this.selectors.get(namespace ?? "") ?? [];
     if (namespace) yield* this.selectors.get("") ?? [];
-  }
-
-  private nameKey(sub: Sub): string {
-    const namespace = this.namespaced ? sub.request.namespace : undefined;
-    // The same text as objectKey, as one flat string: this one is kept as long as the subscription.
-    return namespace ? [namespace, "/", sub.request.name!].join("") : sub.request.name!;
   }
 
   private scopeOf(sub: Sub): string {
