@@ -431,7 +431,8 @@ async function startController(
   try {
     proc = spawn(process.execPath, args, {
       stdio: ["ignore", logFile.fd, logFile.fd],
-      env: { ...process.env, NODE_OPTIONS: nodeOptions },
+      // MALLOC_ARENA_MAX as the image sets it (Dockerfile), unless the run sets its own.
+      env: { MALLOC_ARENA_MAX: "2", ...process.env, NODE_OPTIONS: nodeOptions },
     });
   } finally {
     logFile.close();

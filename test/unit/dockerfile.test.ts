@@ -210,6 +210,10 @@ describe("Dockerfile", () => {
     expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "NODE_ENV=production" });
   });
 
+  it("keeps glibc to two malloc arenas in the runtime stage (a shard's RSS)", () => {
+    expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "MALLOC_ARENA_MAX=2" });
+  });
+
   it("has a .dockerignore that keeps node_modules, .git, tests and local builds out of the context", () => {
     for (const path of ["node_modules", ".git", "test", "test/integration/deploy.test.ts", "dist"]) {
       expect({ path, ignored: ignored(dockerignore, path) }).toEqual({ path, ignored: true });
