@@ -273,6 +273,42 @@ describe("ReferableController sharded: a bucket taken over, changed first", () =
     }
   });
 
+  it("subscribes the unchanged rest a chunk per turn of the event loop, and stops when the bucket is let go of", async () => {
+    const names = Array.from({ length: 6000 }, (_, i) => `r${i}`).filter((n) => gate.bucketOf(n) === 0);
+    const { client } = fakeClient(names.map(ownSource));
+    let subscribed = 0;
+    const resolver = {
+      watch: () => {
+        subscribed++;
+        return { current: available("v"), close: () => undefined };
+      },
+      cachedVersion: () => "499",
+    };
+    const shards = new ShardGate(2);
+    const controller = new ReferableController({ client, resolver, shards, watchdogMs: 600_000 });
+    controller.start();
+    await controller.whenSynced();
+    try {
+      // The one without a status is subscribed first (not Ready), with the first chunk.
+      const before = subscribed + (names.includes(notReady) ? 1 : 0);
+      shards.add(0);
+      // One chunk in the turn that took the bucket: the loop is free for the first reconciles.
+      expect(subscribed - before).toBe(500);
+      await nextTurn();
+      expect(subscribed - before).toBe(1000);
+      // Let go of (once its running reconciles are done, a chunk or two may pass meanwhile): the
+      // pass stops where it is, short of the whole bucket.
+      await shards.remove(0);
+      const atRemoval = subscribed;
+      for (let i = 0; i < 5; i++) await nextTurn();
+      expect(subscribed).toBe(atRemoval);
+      expect(subscribed - before).toBeLessThan(names.length);
+      expect(names.length).toBeGreaterThan(2000);
+    } finally {
+      await controller.stop();
+    }
+  });
+
   const at = (resourceVersion: string, status?: ReferableStatus): Referable => ({
     ...referable("x"),
     metadata: { ...referable("x").metadata, resourceVersion },
