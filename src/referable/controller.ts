@@ -85,7 +85,7 @@ export interface ReferableControllerOptions {
 const NAME = "referable";
 
 /** Referables of a bucket taken over subscribed and queued per turn of the event loop (serveRest). */
-const SERVE_CHUNK = 500;
+const SERVE_CHUNK = 200;
 
 /** The Referable controller; see the module comment. */
 export class ReferableController {
@@ -223,12 +223,14 @@ export class ReferableController {
       { bucket, first: first.length, rest: rest.length },
       "queued a bucket's Referables, those that may have changed first",
     );
-    this.serveRest(bucket, epoch, rest, 0);
+    // From the next turn: buckets taken in one round have all their first ones subscribed (and
+    // their sources asked for, in that order) before any bucket's rest.
+    setImmediate(() => this.serveRest(bucket, epoch, rest, 0));
   }
 
   /**
    * The rest of a bucket taken over, subscribed and queued (low) a chunk per turn of the event
-   * loop: subscribing 8,000 Referables in one go (a shard's share of a failover at 100,000) held
+   * loop, from the turn after the bucket was taken: subscribing 8,000 Referables in one go (a shard's share of a failover at 100,000) held
    * the loop for seconds, before the reconciles of those that may have changed could run. Stops
    * when the bucket was let go of (or taken again: a newer pass serves it) meanwhile.
    */
