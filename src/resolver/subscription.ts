@@ -44,38 +44,44 @@ export class Sub implements Subscription {
   private flags = 0;
 
   get closed(): boolean {
-    return (this.flags & CLOSED) !== 0;
+    return this.has(CLOSED);
   }
   set closed(on: boolean) {
-    this.flags = on ? this.flags | CLOSED : this.flags & ~CLOSED;
+    this.mark(CLOSED, on);
   }
   /** Counted among the subscriptions that keep CRDs watched (its kind may be a CRD's). */
   get followsCrd(): boolean {
-    return (this.flags & FOLLOWS_CRD) !== 0;
+    return this.has(FOLLOWS_CRD);
   }
   set followsCrd(on: boolean) {
-    this.flags = on ? this.flags | FOLLOWS_CRD : this.flags & ~FOLLOWS_CRD;
+    this.mark(FOLLOWS_CRD, on);
   }
   /** An attach (discovery lookup) is under way. */
   get attaching(): boolean {
-    return (this.flags & ATTACHING) !== 0;
+    return this.has(ATTACHING);
   }
   set attaching(on: boolean) {
-    this.flags = on ? this.flags | ATTACHING : this.flags & ~ATTACHING;
+    this.mark(ATTACHING, on);
   }
   /** A transform of its result is being evaluated. */
   get transforming(): boolean {
-    return (this.flags & TRANSFORMING) !== 0;
+    return this.has(TRANSFORMING);
   }
   set transforming(on: boolean) {
-    this.flags = on ? this.flags | TRANSFORMING : this.flags & ~TRANSFORMING;
+    this.mark(TRANSFORMING, on);
   }
   /** The result changed while a transform was evaluated: compute again when it ends. */
   get retransform(): boolean {
-    return (this.flags & RETRANSFORM) !== 0;
+    return this.has(RETRANSFORM);
   }
   set retransform(on: boolean) {
-    this.flags = on ? this.flags | RETRANSFORM : this.flags & ~RETRANSFORM;
+    this.mark(RETRANSFORM, on);
+  }
+  private has(bit: number): boolean {
+    return (this.flags & bit) !== 0;
+  }
+  private mark(bit: number, on: boolean): void {
+    this.flags = on ? this.flags | bit : this.flags & ~bit;
   }
   readonly request: CompiledRequest;
   readonly callback: WatchCallback;
