@@ -277,7 +277,8 @@ export class ReferableReconciler implements Reconciler {
     if (readyCondition(status) && status?.observedGeneration === (cached.metadata.generation ?? 0)) return 0;
     const now = performance.now();
     const since = (state.pushedAt ??= now);
-    return Math.max(0, since + (this.options.pendingGraceMs ?? 120_000) - now);
+    // The grace less the time elapsed (never above the grace: since + grace - now rounds over it).
+    return Math.max(0, (this.options.pendingGraceMs ?? 120_000) - (now - since));
   }
 
   /** How long a repair must still wait after the last write (0: none). */
