@@ -486,6 +486,11 @@ function sumOf(
   return total;
 }
 
+/** A counter summed over the replicas (series starting with `prefix`), per Referable of `n`. */
+function perReferable(metrics: Map<string, number>[], prefix: string, n: number): number {
+  return Number((metrics.reduce((total, m) => total + sumOf(m, prefix), 0) / n).toFixed(2));
+}
+
 /** Requests by verb from rest_client_request_duration_seconds_count{verb}. */
 function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
@@ -2096,6 +2101,13 @@ interface ScalePhase {
   statusWrites: number[];
   /** Their sum over the n Referables: 1 when each was written once. */
   statusWritesPerReferable: number;
+  /**
+   * Per Referable, from start to Ready (all replicas): status writes the write policy held back
+   * (referable_status_writes_deferred_total, by reason) and reconciles
+   * (controller_runtime_reconcile_total): a write that waits for the budget costs one more.
+   */
+  deferredPerReferable?: { budget: number; rate: number };
+  reconcilesPerReferable?: number;
   /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
   logLines: LogCount[];
   failover?: ScaleFailover;
@@ -2342,6 +2354,11 @@ async function scaleColdStart(
     propagation: { rate: prop.rate, updates: prop.updates, seen: prop.seen, latency: prop.latency },
     statusWrites,
     statusWritesPerReferable: Number((statusWrites.reduce((a, b) => a + b, 0) / n).toFixed(2)),
+    deferredPerReferable: {
+      budget: perReferable(metrics, 'referable_status_writes_deferred_total{reason="budget"', n),
+      rate: perReferable(metrics, 'referable_status_writes_deferred_total{reason="rate"', n),
+    },
+    reconcilesPerReferable: perReferable(metrics, "controller_runtime_reconcile_total{", n),
     logLines: await countLogLines(controllers.map((c) => c.logPath)),
   };
   if (replicas === 1) {
@@ -2615,6 +2632,10 @@ function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string) => vo
   if (ph.statusWrites)
     p(
       `${who}: ${ph.statusWrites.join(", ")} status writes from start to Ready = ${ph.statusWritesPerReferable.toFixed(2)} per Referable (1.00: each written once)`,
+    );
+  if (ph.deferredPerReferable && ph.reconcilesPerReferable !== undefined)
+    p(
+      `${who}: per Referable from start to Ready: ${ph.reconcilesPerReferable} reconciles, status writes held back ${ph.deferredPerReferable.budget} for the budget and ${ph.deferredPerReferable.rate} for its own rate`,
     );
   for (const line of formatLogCounts(who, ph.logLines ?? [])) p(line);
   if (ph.bytesPerReferable !== undefined)
