@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { numberFlag, parseOrExit } from "../src/cli.ts";
 import { statusPatch } from "../src/referable/status.ts";
+import { WRITE_POLICY_DEFAULTS } from "../src/outputs/write-policy.ts";
 import type { ReferableStatus } from "../src/api/referable.ts";
 import { KubeClient, type KubeObject } from "../src/kube/client.ts";
 import {
@@ -483,6 +484,11 @@ function sumOf(
   let total = 0;
   for (const [key, value] of metrics) if (key.startsWith(prefix) && filter(key)) total += value;
   return total;
+}
+
+/** A counter summed over the replicas (series starting with `prefix`), per Referable of `n`. */
+function perReferable(metrics: Map<string, number>[], prefix: string, n: number): number {
+  return Number((metrics.reduce((total, m) => total + sumOf(m, prefix), 0) / n).toFixed(2));
 }
 
 /** Requests by verb from rest_client_request_duration_seconds_count{verb}. */
@@ -2065,6 +2071,15 @@ interface ScalePhase {
   coldStartOverFloor: number;
   /** The floor just before: the same n status writes straight to the API server. */
   floorSeconds: number;
+  /**
+   * The controller's own status write budget's bound on the cold start: (n / replicas - burst) /
+   * budget rate seconds, each replica having a budget of its own (sharded: an even share of n);
+   * absent without a budget (REFERABLE_STATUS_WRITE_BUDGET=0). Whichever of it and the floor is
+   * the larger binds.
+   */
+  budgetSeconds?: number;
+  /** The cold start over {@link budgetSeconds}. */
+  coldStartOverBudget?: number;
   /** Per replica, settled after the cold start. */
   cost: Cost[];
   /** Highest RSS of any replica from its start to the end of propagation. */
@@ -2086,6 +2101,13 @@ interface ScalePhase {
   statusWrites: number[];
   /** Their sum over the n Referables: 1 when each was written once. */
   statusWritesPerReferable: number;
+  /**
+   * Per Referable, from start to Ready (all replicas): status writes the write policy held back
+   * (referable_status_writes_deferred_total, by reason) and reconciles
+   * (controller_runtime_reconcile_total): a write that waits for the budget costs one more.
+   */
+  deferredPerReferable?: { budget: number; rate: number };
+  reconcilesPerReferable?: number;
   /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
   logLines: LogCount[];
   failover?: ScaleFailover;
@@ -2316,17 +2338,27 @@ async function scaleColdStart(
   log(`scale: peaks per replica: ${peak.map((p) => `RSS ${p.rssMiB} / heap ${p.heapMiB} MiB`).join("; ")}`);
   const overIdle = (c: Cost) => (c.heapMiB - baselineHeapMiB) * 1024 * 1024;
   const statusWrites = metrics.map((m) => sumOf(m, 'referable_status_writes_total{result="success"}'));
+  const budgetSeconds = budgetBoundSeconds(Math.ceil(n / replicas));
   const phase: ScalePhase = {
     replicas,
     heapCapMiB,
     coldStartSeconds,
     coldStartOverFloor: Number((coldStartSeconds / floorSeconds).toFixed(2)),
     floorSeconds,
+    ...(budgetSeconds !== undefined && {
+      budgetSeconds,
+      coldStartOverBudget: Number((coldStartSeconds / budgetSeconds).toFixed(2)),
+    }),
     cost: costs,
     peakRssMiB: Math.max(...peak.map((p) => p.rssMiB)),
     propagation: { rate: prop.rate, updates: prop.updates, seen: prop.seen, latency: prop.latency },
     statusWrites,
     statusWritesPerReferable: Number((statusWrites.reduce((a, b) => a + b, 0) / n).toFixed(2)),
+    deferredPerReferable: {
+      budget: perReferable(metrics, 'referable_status_writes_deferred_total{reason="budget"', n),
+      rate: perReferable(metrics, 'referable_status_writes_deferred_total{reason="rate"', n),
+    },
+    reconcilesPerReferable: perReferable(metrics, "controller_runtime_reconcile_total{", n),
     logLines: await countLogLines(controllers.map((c) => c.logPath)),
   };
   if (replicas === 1) {
@@ -2529,13 +2561,35 @@ async function runScale(
   return result;
 }
 
+/** The status write budget the controllers run with: their environment (the bench passes it on), else the defaults. */
+function writeBudget(): { rate: number; burst: number } {
+  const read = (name: string, fallback: number) => {
+    const raw = process.env[name];
+    return raw === undefined || raw.trim() === "" ? fallback : Number(raw);
+  };
+  return {
+    rate: read("REFERABLE_STATUS_WRITE_BUDGET", WRITE_POLICY_DEFAULTS.budget),
+    burst: Math.max(1, read("REFERABLE_STATUS_WRITE_BUDGET_BURST", WRITE_POLICY_DEFAULTS.budgetBurst)),
+  };
+}
+
+/**
+ * The least time one replica's budget lets `writes` status writes take: the burst at once, the
+ * rest at the budget's rate. Undefined without a budget (0: REFERABLE_STATUS_WRITE_BUDGET=0).
+ */
+function budgetBoundSeconds(writes: number): number | undefined {
+  const { rate, burst } = writeBudget();
+  if (!(rate > 0)) return undefined;
+  return Math.max(0, writes - burst) / rate;
+}
+
 function scaleHeader(r: ScaleResult): string {
   return `scale: ${r.n} Referables over sources of their own (created in ${r.setupSeconds.toFixed(0)} s, ${r.createdPerSecond} objects/s); floor = ${r.n} status writes straight to the API server, ${r.floorConcurrency} in flight; propagation floor p50 / p99 ${ms(r.propagationFloor.p50)} / ${ms(r.propagationFloor.p99)} ms; heap cap ${r.heapCapMiB.single} MiB (one replica), ${r.heapCapMiB.shard} MiB (each shard)`;
 }
 
 const SCALE_COLUMNS = [
-  "| replicas | floor s | cold start s | cold start / floor | status writes per Referable | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | heap bytes per Referable (per owned) | propagation p50 / p99 ms (seen/updates) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
-  "|---:|---:|---:|---:|---:|---|---|---|---:|---|---|---|---:|---|",
+  "| replicas | floor s | cold start s | cold start / floor | write budget bound s (cold start / it) | status writes per Referable | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | heap bytes per Referable (per owned) | propagation p50 / p99 ms (seen/updates) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
+  "|---:|---:|---:|---:|---|---:|---|---|---|---:|---|---|---|---:|---|",
 ];
 
 function scaleRow(ph: ScalePhase): string {
@@ -2545,7 +2599,7 @@ function scaleRow(ph: ScalePhase): string {
       : ph.bytesPerReferableEach
         ? `${ph.bytesPerReferableEach.join(", ")} (${ph.bytesPerOwned!.join(", ")})`
         : "-";
-  return `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.statusWritesPerReferable?.toFixed(2) ?? "-"} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${perReferable} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`;
+  return `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.budgetSeconds !== undefined ? `${ph.budgetSeconds.toFixed(1)} (${ph.coldStartOverBudget})` : "no budget"} | ${ph.statusWritesPerReferable?.toFixed(2) ?? "-"} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${perReferable} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`;
 }
 
 const ratio = (a: number, b: number) =>
@@ -2561,6 +2615,12 @@ function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string) => vo
   p(
     `${who}: cold start ${ph.coldStartSeconds.toFixed(1)} s / floor ${ph.floorSeconds.toFixed(1)} s = ${ph.coldStartOverFloor}x (target <= ${TARGETS.coldStartOverFloor}x: ${verdict(ph.coldStartOverFloor <= TARGETS.coldStartOverFloor)})`,
   );
+  const { rate, burst } = writeBudget();
+  p(
+    ph.budgetSeconds === undefined
+      ? `${who}: no status write budget (REFERABLE_STATUS_WRITE_BUDGET=0): the floor alone bounds the cold start`
+      : `${who}: cold start ${ph.coldStartSeconds.toFixed(1)} s / the write budget's own bound ${ph.budgetSeconds.toFixed(1)} s ((${Math.ceil(r.n / ph.replicas)} writes${ph.replicas > 1 ? " per replica, an even share" : ""} - burst ${burst}) / ${rate} a second) = ${ph.coldStartOverBudget}x; the ${ph.budgetSeconds > ph.floorSeconds ? `budget binds (${ph.budgetSeconds.toFixed(1)} s > floor ${ph.floorSeconds.toFixed(1)} s)` : `floor binds (${ph.floorSeconds.toFixed(1)} s >= budget ${ph.budgetSeconds.toFixed(1)} s)`}`,
+  );
   const maxRss = Math.max(...ph.cost.map((c) => c.rssMiB));
   p(
     `${who}: RSS ${ph.cost.map((c) => c.rssMiB).join(", ")} MiB at Ready, peak ${ph.peakRssMiB} MiB (heap cap ${ph.heapCapMiB} MiB; target per shard < ${TARGETS.rssMiBPerShard} MiB: ${verdict(Math.max(maxRss, ph.peakRssMiB) < TARGETS.rssMiBPerShard)})`,
@@ -2572,6 +2632,10 @@ function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string) => vo
   if (ph.statusWrites)
     p(
       `${who}: ${ph.statusWrites.join(", ")} status writes from start to Ready = ${ph.statusWritesPerReferable.toFixed(2)} per Referable (1.00: each written once)`,
+    );
+  if (ph.deferredPerReferable && ph.reconcilesPerReferable !== undefined)
+    p(
+      `${who}: per Referable from start to Ready: ${ph.reconcilesPerReferable} reconciles, status writes held back ${ph.deferredPerReferable.budget} for the budget and ${ph.deferredPerReferable.rate} for its own rate`,
     );
   for (const line of formatLogCounts(who, ph.logLines ?? [])) p(line);
   if (ph.bytesPerReferable !== undefined)

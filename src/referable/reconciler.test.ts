@@ -50,8 +50,10 @@ interface Case {
 }
 
 /** Fake outputs and a fake resolver around a real reconciler, recording what it asks of them. */
-function harness(c: Case) {
+function harness(c: Case, leadership = { leading: c.leading ?? true }) {
   const written: ReferableStatus[] = [];
+  /** Every status the status output was asked to write, written or not. */
+  const asked: ReferableStatus[] = [];
   const keys: string[] = [];
   const forgotten: string[] = [];
   const states = new ReferableStates();
@@ -64,11 +66,12 @@ function harness(c: Case) {
     states,
     track: (obj) => subscriptions.track(obj),
     cycles: { cycleOf: () => c.cycle, flush: () => undefined },
-    leadership: { leading: c.leading ?? true },
+    leadership,
     status: {
       memory: () => ({ gate: undefined, admittedAt: undefined }),
       write: async (_owner: Referable, desired: DesiredStatus) => {
         const answer = c.statusAnswer ?? { result: "written", resourceVersion: "101" };
+        asked.push(desired.status);
         if (answer.result === "written") written.push(desired.status);
         return answer;
       },
@@ -88,7 +91,7 @@ function harness(c: Case) {
     now: () => T0,
     ...(c.pendingGraceMs !== undefined && { pendingGraceMs: c.pendingGraceMs }),
   });
-  return { reconciler, written, keys, forgotten, states };
+  return { reconciler, written, asked, keys, forgotten, states };
 }
 
 const reasons = (statuses: ReferableStatus[]) =>
@@ -308,6 +311,91 @@ describe("ReferableReconciler", () => {
     expect(h.written[0]?.conditions?.[0]).toMatchObject({
       reason: "InvalidSpec",
       message: new ResolutionError("InvalidSpec", "spec.source is required").message,
+    });
+  });
+
+  describe("a status write held back by the write policy (a place in the budget reserved)", () => {
+    /** A Referable whose first write was deferred: the status output answers "written" from now on. */
+    async function deferredOnce() {
+      const c: Case = {
+        reason: "",
+        cached: referable(),
+        current: available("v"),
+        statusAnswer: { result: "deferred", retryAfterMs: 40 },
+        want: { result: {}, written: [] },
+      };
+      const h = harness(c);
+      expect(await h.reconciler.reconcile("r")).toEqual({ requeueAfterMs: 40 });
+      delete c.statusAnswer;
+      return { c, h };
+    }
+
+    it("is written on the look after the wait as it was computed, not computed again", async () => {
+      const { h } = await deferredOnce();
+      expect(await h.reconciler.reconcile("r")).toEqual({});
+      expect(h.asked).toHaveLength(2);
+      // The very status computed before the wait: no second projection, no key step.
+      expect(h.asked[1]).toBe(h.asked[0]);
+      expect(h.written).toEqual([h.asked[0]]);
+      expect(h.keys).toEqual(["write"]);
+    });
+
+    it("is held again when it must wait again, and still written once, as computed", async () => {
+      const { c, h } = await deferredOnce();
+      c.statusAnswer = { result: "deferred", retryAfterMs: 5 };
+      expect(await h.reconciler.reconcile("r")).toEqual({ requeueAfterMs: 5 });
+      delete c.statusAnswer;
+      await h.reconciler.reconcile("r");
+      expect(h.asked).toHaveLength(3);
+      expect(new Set(h.asked).size).toBe(1);
+      expect(h.written).toHaveLength(1);
+      // Written: nothing is held any more, the next look computes (and finds nothing to write).
+      await h.reconciler.reconcile("r");
+      expect(h.asked).toHaveLength(3);
+    });
+
+    it.each([
+      {
+        reason: "a new result pushed meanwhile is computed and written: the last value always is",
+        change: (_c: Case, h: ReturnType<typeof harness>) => {
+          // The harness's subscription is a plain object: a push replaces its result.
+          (h.states.get("r")!.subscription as { current: ResolutionResult }).current = available("w");
+        },
+        value: "w",
+      },
+      {
+        reason: "a new version of the Referable meanwhile (a spec or label edit) is computed again",
+        change: (c: Case) => {
+          c.cached = referable({ resourceVersion: "150" });
+        },
+        value: "v",
+      },
+    ])("$reason", async ({ change, value }) => {
+      const { c, h } = await deferredOnce();
+      change(c, h);
+      await h.reconciler.reconcile("r");
+      expect(h.asked).toHaveLength(2);
+      expect(h.asked[1]).not.toBe(h.asked[0]);
+      expect(h.written).toEqual([h.asked[1]]);
+      expect(h.written[0]?.value).toBe(value);
+      expect(h.keys).toEqual(["write", "write"]);
+    });
+
+    it("is not written by a replica that stopped leading meanwhile", async () => {
+      const c: Case = {
+        reason: "",
+        cached: referable(),
+        current: available("v"),
+        statusAnswer: { result: "deferred", retryAfterMs: 40 },
+        want: { result: {}, written: [] },
+      };
+      const leadership = { leading: true };
+      const h = harness(c, leadership);
+      await h.reconciler.reconcile("r");
+      delete c.statusAnswer;
+      leadership.leading = false;
+      expect(await h.reconciler.reconcile("r")).toEqual({});
+      expect(h.written).toEqual([]);
     });
   });
 });

@@ -122,10 +122,31 @@ function keysMemory(state: ReferableState, obj: Referable): KeysMemory {
   return exports ? (state.keys = newKeysMemory()) : newKeysMemory();
 }
 
+/**
+ * A status write the write policy held back (a place in the controller's budget reserved, or the
+ * Referable's own rate), and what its status was computed from. The look after the wait writes
+ * that status as it is when nothing of it changed: at 100,000 Referables under the budget (500 a
+ * second) nearly every write waits, and computing each again from the same inputs doubled the
+ * reconciles' work (BENCHMARKS.md, perf/budget-cpu).
+ */
+interface Held {
+  /** The Referable's version (and uid) the status was computed from. */
+  uid: string | undefined;
+  version: string | undefined;
+  /** The result it shows (the subscription's, or the fixed one: a new push is a new object). */
+  result: ResolutionResult;
+  /** What this replica knew of its own writes then. */
+  overlay: ReferableState["overlay"];
+  own: ReferableStatus | undefined;
+  desired: ReferableStatus;
+}
+
 /** The Reconciler for Referables; see the module comment. */
 export class ReferableReconciler implements Reconciler {
   private readonly options: ReferableReconcilerOptions;
   private readonly logger: Logger;
+  /** Status writes held back, by the state of their Referable: gone with it, no field in every state. */
+  private readonly held = new WeakMap<ReferableState, Held>();
 
   constructor(options: ReferableReconcilerOptions) {
     this.options = options;
@@ -154,6 +175,9 @@ export class ReferableReconciler implements Reconciler {
     const wait = leading ? this.pendingWait(cached, state, result) : 0;
     if (wait > 0) return { requeueAfterMs: wait };
     const pass: Pass = { name, cached, view: viewOf(cached, state), state, leading };
+    // A write that waited for its place, computed from what is still the case: written as it was.
+    const held = leading ? this.takeHeld(state, cached, result) : undefined;
+    if (held) return this.writeStatus(pass, result, undefined, held);
     const keys = await this.writeKeys(pass, result);
     if (keys?.requeue) return { requeue: true };
     const fields = await this.writeFields(pass, result);
@@ -228,23 +252,46 @@ export class ReferableReconciler implements Reconciler {
     return step;
   }
 
-  /** Writes the status `result` and the keys step call for, if it differs and this replica leads. */
+  /**
+   * The status write held back for this Referable, taken out, if it was computed from what is
+   * still the case: the same version of the Referable, the same result, the same own writes.
+   */
+  private takeHeld(state: ReferableState, cached: Referable, result: ResolutionResult): Held | undefined {
+    const held = this.held.get(state);
+    if (!held) return undefined;
+    this.held.delete(state);
+    const same =
+      held.result === result &&
+      held.uid === cached.metadata.uid &&
+      held.version === cached.metadata.resourceVersion &&
+      held.overlay === state.overlay &&
+      held.own === state.own;
+    return same ? held : undefined;
+  }
+
+  /**
+   * Writes the status `result` and the keys step call for, if it differs and this replica leads;
+   * `held`: the status a write held back computed, from the same inputs (see takeHeld).
+   */
   private async writeStatus(
     pass: Pass,
     result: ResolutionResult,
     keys: ExportStep | undefined,
+    held?: Held,
   ): Promise<Result> {
     const { state, view, leading } = pass;
     const own = leading ? state.own : undefined;
-    const desired = desiredStatus(view, result, this.options.now?.() ?? new Date(), own, keys?.state);
+    const desired =
+      held?.desired ?? desiredStatus(view, result, this.options.now?.() ?? new Date(), own, keys?.state);
     // A status kept as a summary (a bucket just taken over) is compared by digest: unchanged, no write.
-    if (!desired || sameAsStored(view.status, desired, statusEquals)) {
+    // (A held status differed from the same stored one when it was held.)
+    if (!held && (!desired || sameAsStored(view.status, desired, statusEquals))) {
       state.pushedAt = undefined;
       return DONE;
     }
-    if (!leading) return DONE;
-    // The stored status is not what this replica wrote: someone else wrote it.
-    const repair = own !== undefined && !statusEquals(view.status, own);
+    if (!leading || !desired) return DONE;
+    // The stored status is not what this replica wrote: someone else wrote it. (Never held.)
+    const repair = !held && own !== undefined && !statusEquals(view.status, own);
     const streak =
       repair && state.lastRepairAt !== undefined && performance.now() - state.lastRepairAt < REPAIR_STREAK_MS
         ? state.repairs
@@ -256,7 +303,20 @@ export class ReferableReconciler implements Reconciler {
       { status: desired, baseVersion: view.metadata.resourceVersion },
       state,
     );
-    if (outcome.result === "deferred") return { requeueAfterMs: outcome.retryAfterMs };
+    if (outcome.result === "deferred") {
+      // Held: the look after the wait writes this very status unless its inputs moved on. Not a
+      // repair (its wait is its own) nor a step of the exports (they run again on every look).
+      if (!repair && (keys === undefined || quietExports(keys)))
+        this.held.set(state, {
+          uid: pass.cached.metadata.uid,
+          version: pass.cached.metadata.resourceVersion,
+          result,
+          overlay: state.overlay,
+          own: state.own,
+          desired,
+        });
+      return { requeueAfterMs: outcome.retryAfterMs };
+    }
     if (outcome.result === "conflict") return { requeue: true };
     if (outcome.result === "dropped") return DONE;
     recordWrite(state, view, pass.cached, { resourceVersion: outcome.resourceVersion, status: desired });
@@ -361,6 +421,11 @@ function adoptMetadata(
     finalizers: metadata.finalizers,
   });
   pass.view = viewOf(pass.cached, pass.state);
+}
+
+/** An export step that exports nothing, waits for nothing and asks for no next step. */
+function quietExports(step: ExportStep): boolean {
+  return step.state === null && step.retryAfterMs === undefined && !step.thenRequeue;
 }
 
 /** Whether the field output has anything to do for `obj`: a field named, recorded, or its finalizer held. */

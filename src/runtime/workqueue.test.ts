@@ -253,6 +253,35 @@ describe("WorkQueue.addAfter", () => {
       expect({ time, got: await drainQueued(queue) }).toEqual({ time, got: want });
     }
   });
+  it("holds thousands of delayed keys (writes waiting for the budget) on one timer, due in order", async () => {
+    const queue = new WorkQueue();
+    // 5,000 places reserved 2 ms apart (500 writes a second), added out of order.
+    const n = 5000;
+    for (let i = n - 1; i >= 0; i--) queue.addAfter(`k${i}`, 2 * (i + 1));
+    expect(jest.getTimerCount()).toBe(1);
+    const got: string[] = [];
+    for (let t = 0; t < 2 * n; t += 100) {
+      await advance(100);
+      got.push(...(await drainQueued(queue)));
+      expect(jest.getTimerCount()).toBeLessThanOrEqual(1);
+    }
+    expect(got).toEqual(Array.from({ length: n }, (_, i) => `k${i}`));
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it("a key moved sooner again and again fires once, at its soonest time", async () => {
+    const queue = new WorkQueue();
+    for (let ms = 3000; ms > 0; ms -= 1) queue.addAfter("a", ms);
+    queue.addAfter("b", 2);
+    expect(jest.getTimerCount()).toBe(1);
+    await advance(1);
+    expect(await drainQueued(queue)).toEqual(["a"]);
+    await advance(1);
+    expect(await drainQueued(queue)).toEqual(["b"]);
+    await advance(3000);
+    expect(await drainQueued(queue)).toEqual([]);
+    expect(jest.getTimerCount()).toBe(0);
+  });
 });
 
 describe("rate limiters", () => {

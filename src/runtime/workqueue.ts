@@ -159,8 +159,74 @@ export interface UnfinishedWork {
 }
 
 interface Delayed {
+  key: string;
   readyAt: number;
   order: number;
+}
+
+/** Whether `a` is due before `b`: the earlier time, then the earlier call. */
+function before(a: Delayed, b: Delayed): boolean {
+  return a.readyAt < b.readyAt || (a.readyAt === b.readyAt && a.order < b.order);
+}
+
+/**
+ * The delayed keys' entries as a binary min-heap (earliest first): adding one and taking the
+ * earliest cost O(log n), where a scan of every delayed key per `addAfter` and per timer made a
+ * cold start under the status write budget (up to every Referable waiting for its place, a
+ * timer every 2 ms) cost O(n) per step. An entry replaced by an earlier one for its key stays in
+ * the heap until it comes up, and is skipped then (see WorkQueue.delayed).
+ */
+class DelayHeap {
+  private items: Delayed[] = [];
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  peek(): Delayed | undefined {
+    return this.items[0];
+  }
+
+  push(entry: Delayed): void {
+    const items = this.items;
+    let i = items.length;
+    items.push(entry);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(entry, items[parent]!)) break;
+      items[i] = items[parent]!;
+      i = parent;
+    }
+    items[i] = entry;
+  }
+
+  pop(): Delayed | undefined {
+    const items = this.items;
+    const top = items[0];
+    const last = items.pop();
+    if (top === undefined || last === undefined || items.length === 0) return top;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= items.length) break;
+      const right = left + 1;
+      const child = right < items.length && before(items[right]!, items[left]!) ? right : left;
+      if (!before(items[child]!, last)) break;
+      items[i] = items[child]!;
+      i = child;
+    }
+    items[i] = last;
+    return top;
+  }
+
+  clear(): void {
+    this.items = [];
+  }
+
+  /** Keeps only `entries` (a sorted array is a heap). */
+  reset(entries: Iterable<Delayed>): void {
+    this.items = [...entries].sort((a, b) => a.readyAt - b.readyAt || a.order - b.order);
+  }
 }
 
 /**
@@ -229,7 +295,10 @@ export class WorkQueue {
   /** When each dirty key became dirty, for queue latency. */
   private readonly addedAt = new Map<string, number>();
   private readonly waiters: Array<(key: string | undefined) => void> = [];
+  /** Each delayed key's pending entry: the one of its entries in `delays` that counts. */
   private readonly delayed = new Map<string, Delayed>();
+  /** Every entry of `delayed`, and entries since replaced by an earlier one (skipped when reached). */
+  private readonly delays = new DelayHeap();
   private delayedOrder = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
@@ -318,7 +387,11 @@ export class WorkQueue {
     const readyAt = performance.now() + delayMs;
     const pending = this.delayed.get(key);
     if (pending && pending.readyAt <= readyAt) return;
-    this.delayed.set(key, { readyAt, order: pending?.order ?? this.delayedOrder++ });
+    const entry: Delayed = { key, readyAt, order: pending?.order ?? this.delayedOrder++ };
+    this.delayed.set(key, entry);
+    this.delays.push(entry);
+    // Replaced entries never outnumber the pending ones for long (keys moved sooner, again and again).
+    if (this.delays.size > 2 * this.delayed.size + 1024) this.delays.reset(this.delayed.values());
     this.schedule();
   }
 
@@ -368,6 +441,7 @@ export class WorkQueue {
     if (this.shuttingDown) return;
     this.shuttingDown = true;
     this.delayed.clear();
+    this.delays.clear();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Infinity;
@@ -408,10 +482,18 @@ export class WorkQueue {
     }
   }
 
-  /** One timer, for the earliest delayed key. */
+  /** The earliest pending entry, entries replaced since dropped on the way. */
+  private earliest(): Delayed | undefined {
+    for (;;) {
+      const top = this.delays.peek();
+      if (top === undefined || this.delayed.get(top.key) === top) return top;
+      this.delays.pop();
+    }
+  }
+
+  /** One timer, for the earliest delayed key, whatever the number of delayed keys. */
   private schedule(): void {
-    let earliest = Infinity;
-    for (const { readyAt } of this.delayed.values()) earliest = Math.min(earliest, readyAt);
+    const earliest = this.earliest()?.readyAt ?? Infinity;
     if (earliest === this.timerAt) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
@@ -424,12 +506,11 @@ export class WorkQueue {
     this.timer = undefined;
     this.timerAt = Infinity;
     const now = performance.now();
-    const ready = [...this.delayed.entries()]
-      .filter(([, d]) => d.readyAt <= now)
-      .sort(([, a], [, b]) => a.readyAt - b.readyAt || a.order - b.order);
-    for (const [key] of ready) {
-      this.delayed.delete(key);
-      this.add(key);
+    // Due keys in order of their times, then of their calls; only those due are touched.
+    for (let next = this.earliest(); next !== undefined && next.readyAt <= now; next = this.earliest()) {
+      this.delays.pop();
+      this.delayed.delete(next.key);
+      this.add(next.key);
     }
     this.schedule();
   }
