@@ -312,7 +312,7 @@ const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
  * ships, so the numbers are those of the shipped configuration.
  */
 const controllerNodeOptions =
-  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=8";
+  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=4";
 
 /** The controller's NODE_OPTIONS with the heap cap `mib` in place of its own (the scale phases' caps). */
 function withHeapCap(options: string, mib: number): string {
