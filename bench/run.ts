@@ -30,6 +30,7 @@ import {
 } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
+import { memoryMap } from "./memory-map.ts";
 import { ControllerLogs, countLogLines, formatLogCounts, type LogCount } from "./controller-logs.ts";
 import { measureReads, printReads, type ReadsResult } from "./reads.ts";
 import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
@@ -312,8 +313,13 @@ const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
  * ships, so the numbers are those of the shipped configuration.
  */
 const controllerNodeOptions =
-  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=8";
+  arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=4";
 
+/** The controller's NODE_OPTIONS with the heap cap `mib` in place of its own (the scale phases' caps). */
+function withHeapCap(options: string, mib: number): string {
+  const rest = options.split(/\s+/).filter((o) => o !== "" && !o.startsWith("--max-old-space-size="));
+  return [`--max-old-space-size=${mib}`, ...rest].join(" ");
+}
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const RUN = `r${Date.now().toString(36)}`;
 /** Each controller's log file, under bench/logs/<RUN>/. */
@@ -2262,7 +2268,7 @@ async function scaleColdStart(
 ): Promise<{ phase: ScalePhase; controllers: Controller[] }> {
   const n = fx.names.length;
   const selector = `bench-set=${fx.label}`;
-  const nodeOptions = `--max-old-space-size=${heapCapMiB} --max-semi-space-size=8`;
+  const nodeOptions = withHeapCap(controllerNodeOptions, heapCapMiB);
   const args =
     replicas === 1
       ? ["--leader-elect=false"]
@@ -2325,6 +2331,11 @@ async function scaleColdStart(
         .map(([space, v]) => `${space} ${v.used} / ${v.committed}`)
         .join(", ")}`,
     );
+  // And by kind of mapping (/proc/<pid>/smaps): the binary's pages, malloc's arenas, V8's pages.
+  for (const c of controllers) {
+    const map = await memoryMap(c.proc.pid!).catch(() => undefined);
+    if (map) log(`scale: memory map (resident MiB): ${JSON.stringify(map)}`);
+  }
   log(`scale: propagation at 50 updates/s for ${phaseSeconds} s`);
   const prop = await measurePropagation(client, controllers[0]!, fx, watch, 50, phaseSeconds);
   alive(controllers);
