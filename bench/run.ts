@@ -26,6 +26,7 @@ import {
   SCALE_FLAGS,
   startControlPlane,
   type ControlPlane,
+  type PrivateControlPlane,
 } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
@@ -207,6 +208,13 @@ const flags = parseOrExit({
       default: "--scale-heap-mib",
       help: "heap cap of each shard of the scale scenario (a cap, not a target: RSS is compared with the 256 MiB target either way)",
     },
+    "controller-log-level": {
+      type: "string",
+      group: "Controller",
+      valueName: "LEVEL",
+      default: "warn",
+      help: "--log-level of the controller processes (info: a timeline of each one's start in bench/logs/)",
+    },
     "controller-node-options": {
       type: "string",
       group: "Controller",
@@ -310,6 +318,7 @@ const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
  */
+const controllerLogLevel = arg("controller-log-level") ?? "warn";
 const controllerNodeOptions =
   arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=8";
 
@@ -420,7 +429,7 @@ async function startController(
     `--kubeconfig=${kubeconfig}`,
     ...extraArgs,
     `--referable-selector=${selector}`,
-    "--log-level=warn",
+    `--log-level=${controllerLogLevel}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
   ];
@@ -1332,6 +1341,28 @@ async function cpuSeconds(pid: number): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
 }
 
+/** The control plane's (when the bench started it) and the bench's own CPU seconds so far. */
+async function planeCpuNow(plane: ControlPlane): Promise<PlaneCpu> {
+  const own = plane.owned ? (plane as PrivateControlPlane) : undefined;
+  const of = async (pid: number | undefined) =>
+    pid === undefined ? NaN : await cpuSeconds(pid).catch(() => NaN);
+  const usage = process.cpuUsage();
+  return {
+    apiServer: await of(own?.apiServerPid),
+    etcd: await of(own?.etcdPid),
+    bench: (usage.user + usage.system) / 1e6,
+  };
+}
+
+function cpuSince(before: PlaneCpu, after: PlaneCpu): PlaneCpu {
+  const d = (a: number, b: number) => Number((b - a).toFixed(1));
+  return {
+    apiServer: d(before.apiServer, after.apiServer),
+    etcd: d(before.etcd, after.etcd),
+    bench: d(before.bench, after.bench),
+  };
+}
+
 async function rssMiBOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
@@ -2088,7 +2119,18 @@ interface ScalePhase {
   statusWritesPerReferable: number;
   /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
   logLines: LogCount[];
+  /** Seconds from the start to the first Ready, to 10%, 50% and 90% of them Ready, and to the last. */
+  readyAt: { first: number; p10: number; p50: number; p90: number; last: number };
+  /** CPU seconds of the floor just before and of the cold start to Ready: the control plane's and the bench's own. */
+  planeCpu: { floor: PlaneCpu; coldStart: PlaneCpu };
   failover?: ScaleFailover;
+}
+
+/** CPU seconds (user + system) of the control plane's processes and the bench over a span. */
+interface PlaneCpu {
+  apiServer: number;
+  etcd: number;
+  bench: number;
 }
 
 interface ScaleFailover {
@@ -2184,17 +2226,19 @@ function scaleEstimate(
  */
 async function scaleFloor(
   client: BenchClient,
+  plane: ControlPlane,
   watch: ReferableWatch,
   names: readonly string[],
   concurrency: number,
   round: string,
-): Promise<number> {
+): Promise<{ seconds: number; cpu: PlaneCpu }> {
   // Counted as the watch shows them: a poll must not walk 100,000 names every 50 ms.
   const shown = new Set<string>();
   const off = watch.onChange((name) => {
     if (watch.latest.get(name)?.value === round) shown.add(name);
   });
   try {
+    const cpu0 = await planeCpuNow(plane);
     const t0 = performance.now();
     let written = 0;
     let lastLog = t0;
@@ -2215,12 +2259,13 @@ async function scaleFloor(
       }
     });
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = cpuSince(cpu0, await planeCpuNow(plane));
     await until(
       "the floor's writes to show",
       () => (shown.size >= names.length && watch.readyCount() === 0 ? true : undefined),
       600_000,
     );
-    return seconds;
+    return { seconds, cpu };
   } finally {
     off();
   }
@@ -2234,10 +2279,11 @@ async function scaleColdStart(
   watch: ReferableWatch,
   replicas: number,
   heapCapMiB: number,
-  floorSeconds: number,
+  floor: { seconds: number; cpu: PlaneCpu },
   baselineHeapMiB: number,
   baselineLiveMiB: number | undefined,
 ): Promise<{ phase: ScalePhase; controllers: Controller[] }> {
+  const floorSeconds = floor.seconds;
   const n = fx.names.length;
   const selector = `bench-set=${fx.label}`;
   const nodeOptions = `--max-old-space-size=${heapCapMiB} --max-semi-space-size=8`;
@@ -2250,6 +2296,7 @@ async function scaleColdStart(
           `--leader-election-id=${RUN}-scale`,
         ];
   log(`scale: cold start of ${n} Referables, ${replicas} replica(s), heap cap ${heapCapMiB} MiB`);
+  const cpu0 = await planeCpuNow(plane);
   const t0 = performance.now();
   const controllers: Controller[] = [];
   // /readyz waits for the list of every Referable: minutes at 100,000 on a loaded machine.
@@ -2270,6 +2317,9 @@ async function scaleColdStart(
   // spent a tenth of their cold-start CPU on the bench's sampler (perf/echo's profile). The peak
   // RSS is the kernel's own high-water mark (VmHWM) besides, so no peak falls between samples.
   const peaks = controllers.map((c) => samplePeaks(c, 1000));
+  // When the first, 10%, 50%, 90% and the last were Ready: the write phase's start and rate.
+  const marks = [1, Math.ceil(n / 10), Math.ceil(n / 2), Math.ceil((n * 9) / 10), n];
+  const markedAt: number[] = [];
   try {
     let lastLog = performance.now();
     await until(
@@ -2277,6 +2327,8 @@ async function scaleColdStart(
       () => {
         alive(controllers);
         const ready = watch.readyCount();
+        while (markedAt.length < marks.length && ready >= marks[markedAt.length]!)
+          markedAt.push(Number(((performance.now() - t0) / 1000).toFixed(1)));
         if (performance.now() - lastLog > 30_000) {
           lastLog = performance.now();
           log(`scale: ${ready} of ${n} Ready after ${((lastLog - t0) / 1000).toFixed(0)} s`);
@@ -2291,7 +2343,18 @@ async function scaleColdStart(
     throw err;
   }
   const coldStartSeconds = (performance.now() - t0) / 1000;
+  const coldStartCpu = cpuSince(cpu0, await planeCpuNow(plane));
+  const [first, p10, p50, p90, last] = markedAt;
+  const readyAt = { first: first!, p10: p10!, p50: p50!, p90: p90!, last: last! };
   log(`scale: ${replicas} replica(s) made ${n} Referables Ready in ${coldStartSeconds.toFixed(1)} s`);
+  log(
+    `scale: Ready at (s from the start): first ${readyAt.first}, 10% ${readyAt.p10}, 50% ${readyAt.p50}, 90% ${readyAt.p90}, last ${readyAt.last}`,
+  );
+  for (const [what, c] of [
+    ["floor", floor.cpu],
+    ["cold start", coldStartCpu],
+  ] as const)
+    log(`scale: CPU s of the ${what}: kube-apiserver ${c.apiServer}, etcd ${c.etcd}, bench ${c.bench}`);
   const costs = await Promise.all(controllers.map((c) => cost(c)));
   const metrics = await Promise.all(controllers.map((c) => scrape(c)));
   // Where each replica's RSS goes: V8's spaces (used / committed) beside RSS, heap and external.
@@ -2328,6 +2391,8 @@ async function scaleColdStart(
     statusWrites,
     statusWritesPerReferable: Number((statusWrites.reduce((a, b) => a + b, 0) / n).toFixed(2)),
     logLines: await countLogLines(controllers.map((c) => c.logPath)),
+    readyAt,
+    planeCpu: { floor: floor.cpu, coldStart: coldStartCpu },
   };
   if (replicas === 1) {
     phase.bytesPerReferable = Math.round(overIdle(costs[0]!) / n);
@@ -2459,9 +2524,9 @@ async function runScale(
     await watch.start();
     if (scalePhase("single")) {
       log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
-      const floor1 = await scaleFloor(client, watch, fx.names, concurrency, "floor-1");
+      const floor1 = await scaleFloor(client, plane, watch, fx.names, concurrency, "floor-1");
       log(
-        `scale: floor ${floor1.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1, singleFloorDone: true })}`,
+        `scale: floor ${floor1.seconds.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1.seconds, singleFloorDone: true })}`,
       );
       const one = await scaleColdStart(
         client,
@@ -2488,8 +2553,8 @@ async function runScale(
         log(`scale: ${result.sharded.skipped}`);
       } else {
         log(`scale: floor again: ${n} status writes`);
-        const floor2 = await scaleFloor(client, watch, fx.names, concurrency, "floor-2");
-        log(`scale: floor ${floor2.toFixed(1)} s`);
+        const floor2 = await scaleFloor(client, plane, watch, fx.names, concurrency, "floor-2");
+        log(`scale: floor ${floor2.seconds.toFixed(1)} s`);
         const sharded = await scaleColdStart(
           client,
           plane,
