@@ -507,7 +507,9 @@ function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
 // ---------- watching Referables ----------
 
 /** Ready: a Ready condition with a reason other than Pending. */
-const isReady = (reason: string | undefined) => !!reason && reason !== "Pending";
+/** The Ready reason of the scale floor's statuses (not Ready: the cold start after it writes every one). */
+const FLOOR_REASON = "BenchFloor";
+const isReady = (reason: string | undefined) => !!reason && reason !== "Pending" && reason !== FLOOR_REASON;
 
 /** A target the export benches follow: its values by name, and the listeners told of a change. */
 interface FollowedTarget {
@@ -2224,14 +2226,52 @@ function scaleEstimate(
  * writes has no Ready condition, so a controller started after it must write every Referable
  * again: this is also what makes the next cold start a cold one.
  */
+/**
+ * What the scale floor writes of a Referable over `source`: the status the controller writes
+ * (value, text, the source read with its uid and resourceVersion, a Ready condition), field for
+ * field and of about the same length, so the API server validates, stores and sends the same
+ * bytes as in the cold start (the floor wrote `{value, observedGeneration}` alone until
+ * perf/shard-cold2: a fifth of the bytes). Not Ready ({@link FLOOR_REASON}) and of no generation
+ * (0), so a controller started after it writes every Referable again, as after a create.
+ */
+function floorStatus(round: string, source: Fixture["sources"][number], at: string): ReferableStatus {
+  const condition = {
+    type: "Ready",
+    status: "False",
+    reason: FLOOR_REASON,
+    message: "",
+    observedGeneration: 0,
+    lastTransitionTime: at,
+  };
+  return {
+    value: round,
+    text: round,
+    sources: [
+      {
+        apiVersion: source.kind === "ConfigMap" ? "v1" : `${WIDGET_GROUP}/v1`,
+        kind: source.kind,
+        namespace: NS,
+        name: source.name,
+        uid: "00000000-0000-4000-8000-000000000000",
+        resourceVersion: "1000000",
+      },
+    ],
+    observedGeneration: 0,
+    conditions: [condition],
+  } as ReferableStatus;
+}
+
 async function scaleFloor(
   client: BenchClient,
   plane: ControlPlane,
   watch: ReferableWatch,
-  names: readonly string[],
+  fx: Fixture,
   concurrency: number,
   round: string,
 ): Promise<{ seconds: number; cpu: PlaneCpu }> {
+  const names = fx.names;
+  const sourceOf = new Map(names.map((name, i) => [name, fx.sources[i]!]));
+  const at = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   // Counted as the watch shows them: a poll must not walk 100,000 names every 50 ms.
   const shown = new Set<string>();
   const off = watch.onChange((name) => {
@@ -2246,7 +2286,7 @@ async function scaleFloor(
       const seen = watch.latest.get(name);
       if (!seen) throw new Error(`the watch has not seen ${name}`);
       await client.request("PATCH", `${RF}/${name}/status`, {
-        body: statusPatch(seen.uid, { value: round, observedGeneration: 1 } as ReferableStatus),
+        body: statusPatch(seen.uid, floorStatus(round, sourceOf.get(name)!, at)),
         contentType: "application/json-patch+json",
         timeoutMs: 120_000,
       });
@@ -2524,7 +2564,7 @@ async function runScale(
     await watch.start();
     if (scalePhase("single")) {
       log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
-      const floor1 = await scaleFloor(client, plane, watch, fx.names, concurrency, "floor-1");
+      const floor1 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-1");
       log(
         `scale: floor ${floor1.seconds.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1.seconds, singleFloorDone: true })}`,
       );
@@ -2553,7 +2593,7 @@ async function runScale(
         log(`scale: ${result.sharded.skipped}`);
       } else {
         log(`scale: floor again: ${n} status writes`);
-        const floor2 = await scaleFloor(client, plane, watch, fx.names, concurrency, "floor-2");
+        const floor2 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-2");
         log(`scale: floor ${floor2.seconds.toFixed(1)} s`);
         const sharded = await scaleColdStart(
           client,
