@@ -243,6 +243,32 @@ describe("ShardCoordinator", () => {
     expect(a.gate.held.size).toBe(8);
   });
 
+  it("makes its next round as soon as its caches sync, not a retry period later", async () => {
+    // A retry period of five minutes: were the round after the sync not made at once, the
+    // buckets would come long after the test's timeout.
+    const store = new LeaseStore();
+    const gate = new ShardGate(8);
+    const added = new Promise<void>((resolve) => gate.listen({ onBucketAdded: () => resolve() }));
+    const coordinator = new ShardCoordinator({
+      client: store.client(),
+      namespace: "ns",
+      name: SET,
+      identity: "a",
+      gate,
+      leaseDurationMs: 900_000,
+      renewDeadlineMs: 600_000,
+      retryPeriodMs: 300_000,
+    });
+    coordinator.announce();
+    for (let i = 0; i < 20 && store.leases.size === 0; i++) await flush();
+    expect({ leases: store.leases.size, held: gate.held.size }).toEqual({ leases: 1, held: 0 });
+    coordinator.synced();
+    await added;
+    await flush();
+    expect(gate.held.size).toBe(8);
+    await coordinator.stop();
+  });
+
   it("does not wait for a replica syncing longer than five lease durations", async () => {
     const w = world(8);
     const [a, b] = [w.replica("a"), w.replica("b", { syncing: true })];

@@ -103,6 +103,10 @@ export class ShardCoordinator {
   private syncing = false;
   private rounds = 0;
   private lastFailure = "";
+  /** Ends the wait between two rounds early (a round at once): set while the loop waits. */
+  private wakeUp: AbortController | undefined;
+  /** A round at once was asked for while a round ran: the loop does not wait after it. */
+  private roundAtOnce = false;
 
   constructor(options: ShardCoordinatorOptions) {
     if (!options.identity) throw new RangeError("sharding needs a non-empty identity");
@@ -131,9 +135,18 @@ export class ShardCoordinator {
     this.running = this.startRounds();
   }
 
-  /** The caches have synced: buckets are taken from the next round on. */
+  /**
+   * The caches have synced: buckets are taken from the next round on, which (announced) starts
+   * at once rather than after the rest of the retry period: every second before a replica takes
+   * its deal is a second of its cold start with no write (a replica of four at 20,000 Referables
+   * synced, then waited 0.1-2.8 s for its round).
+   */
   synced(): void {
+    const was = this.syncing;
     this.syncing = false;
+    if (!was) return;
+    if (this.wakeUp) this.wakeUp.abort();
+    else this.roundAtOnce = true;
   }
 
   /**
@@ -200,9 +213,15 @@ export class ShardCoordinator {
     const stopped = this.stopping.signal;
     while (!stopped.aborted) {
       await this.tick();
+      if (this.roundAtOnce) {
+        this.roundAtOnce = false;
+        continue;
+      }
       // A little jitter only: a round renews the buckets held, and must come well within the
       // renew deadline (which is more than JITTER_FACTOR retry periods, as leader election asks).
-      await sleep(this.delay(), stopped);
+      const wake = (this.wakeUp = new AbortController());
+      await sleep(this.delay(), AbortSignal.any([stopped, wake.signal]));
+      this.wakeUp = undefined;
     }
   }
 
