@@ -27,6 +27,7 @@ import {
   SCALE_FLAGS,
   startControlPlane,
   type ControlPlane,
+  type PrivateControlPlane,
 } from "../test/harness/control-plane.ts";
 import { installTestCrd } from "../test/harness/kube.ts";
 import { freePort } from "../test/harness/ports.ts";
@@ -209,6 +210,13 @@ const flags = parseOrExit({
       default: "--scale-heap-mib",
       help: "heap cap of each shard of the scale scenario (a cap, not a target: RSS is compared with the 256 MiB target either way)",
     },
+    "controller-log-level": {
+      type: "string",
+      group: "Controller",
+      valueName: "LEVEL",
+      default: "warn",
+      help: "--log-level of the controller processes (info: a timeline of each one's start in bench/logs/)",
+    },
     "controller-node-options": {
       type: "string",
       group: "Controller",
@@ -312,6 +320,7 @@ const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml
  * ships, so the numbers are those of the shipped configuration.
  */
+const controllerLogLevel = arg("controller-log-level") ?? "warn";
 const controllerNodeOptions =
   arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=4";
 
@@ -427,7 +436,7 @@ async function startController(
     `--kubeconfig=${kubeconfig}`,
     ...extraArgs,
     `--referable-selector=${selector}`,
-    "--log-level=warn",
+    `--log-level=${controllerLogLevel}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
   ];
@@ -510,7 +519,9 @@ function requestsByVerb(metrics: Map<string, number>): Record<string, number> {
 // ---------- watching Referables ----------
 
 /** Ready: a Ready condition with a reason other than Pending. */
-const isReady = (reason: string | undefined) => !!reason && reason !== "Pending";
+/** The Ready reason of the scale floor's statuses (not Ready: the cold start after it writes every one). */
+const FLOOR_REASON = "BenchFloor";
+const isReady = (reason: string | undefined) => !!reason && reason !== "Pending" && reason !== FLOOR_REASON;
 
 /** A target the export benches follow: its values by name, and the listeners told of a change. */
 interface FollowedTarget {
@@ -1344,6 +1355,28 @@ async function cpuSeconds(pid: number): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
 }
 
+/** The control plane's (when the bench started it) and the bench's own CPU seconds so far. */
+async function planeCpuNow(plane: ControlPlane): Promise<PlaneCpu> {
+  const own = plane.owned ? (plane as PrivateControlPlane) : undefined;
+  const of = async (pid: number | undefined) =>
+    pid === undefined ? NaN : await cpuSeconds(pid).catch(() => NaN);
+  const usage = process.cpuUsage();
+  return {
+    apiServer: await of(own?.apiServerPid),
+    etcd: await of(own?.etcdPid),
+    bench: (usage.user + usage.system) / 1e6,
+  };
+}
+
+function cpuSince(before: PlaneCpu, after: PlaneCpu): PlaneCpu {
+  const d = (a: number, b: number) => Number((b - a).toFixed(1));
+  return {
+    apiServer: d(before.apiServer, after.apiServer),
+    etcd: d(before.etcd, after.etcd),
+    bench: d(before.bench, after.bench),
+  };
+}
+
 async function rssMiBOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
@@ -2116,7 +2149,18 @@ interface ScalePhase {
   reconcilesPerReferable?: number;
   /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
   logLines: LogCount[];
+  /** Seconds from the start to the first Ready, to 10%, 50% and 90% of them Ready, and to the last. */
+  readyAt: { first: number; p10: number; p50: number; p90: number; last: number };
+  /** CPU seconds of the floor just before and of the cold start to Ready: the control plane's and the bench's own. */
+  planeCpu: { floor: PlaneCpu; coldStart: PlaneCpu };
   failover?: ScaleFailover;
+}
+
+/** CPU seconds (user + system) of the control plane's processes and the bench over a span. */
+interface PlaneCpu {
+  apiServer: number;
+  etcd: number;
+  bench: number;
 }
 
 interface ScaleFailover {
@@ -2210,19 +2254,61 @@ function scaleEstimate(
  * writes has no Ready condition, so a controller started after it must write every Referable
  * again: this is also what makes the next cold start a cold one.
  */
+/**
+ * What the scale floor writes of a Referable over `source`: the status the controller writes
+ * (value, text, the source read with its uid and resourceVersion, a Ready condition), field for
+ * field and of about the same length, so the API server validates, stores and sends the same
+ * bytes as in the cold start (the floor wrote `{value, observedGeneration}` alone until
+ * perf/shard-cold2: a fifth of the bytes). Not Ready ({@link FLOOR_REASON}), so a controller
+ * started after it writes every Referable again; of the Referable's generation (1), so a shard
+ * lists the others' Referables as compact records (a status of a generation not observed yet
+ * stays whole: with generation 0 every shard kept the 75,000 others' statuses whole at 100,000).
+ */
+function floorStatus(round: string, source: Fixture["sources"][number], at: string): ReferableStatus {
+  const condition = {
+    type: "Ready",
+    status: "False",
+    reason: FLOOR_REASON,
+    message: "",
+    observedGeneration: 1,
+    lastTransitionTime: at,
+  };
+  return {
+    value: round,
+    text: round,
+    sources: [
+      {
+        apiVersion: source.kind === "ConfigMap" ? "v1" : `${WIDGET_GROUP}/v1`,
+        kind: source.kind,
+        namespace: NS,
+        name: source.name,
+        uid: "00000000-0000-4000-8000-000000000000",
+        resourceVersion: "1000000",
+      },
+    ],
+    observedGeneration: 1,
+    conditions: [condition],
+  } as ReferableStatus;
+}
+
 async function scaleFloor(
   client: BenchClient,
+  plane: ControlPlane,
   watch: ReferableWatch,
-  names: readonly string[],
+  fx: Fixture,
   concurrency: number,
   round: string,
-): Promise<number> {
+): Promise<{ seconds: number; cpu: PlaneCpu }> {
+  const names = fx.names;
+  const sourceOf = new Map(names.map((name, i) => [name, fx.sources[i]!]));
+  const at = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   // Counted as the watch shows them: a poll must not walk 100,000 names every 50 ms.
   const shown = new Set<string>();
   const off = watch.onChange((name) => {
     if (watch.latest.get(name)?.value === round) shown.add(name);
   });
   try {
+    const cpu0 = await planeCpuNow(plane);
     const t0 = performance.now();
     let written = 0;
     let lastLog = t0;
@@ -2230,7 +2316,7 @@ async function scaleFloor(
       const seen = watch.latest.get(name);
       if (!seen) throw new Error(`the watch has not seen ${name}`);
       await client.request("PATCH", `${RF}/${name}/status`, {
-        body: statusPatch(seen.uid, { value: round, observedGeneration: 1 } as ReferableStatus),
+        body: statusPatch(seen.uid, floorStatus(round, sourceOf.get(name)!, at)),
         contentType: "application/json-patch+json",
         timeoutMs: 120_000,
       });
@@ -2243,12 +2329,13 @@ async function scaleFloor(
       }
     });
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = cpuSince(cpu0, await planeCpuNow(plane));
     await until(
       "the floor's writes to show",
       () => (shown.size >= names.length && watch.readyCount() === 0 ? true : undefined),
       600_000,
     );
-    return seconds;
+    return { seconds, cpu };
   } finally {
     off();
   }
@@ -2262,10 +2349,11 @@ async function scaleColdStart(
   watch: ReferableWatch,
   replicas: number,
   heapCapMiB: number,
-  floorSeconds: number,
+  floor: { seconds: number; cpu: PlaneCpu },
   baselineHeapMiB: number,
   baselineLiveMiB: number | undefined,
 ): Promise<{ phase: ScalePhase; controllers: Controller[] }> {
+  const floorSeconds = floor.seconds;
   const n = fx.names.length;
   const selector = `bench-set=${fx.label}`;
   const nodeOptions = withHeapCap(controllerNodeOptions, heapCapMiB);
@@ -2278,6 +2366,7 @@ async function scaleColdStart(
           `--leader-election-id=${RUN}-scale`,
         ];
   log(`scale: cold start of ${n} Referables, ${replicas} replica(s), heap cap ${heapCapMiB} MiB`);
+  const cpu0 = await planeCpuNow(plane);
   const t0 = performance.now();
   const controllers: Controller[] = [];
   // /readyz waits for the list of every Referable: minutes at 100,000 on a loaded machine.
@@ -2298,6 +2387,9 @@ async function scaleColdStart(
   // spent a tenth of their cold-start CPU on the bench's sampler (perf/echo's profile). The peak
   // RSS is the kernel's own high-water mark (VmHWM) besides, so no peak falls between samples.
   const peaks = controllers.map((c) => samplePeaks(c, 1000));
+  // When the first, 10%, 50%, 90% and the last were Ready: the write phase's start and rate.
+  const marks = [1, Math.ceil(n / 10), Math.ceil(n / 2), Math.ceil((n * 9) / 10), n];
+  const markedAt: number[] = [];
   try {
     let lastLog = performance.now();
     await until(
@@ -2305,6 +2397,8 @@ async function scaleColdStart(
       () => {
         alive(controllers);
         const ready = watch.readyCount();
+        while (markedAt.length < marks.length && ready >= marks[markedAt.length]!)
+          markedAt.push(Number(((performance.now() - t0) / 1000).toFixed(1)));
         if (performance.now() - lastLog > 30_000) {
           lastLog = performance.now();
           log(`scale: ${ready} of ${n} Ready after ${((lastLog - t0) / 1000).toFixed(0)} s`);
@@ -2319,7 +2413,18 @@ async function scaleColdStart(
     throw err;
   }
   const coldStartSeconds = (performance.now() - t0) / 1000;
+  const coldStartCpu = cpuSince(cpu0, await planeCpuNow(plane));
+  const [first, p10, p50, p90, last] = markedAt;
+  const readyAt = { first: first!, p10: p10!, p50: p50!, p90: p90!, last: last! };
   log(`scale: ${replicas} replica(s) made ${n} Referables Ready in ${coldStartSeconds.toFixed(1)} s`);
+  log(
+    `scale: Ready at (s from the start): first ${readyAt.first}, 10% ${readyAt.p10}, 50% ${readyAt.p50}, 90% ${readyAt.p90}, last ${readyAt.last}`,
+  );
+  for (const [what, c] of [
+    ["floor", floor.cpu],
+    ["cold start", coldStartCpu],
+  ] as const)
+    log(`scale: CPU s of the ${what}: kube-apiserver ${c.apiServer}, etcd ${c.etcd}, bench ${c.bench}`);
   const costs = await Promise.all(controllers.map((c) => cost(c)));
   const metrics = await Promise.all(controllers.map((c) => scrape(c)));
   // Where each replica's RSS goes: V8's spaces (used / committed) beside RSS, heap and external.
@@ -2371,6 +2476,8 @@ async function scaleColdStart(
     },
     reconcilesPerReferable: perReferable(metrics, "controller_runtime_reconcile_total{", n),
     logLines: await countLogLines(controllers.map((c) => c.logPath)),
+    readyAt,
+    planeCpu: { floor: floor.cpu, coldStart: coldStartCpu },
   };
   if (replicas === 1) {
     phase.bytesPerReferable = Math.round(overIdle(costs[0]!) / n);
@@ -2502,9 +2609,9 @@ async function runScale(
     await watch.start();
     if (scalePhase("single")) {
       log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
-      const floor1 = await scaleFloor(client, watch, fx.names, concurrency, "floor-1");
+      const floor1 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-1");
       log(
-        `scale: floor ${floor1.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1, singleFloorDone: true })}`,
+        `scale: floor ${floor1.seconds.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1.seconds, singleFloorDone: true })}`,
       );
       const one = await scaleColdStart(
         client,
@@ -2531,8 +2638,8 @@ async function runScale(
         log(`scale: ${result.sharded.skipped}`);
       } else {
         log(`scale: floor again: ${n} status writes`);
-        const floor2 = await scaleFloor(client, watch, fx.names, concurrency, "floor-2");
-        log(`scale: floor ${floor2.toFixed(1)} s`);
+        const floor2 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-2");
+        log(`scale: floor ${floor2.seconds.toFixed(1)} s`);
         const sharded = await scaleColdStart(
           client,
           plane,

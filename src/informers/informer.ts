@@ -332,6 +332,7 @@ export class Informer<T extends Cached = KubeObject> {
     // and counting every start made each new source informer look like a restart.
     if (this.listsStarted++ > 0) this.onSignal?.("relist", this.restartReason);
     const fresh = new ObjectStore<T>();
+    const startedAt = performance.now();
     const unpaged = this.unpagedNext;
     this.unpagedNext = false;
     const resourceVersion = await this.pager.list(
@@ -360,7 +361,18 @@ export class Informer<T extends Cached = KubeObject> {
       if (compareResourceVersions(old.metadata?.resourceVersion, resourceVersion) > 0) fresh.set(old);
       else this.emit({ type: "DELETED", object: old, old });
     }
-    if (this.current.phase !== "Synced") this.setState({ phase: "Synced" });
+    if (this.current.phase !== "Synced") {
+      // Once per informer: a cold start's timeline (how long each first list took) in the log.
+      this.logger.info(
+        {
+          resource: this.describe(),
+          objects: fresh.size,
+          seconds: Number(((performance.now() - startedAt) / 1000).toFixed(1)),
+        },
+        "listed: the cache is synced",
+      );
+      this.setState({ phase: "Synced" });
+    }
   }
 
   /**

@@ -122,11 +122,14 @@ export function buildController(options: BuildOptions): Built {
   });
   if (Object.keys(pool).length > 0) resolverOptions.transformPool = pool;
   const resolver = new Resolver(resolverOptions);
+  const gate = options.shardGate;
   const events = new EventRecorder({
     client,
     instance: options.identity,
     logger,
     onEmit: (type) => metrics.events.labels(type).inc(),
+    // Sharded: the budget is the set's, shared out by the buckets each replica serves.
+    ...(gate && { share: () => gate.held.size / gate.buckets }),
   });
   const controller = new ReferableController({
     client: options.writer ?? client,

@@ -243,6 +243,44 @@ describe("ShardCoordinator", () => {
     expect(a.gate.held.size).toBe(8);
   });
 
+  it.each([
+    {
+      reason: "synced a retry period after its announcement: the round is made at once",
+      syncedAfterMs: 300_000,
+      want: 8,
+    },
+    {
+      reason: "synced sooner: not before the others had a retry period to announce themselves",
+      syncedAfterMs: 1_000,
+      want: 0,
+    },
+  ])("makes its round after the sync early: $reason", async ({ syncedAfterMs, want }) => {
+    // A retry period of five minutes: a round not made early comes long after the test's end.
+    const store = new LeaseStore();
+    const gate = new ShardGate(8);
+    const clock = { now: 0 };
+    const coordinator = new ShardCoordinator({
+      client: store.client(),
+      namespace: "ns",
+      name: SET,
+      identity: "a",
+      gate,
+      leaseDurationMs: 900_000,
+      renewDeadlineMs: 600_000,
+      retryPeriodMs: 300_000,
+      now: () => clock.now,
+    });
+    coordinator.announce();
+    for (let i = 0; i < 20 && store.leases.size === 0; i++) await flush();
+    expect({ leases: store.leases.size, held: gate.held.size }).toEqual({ leases: 1, held: 0 });
+    clock.now += syncedAfterMs;
+    coordinator.synced();
+    for (let i = 0; i < 20 && gate.held.size < want; i++) await flush();
+    await flush();
+    expect(gate.held.size).toBe(want);
+    await coordinator.stop();
+  });
+
   it("does not wait for a replica syncing longer than five lease durations", async () => {
     const w = world(8);
     const [a, b] = [w.replica("a"), w.replica("b", { syncing: true })];

@@ -103,6 +103,14 @@ export class ShardCoordinator {
   private syncing = false;
   private rounds = 0;
   private lastFailure = "";
+  /** Ends the wait between two rounds early (a round at once): set while the loop waits. */
+  private wakeUp: AbortController | undefined;
+  /** A round at once was asked for while a round ran: the loop does not wait after it. */
+  private roundAtOnce = false;
+  /** When the first round (the announcement) was made. */
+  private announcedAt: number | undefined;
+  /** The round after the sync, when it is due later (a retry period after the announcement). */
+  private wakeTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ShardCoordinatorOptions) {
     if (!options.identity) throw new RangeError("sharding needs a non-empty identity");
@@ -131,9 +139,28 @@ export class ShardCoordinator {
     this.running = this.startRounds();
   }
 
-  /** The caches have synced: buckets are taken from the next round on. */
+  /**
+   * The caches have synced: buckets are taken from the next round on, which (announced) starts
+   * as soon as a retry period has passed since the announcement, rather than at the next
+   * retry period's end: every second before a replica takes its deal is a second of its cold
+   * start with no write (a replica of four at 20,000 Referables synced, then waited 0.1-2.8 s
+   * for its round). Not sooner: replicas started together see each other's announcement within
+   * a retry period, and one whose cache synced in a moment must not take every bucket first.
+   */
   synced(): void {
+    const was = this.syncing;
     this.syncing = false;
+    if (!was || this.announcedAt === undefined) return;
+    const wait = this.announcedAt + this.retryPeriodMs - this.now();
+    if (wait <= 0) return this.roundNow();
+    this.wakeTimer = setTimeout(() => this.roundNow(), wait);
+    this.wakeTimer.unref?.();
+  }
+
+  private roundNow(): void {
+    this.wakeTimer = undefined;
+    if (this.wakeUp) this.wakeUp.abort();
+    else this.roundAtOnce = true;
   }
 
   /**
@@ -161,6 +188,7 @@ export class ShardCoordinator {
    */
   async stop(): Promise<void> {
     this.stopping.abort();
+    clearTimeout(this.wakeTimer);
     await this.running;
     await Promise.all([...this.pending]);
     const held = [...this.gate.held];
@@ -188,6 +216,7 @@ export class ShardCoordinator {
     // The first round only announces this replica: the others' member Leases are seen before
     // any bucket is taken, so replicas that start together do not all take every bucket.
     // While the caches sync, likewise: the others leave this replica its share meanwhile.
+    this.announcedAt ??= this.now();
     const first = this.rounds++ === 0 || this.syncing;
     // The member and the buckets at once: another replica then sees them renewed in the same
     // LIST (and, once this one is gone, expire in the same round) nearly always.
@@ -200,9 +229,15 @@ export class ShardCoordinator {
     const stopped = this.stopping.signal;
     while (!stopped.aborted) {
       await this.tick();
+      if (this.roundAtOnce) {
+        this.roundAtOnce = false;
+        continue;
+      }
       // A little jitter only: a round renews the buckets held, and must come well within the
       // renew deadline (which is more than JITTER_FACTOR retry periods, as leader election asks).
-      await sleep(this.delay(), stopped);
+      const wake = (this.wakeUp = new AbortController());
+      await sleep(this.delay(), AbortSignal.any([stopped, wake.signal]));
+      this.wakeUp = undefined;
     }
   }
 

@@ -31,17 +31,22 @@ export class TokenBucket {
    * Milliseconds until a token is there (0: one is there now), in whole milliseconds so that a
    * wait always moves the clock on. Takes nothing.
    */
-  delay(now: number): number {
+  delay(now: number, tokens = 1): number {
     this.refill(now);
     // Refills add up fractions: a hair below one token is one (else the wait rounds to 0 ms).
     // The same hair off the milliseconds: 0.7 of a token at 10 a second is 70 ms, not 71.
-    return this.tokens >= 1 - EPSILON ? 0 : Math.ceil(((1 - this.tokens) * 1000) / this.rate - EPSILON_MS);
+    return this.tokens >= tokens - EPSILON
+      ? 0
+      : Math.ceil(((tokens - this.tokens) * 1000) / this.rate - EPSILON_MS);
   }
 
-  /** Takes a token if one is there now: 0. Else takes nothing: the milliseconds until one is. */
-  tryTake(now: number): number {
-    const wait = this.delay(now);
-    if (wait === 0) this.tokens -= 1;
+  /**
+   * Takes `tokens` (at most the burst: more never come) if they are there now: 0. Else takes
+   * nothing: the milliseconds until they are.
+   */
+  tryTake(now: number, tokens = 1): number {
+    const wait = this.delay(now, tokens);
+    if (wait === 0) this.tokens -= tokens;
     return wait;
   }
 

@@ -89,6 +89,8 @@ export interface PrivateControlPlane extends ControlPlane {
   auditLogPath: string | undefined;
   /** The running kube-apiserver's pid, or undefined while it is down. */
   readonly apiServerPid: number | undefined;
+  /** etcd's pid (the bench reads its CPU from /proc). */
+  readonly etcdPid: number | undefined;
   /** SIGKILLs kube-apiserver (no graceful shutdown) and resolves once it has exited; etcd keeps running. */
   killApiServer(): Promise<void>;
   /** Starts kube-apiserver again, on the same port, etcd and certificates; resolves once /readyz is ok. */
@@ -276,6 +278,7 @@ async function startOwned(
       get apiServerPid() {
         return apiserver?.pid;
       },
+      etcdPid: etcd.pid,
       killApiServer,
       startApiServer,
     };
