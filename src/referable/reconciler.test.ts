@@ -316,7 +316,7 @@ describe("ReferableReconciler", () => {
 
   describe("a status write held back by the write policy (a place in the budget reserved)", () => {
     /** A Referable whose first write was deferred: the status output answers "written" from now on. */
-    async function deferredOnce() {
+    async function deferredOnce(leadership?: { leading: boolean }) {
       const c: Case = {
         reason: "",
         cached: referable(),
@@ -324,7 +324,7 @@ describe("ReferableReconciler", () => {
         statusAnswer: { result: "deferred", retryAfterMs: 40 },
         want: { result: {}, written: [] },
       };
-      const h = harness(c);
+      const h = harness(c, leadership);
       expect(await h.reconciler.reconcile("r")).toEqual({ requeueAfterMs: 40 });
       delete c.statusAnswer;
       return { c, h };
@@ -382,17 +382,8 @@ describe("ReferableReconciler", () => {
     });
 
     it("is not written by a replica that stopped leading meanwhile", async () => {
-      const c: Case = {
-        reason: "",
-        cached: referable(),
-        current: available("v"),
-        statusAnswer: { result: "deferred", retryAfterMs: 40 },
-        want: { result: {}, written: [] },
-      };
       const leadership = { leading: true };
-      const h = harness(c, leadership);
-      await h.reconciler.reconcile("r");
-      delete c.statusAnswer;
+      const { h } = await deferredOnce(leadership);
       leadership.leading = false;
       expect(await h.reconciler.reconcile("r")).toEqual({});
       expect(h.written).toEqual([]);
