@@ -233,6 +233,36 @@ describe("ShardCoordinator", () => {
     expect(all.flatMap((r) => r.handovers).filter((h) => h !== "acquired")).toEqual([]);
   });
 
+  it("waits for replicas that join a retry period apart, so none is handed buckets over", async () => {
+    const w = world(12);
+    const [a, b, c] = [w.replica("a"), w.replica("b"), w.replica("c")];
+    // b announces just before a's second round, c just before its third: each seen joining
+    // within a retry period of the one before, so a deals only once c has been seen.
+    await w.round(a);
+    await w.round(b, a);
+    await w.round(c, a, b);
+    expect(w.holders().filter(Boolean)).toHaveLength(0);
+    for (let i = 0; i < 4; i++) await w.round(a, b, c);
+    const holders = w.holders();
+    expect([a, b, c].map((r) => count(holders, r.identity))).toEqual([4, 4, 4]);
+    expect([a, b, c].flatMap((r) => r.handovers).filter((h) => h !== "acquired")).toEqual([]);
+  });
+
+  it("deals at most a lease duration after its announcement, though replicas keep joining", async () => {
+    const w = world(64);
+    const a = w.replica("a");
+    await w.round(a);
+    const joining: Replica[] = [];
+    let dealtAfterMs = -1;
+    for (let i = 0; i < 2 * (LEASE_MS / RETRY_MS) && dealtAfterMs < 0; i++) {
+      joining.push(w.replica(`j${i}`));
+      await w.round(...joining.slice(-1), a, ...joining.slice(0, -1));
+      if (a.gate.held.size > 0) dealtAfterMs = (i + 1) * RETRY_MS;
+    }
+    expect(dealtAfterMs).toBeGreaterThanOrEqual(LEASE_MS);
+    expect(dealtAfterMs).toBeLessThanOrEqual(LEASE_MS + RETRY_MS);
+  });
+
   it("a lone replica announced while syncing takes every bucket in the round after it synced", async () => {
     const w = world(8);
     const a = w.replica("a", { syncing: true });
@@ -284,11 +314,11 @@ describe("ShardCoordinator", () => {
   it("does not wait for a replica syncing longer than five lease durations", async () => {
     const w = world(8);
     const [a, b] = [w.replica("a"), w.replica("b", { syncing: true })];
-    await w.round(a, b);
-    await w.round(a, b);
+    // a announced before b: it sees b join in its second round and deals a retry period later.
+    for (let i = 0; i < 3; i++) await w.round(a, b);
     expect(a.gate.held.size).toBe(4);
     const rounds = (5 * LEASE_MS) / RETRY_MS;
-    for (let i = 0; i < rounds - 2; i++) await w.round(a, b);
+    for (let i = 0; i < rounds - 3; i++) await w.round(a, b);
     expect(a.gate.held.size).toBe(4);
     for (let i = 0; i < 4; i++) await w.round(a, b);
     expect(a.gate.held.size).toBe(8);

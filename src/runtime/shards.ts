@@ -109,6 +109,10 @@ export class ShardCoordinator {
   private roundAtOnce = false;
   /** When the first round (the announcement) was made. */
   private announcedAt: number | undefined;
+  /** When a member Lease not seen before last appeared (after the first round). */
+  private joinedAt: number | undefined;
+  /** The first deal was made: from then on a joining replica is rebalanced to, not waited for. */
+  private settled = false;
   /** The round after the sync, when it is due later (a retry period after the announcement). */
   private wakeTimer: NodeJS.Timeout | undefined;
 
@@ -151,7 +155,7 @@ export class ShardCoordinator {
     const was = this.syncing;
     this.syncing = false;
     if (!was || this.announcedAt === undefined) return;
-    const wait = this.announcedAt + this.retryPeriodMs - this.now();
+    const wait = this.settleAt() - this.now();
     if (wait <= 0) return this.roundNow();
     this.wakeTimer = setTimeout(() => this.roundNow(), wait);
     this.wakeTimer.unref?.();
@@ -212,12 +216,16 @@ export class ShardCoordinator {
       this.loseUnrenewed();
       return;
     }
-    this.observe(leases);
+    const joined = this.observe(leases);
     // The first round only announces this replica: the others' member Leases are seen before
     // any bucket is taken, so replicas that start together do not all take every bucket.
-    // While the caches sync, likewise: the others leave this replica its share meanwhile.
-    this.announcedAt ??= this.now();
-    const first = this.rounds++ === 0 || this.syncing;
+    // While the caches sync, likewise: the others leave this replica its share meanwhile. And
+    // until no replica has joined for a retry period ({@link settleAt}).
+    const now = this.now();
+    this.announcedAt ??= now;
+    if (joined && this.rounds > 0) this.joinedAt = now;
+    this.settled ||= !this.syncing && this.rounds > 0 && now >= this.settleAt();
+    const first = this.rounds++ === 0 || !this.settled;
     // The member and the buckets at once: another replica then sees them renewed in the same
     // LIST (and, once this one is gone, expire in the same round) nearly always.
     await Promise.all([this.renewMember(), first ? undefined : this.renewBuckets()]);
@@ -265,16 +273,41 @@ export class ShardCoordinator {
     return Math.max(this.retryPeriodMs / 20, first);
   }
 
-  /** Keeps each Lease, restarting its expiry clock when its record changed; forgets those gone. */
-  private observe(leases: Lease[], now = this.now()): void {
+  /**
+   * When this replica may make its first deal: a retry period after its announcement, or after
+   * the last replica it saw join since, whichever is later. Processes of one rollout start
+   * seconds apart on a busy node (three in the integration test, 0.5-0.8 s apart at load 8):
+   * each seen joining within a retry period of the one before is waited for, so the first does
+   * not take every bucket and hand most of them over. At most a lease duration after the
+   * announcement: a stream of replicas joining does not keep the set from serving.
+   */
+  private settleAt(): number {
+    const announced = this.announcedAt ?? this.now();
+    const quiet = Math.max(announced, this.joinedAt ?? announced) + this.retryPeriodMs;
+    return Math.min(quiet, announced + this.leaseDurationSeconds * 1000);
+  }
+
+  /**
+   * Keeps each Lease, restarting its expiry clock when its record changed; forgets those gone.
+   * True when another replica's member Lease not seen before is among them.
+   */
+  private observe(leases: Lease[], now = this.now()): boolean {
     const names = new Set<string>();
+    let joined = false;
     for (const lease of leases) {
       const name = lease.metadata?.name;
       if (!name) continue;
       names.add(name);
+      if (
+        !this.seen.has(name) &&
+        name !== this.memberName &&
+        lease.metadata?.labels?.[ROLE_LABEL] === "member"
+      )
+        joined = true;
       this.keep(lease, false, now);
     }
     for (const name of this.seen.keys()) if (!names.has(name)) this.seen.delete(name);
+    return joined;
   }
 
   private keep(lease: Lease, ours: boolean, now = this.now()): void {

@@ -9,6 +9,8 @@
  * processes see only those), so it runs beside any other test file.
  */
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { Lease } from "../../src/runtime/leader-election.ts";
+import { ROLE_LABEL } from "../../src/runtime/shard-leases.ts";
 import { SHARD_LABEL } from "../harness/controller.ts";
 import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
 import {
@@ -17,6 +19,7 @@ import {
   metricValue,
   startControllerProcess,
   TEST_LEASE_MS,
+  TEST_RETRY_MS,
   type ControllerProcess,
 } from "../harness/process.ts";
 
@@ -181,6 +184,54 @@ function writtenByTwoInOneSecond(): { writes: number; clashes: string[] } {
   return { writes, clashes };
 }
 
+/**
+ * The writes logged once at least `atLeast` are: a value shows through the API server before
+ * the line that logged its write has come through the process's stdout pipe.
+ */
+async function writesLogged(atLeast: number): Promise<{ writes: number; clashes: string[] }> {
+  let last = writtenByTwoInOneSecond();
+  try {
+    return await waitFor(
+      `${atLeast} status writes logged`,
+      () => {
+        last = writtenByTwoInOneSecond();
+        return last.writes >= atLeast && last;
+      },
+      { timeoutMs: 10_000 },
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; ${last.writes} logged`);
+  }
+}
+
+/**
+ * How the replicas' announcements were spread: their member Leases' acquireTime (written at the
+ * announcement, kept while the replica holds its member Lease), the widest gap between two
+ * consecutive ones and the whole spread.
+ */
+async function announcements(): Promise<{ gapMs: number; spreadMs: number }> {
+  const list = await admin.request<{ items: Lease[] }>(
+    "GET",
+    `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`,
+    { query: { labelSelector: `${ROLE_LABEL}=member` } },
+  );
+  const times = list.items.map((lease) => Date.parse(String(lease.spec?.acquireTime))).sort((x, y) => x - y);
+  expect(times).toHaveLength(3);
+  expect(times.every(Number.isFinite)).toBe(true);
+  return {
+    gapMs: Math.max(...times.slice(1).map((t, i) => t - times[i]!)),
+    spreadMs: times[times.length - 1]! - times[0]!,
+  };
+}
+
+/**
+ * Started together, as the controller counts it: each replica announced within a retry period
+ * of the one before (less the time a member Lease's create may take after its acquireTime was
+ * read, on a loaded machine), all within the lease duration less a round.
+ */
+const together = ({ gapMs, spreadMs }: { gapMs: number; spreadMs: number }): boolean =>
+  gapMs <= TEST_RETRY_MS / 2 && spreadMs <= TEST_LEASE_MS - TEST_RETRY_MS;
+
 describe("sharding across three replicas", () => {
   it("shares 300 Referables out, takes over a killed replica's within the lease duration, and rebalances when it returns", async () => {
     await Promise.all(
@@ -222,18 +273,26 @@ describe("sharding across three replicas", () => {
     const first = await waitForFairShares(replicas);
     expect(first.every((s) => s.owned > 0)).toBe(true);
     expect(first.reduce((sum, s) => sum + s.owned, 0)).toBe(REFERABLES);
-    // Started together, the replicas reached their shares without a hand-over, and each Referable
-    // was written once: no Pending before its source kind was listed, no second pass by a new holder.
+    // Started together (see {@link together}: a replica deals only once no other has joined for a
+    // retry period), the replicas reached their shares without a hand-over, and each Referable
+    // was written once: no Pending before its source kind was listed, no second pass by a new
+    // holder. Processes that start further apart (as pods of a Deployment may) rebalance: the
+    // first takes buckets the later ones are then handed; that is checked for clashes like any
+    // hand-over, but not for one write per Referable.
     const released = await Promise.all(
       replicas.map(
         async (p) =>
           metricValue(await p.metrics(), "referable_shard_handovers_total", { kind: "released" }) ?? 0,
       ),
     );
-    expect({ released, writes: writtenByTwoInOneSecond().writes }).toEqual({
-      released: [0, 0, 0],
-      writes: REFERABLES,
-    });
+    const announced = await announcements();
+    if (together(announced))
+      expect({ announced, released, writes: (await writesLogged(REFERABLES)).writes }).toEqual({
+        announced,
+        released: [0, 0, 0],
+        writes: REFERABLES,
+      });
+    expect(writtenByTwoInOneSecond().clashes).toEqual([]);
 
     await setSources("b");
     await waitForValues("b");
@@ -290,9 +349,8 @@ describe("sharding across three replicas", () => {
     await setSources("d");
     await waitForValues("d");
 
-    const { writes, clashes } = writtenByTwoInOneSecond();
-    expect(writes).toBeGreaterThanOrEqual(4 * REFERABLES);
-    expect(clashes).toEqual([]);
+    // At least one write per Referable and round (a, b, c, d), none by two replicas in one second.
+    expect((await writesLogged(4 * REFERABLES)).clashes).toEqual([]);
 
     for (const p of [returned, ...survivors])
       expect(await p.stop("SIGTERM")).toEqual({ code: 0, signal: null });
