@@ -37,6 +37,7 @@ import { measureReads, printReads, type ReadsResult } from "./reads.ts";
 import { measureTransforms, printTransforms, type TransformResult } from "./transform.ts";
 import { deleteAll, pool, RetryingClient, type BenchClient } from "./retry.ts";
 import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
+import { apiServerMetrics, apiServerProfile } from "./apiserver-diag.ts";
 
 // ---------- options ----------
 
@@ -2291,6 +2292,10 @@ function floorStatus(round: string, source: Fixture["sources"][number], at: stri
   } as ReferableStatus;
 }
 
+/** Lengths of kube-apiserver's CPU profiles (BENCH_APISERVER_DIAG): in the writes; the cold start's first seconds. */
+const DIAG_PROFILE_SECONDS = Number(process.env.BENCH_DIAG_PROFILE_SECONDS ?? 20);
+const DIAG_FIRST_SECONDS = Number(process.env.BENCH_DIAG_FIRST_SECONDS ?? 15);
+
 async function scaleFloor(
   client: BenchClient,
   plane: ControlPlane,
@@ -2308,6 +2313,8 @@ async function scaleFloor(
     if (watch.latest.get(name)?.value === round) shown.add(name);
   });
   try {
+    await apiServerMetrics(plane.kubeconfigPath, `${round}-start`);
+    apiServerProfile(plane.kubeconfigPath, round, 3000, DIAG_PROFILE_SECONDS);
     const cpu0 = await planeCpuNow(plane);
     const t0 = performance.now();
     let written = 0;
@@ -2330,6 +2337,7 @@ async function scaleFloor(
     });
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuSince(cpu0, await planeCpuNow(plane));
+    await apiServerMetrics(plane.kubeconfigPath, `${round}-end`);
     await until(
       "the floor's writes to show",
       () => (shown.size >= names.length && watch.readyCount() === 0 ? true : undefined),
@@ -2366,6 +2374,11 @@ async function scaleColdStart(
           `--leader-election-id=${RUN}-scale`,
         ];
   log(`scale: cold start of ${n} Referables, ${replicas} replica(s), heap cap ${heapCapMiB} MiB`);
+  await apiServerMetrics(plane.kubeconfigPath, `cold-${replicas}-start`);
+  if (DIAG_FIRST_SECONDS > 0)
+    apiServerProfile(plane.kubeconfigPath, `cold-${replicas}-first`, 0, DIAG_FIRST_SECONDS);
+  let profiled = false;
+  let firstCpu: Promise<PlaneCpu> | undefined;
   const cpu0 = await planeCpuNow(plane);
   const t0 = performance.now();
   const controllers: Controller[] = [];
@@ -2397,6 +2410,20 @@ async function scaleColdStart(
       () => {
         alive(controllers);
         const ready = watch.readyCount();
+        if (firstCpu === undefined && ready >= 1) {
+          firstCpu = planeCpuNow(plane).then((c) => {
+            const d = cpuSince(cpu0, c);
+            log(
+              `scale: CPU s until the first Ready (${((performance.now() - t0) / 1000).toFixed(1)} s): kube-apiserver ${d.apiServer}, etcd ${d.etcd}`,
+            );
+            return d;
+          });
+          void apiServerMetrics(plane.kubeconfigPath, `cold-${replicas}-first`);
+        }
+        if (!profiled && ready >= Math.ceil(n / 10)) {
+          profiled = true;
+          apiServerProfile(plane.kubeconfigPath, `cold-${replicas}-writes`, 0, DIAG_PROFILE_SECONDS);
+        }
         while (markedAt.length < marks.length && ready >= marks[markedAt.length]!)
           markedAt.push(Number(((performance.now() - t0) / 1000).toFixed(1)));
         if (performance.now() - lastLog > 30_000) {
@@ -2414,6 +2441,7 @@ async function scaleColdStart(
   }
   const coldStartSeconds = (performance.now() - t0) / 1000;
   const coldStartCpu = cpuSince(cpu0, await planeCpuNow(plane));
+  await apiServerMetrics(plane.kubeconfigPath, `cold-${replicas}-end`);
   const [first, p10, p50, p90, last] = markedAt;
   const readyAt = { first: first!, p10: p10!, p50: p50!, p90: p90!, last: last! };
   log(`scale: ${replicas} replica(s) made ${n} Referables Ready in ${coldStartSeconds.toFixed(1)} s`);
@@ -2608,6 +2636,12 @@ async function runScale(
   try {
     await watch.start();
     if (scalePhase("single")) {
+      // The Referables were created without a status, and writing a status where there is none
+      // costs the API server less than replacing one (no old status to ratchet the schema's
+      // validation against, no old managed fields to compare): the cold start replaces the
+      // floor's, so the floor measured replaces one too. Not measured: its CPU is the setup's.
+      log(`scale: floor: a first status for each of the ${n} Referables (not measured)`);
+      await scaleFloor(client, plane, watch, fx, concurrency, "floor-0");
       log(`scale: floor: ${n} status writes, ${concurrency} in flight`);
       const floor1 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-1");
       log(
