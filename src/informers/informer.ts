@@ -56,8 +56,8 @@ export { RESTART_REASONS, type InformerSignal, type RestartReason } from "./rest
 
 /**
  * Most objects per list page, unless the objects' size bounds it lower (`pageBytes`). Large,
- * because the API server's watch cache (which serves paged lists since Kubernetes 1.34,
- * ListFromCacheSnapshot) gathers every object from a page's continue key to the end of the
+ * because the API server's watch cache (which serves paged lists with ListFromCacheSnapshot, on
+ * in the v1.36.3 tested here) gathers every object from a page's continue key to the end of the
  * collection before it takes the page's `limit` of them: a list of N objects in pages of P costs
  * it N²/2P object visits. Pages of 500 over 100,000 Referables were 10 million visits a list, four
  * such lists for four shards (a kube-apiserver profile of a sharded cold start, BENCHMARKS.md);
