@@ -39,7 +39,11 @@ export interface InformerOptions<T extends Cached = KubeObject> {
   minBackoffMs?: number;
   /** Longest backoff. @default 30000 */
   maxBackoffMs?: number;
-  /** Most objects per list page. @default 500 */
+  /**
+   * Most objects per list page (`pageBytes` bounds it lower for large objects): large, as the API
+   * server's cost of a paged list grows with the number of pages (see DEFAULT_PAGE_SIZE).
+   * @default 5000
+   */
   pageSize?: number;
   /**
    * About how many bytes of JSON one list page may hold: the page size adapts to the objects

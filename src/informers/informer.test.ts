@@ -877,18 +877,32 @@ describe("Informer list pages", () => {
       reason: "large objects: after a first page of 10, pages shrink to about pageBytes",
       count: 30,
       bytes: 100_000,
+      pageBytes: 250_000,
       want: (limits: number[]) => expect(limits.slice(0, 2)).toEqual([10, 2]),
     },
     {
       reason: "small objects: after a first page of 10, pages grow to pageSize",
       count: 600,
       bytes: 10,
+      pageBytes: 250_000,
+      pageSize: 500,
       want: (limits: number[]) => expect(limits.slice(0, 2)).toEqual([10, 500]),
     },
-  ])("$reason", async ({ count, bytes, want }) => {
+    {
+      reason:
+        "the default pageSize is 5000: a watch cache's paged list costs the API server a pass over the rest of the collection a page",
+      count: 6000,
+      bytes: 10,
+      pageBytes: undefined,
+      want: (limits: number[]) => expect(limits).toEqual([10, 5000, 5000]),
+    },
+  ])("$reason", async ({ count, bytes, pageBytes, pageSize, want }) => {
     const kube = new FakeKube();
     for (let i = 0; i < count; i++) kube.put(`cm-${i}`, { blob: "x".repeat(bytes) });
-    const { informer } = await startWatching(kube, { pageBytes: 250_000 });
+    const { informer } = await startWatching(kube, {
+      ...(pageBytes !== undefined && { pageBytes }),
+      ...(pageSize !== undefined && { pageSize }),
+    });
     want(kube.lists.map((l) => Number(l.query?.limit)));
     expect(informer.size).toBe(count);
   });

@@ -54,6 +54,17 @@ export { compareResourceVersions, objectKey, type Cached } from "./object-store.
 export type { RefreshTarget } from "./refresh.ts";
 export { RESTART_REASONS, type InformerSignal, type RestartReason } from "./restart-reason.ts";
 
+/**
+ * Most objects per list page, unless the objects' size bounds it lower (`pageBytes`). Large,
+ * because the API server's watch cache (which serves paged lists with ListFromCacheSnapshot, on
+ * in the v1.36.3 tested here) gathers every object from a page's continue key to the end of the
+ * collection before it takes the page's `limit` of them: a list of N objects in pages of P costs
+ * it N²/2P object visits. Pages of 500 over 100,000 Referables were 10 million visits a list, four
+ * such lists for four shards (a kube-apiserver profile of a sharded cold start, BENCHMARKS.md);
+ * what bounds a page is its bytes, which the client reads item by item anyway.
+ */
+export const DEFAULT_PAGE_SIZE = 5000;
+
 /** Drops what nobody reads and everybody pays for. */
 function slim(obj: KubeObject): KubeObject {
   if (obj.metadata && "managedFields" in obj.metadata) delete obj.metadata.managedFields;
@@ -112,7 +123,7 @@ export class Informer<T extends Cached = KubeObject> {
       client: this.client,
       decode: this.decode,
       itemFilter: options.itemFilter ?? (options.decode ? undefined : { dropManagedFields: () => true }),
-      pageSize: options.pageSize ?? 500,
+      pageSize: options.pageSize ?? DEFAULT_PAGE_SIZE,
       pageBytes: options.pageBytes ?? 4 * 1024 * 1024,
       isRunning: () => this.running,
     });
