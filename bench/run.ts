@@ -2835,8 +2835,9 @@ async function main(): Promise<void> {
   const transforms = onlyScale ? [] : await measureTransforms(quick);
   // The scale scenario's control plane holds 200,000 objects written several times over.
   // Ctrl-C or a kill of a long run: end the controllers and the control plane, then exit.
-  const toStop: { plane?: ControlPlane } = {};
+  const toStop: { plane?: ControlPlane; signal?: NodeJS.Signals } = {};
   const onSignal = (signal: NodeJS.Signals) => {
+    toStop.signal = signal;
     log(`${signal}: stopping ${liveControllers.size} controller(s) and the control plane`);
     for (const proc of liveControllers) proc.kill("SIGKILL");
     void (toStop.plane?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
@@ -2925,8 +2926,14 @@ async function main(): Promise<void> {
       try {
         await run();
       } catch (err) {
-        report.failed[name] = (err as Error).message.slice(0, 1000);
-        log(`scenario ${name} failed: ${(err as Error).stack ?? String(err)}`);
+        if (toStop.signal) {
+          // Stopped by the operator (its controllers killed under it): not a failure of the code.
+          report.stopped = { signal: toStop.signal, scenario: name };
+          log(`scenario ${name} stopped by ${toStop.signal}: what it measured before is kept`);
+        } else {
+          report.failed[name] = (err as Error).message.slice(0, 1000);
+          log(`scenario ${name} failed: ${(err as Error).stack ?? String(err)}`);
+        }
         await save();
       }
     };
@@ -3049,6 +3056,8 @@ interface Report {
   transforms: TransformResult[];
   /** Scenarios that failed, with why: their figures are missing, the others are not. */
   failed: Record<string, string>;
+  /** The run was stopped by a signal (Ctrl-C, a kill) during this scenario: not a failure. */
+  stopped?: { signal: NodeJS.Signals; scenario: string };
   /** Requests retried in the whole run (each logged). */
   retries: number;
 }
