@@ -13,6 +13,7 @@
 import { isResolutionError, type ResolutionError } from "../errors.ts";
 import type { CompiledPath } from "../fieldpath/index.ts";
 import type { KubeObject } from "../kube/client.ts";
+import { packVersion, unpackVersion, type PackedVersion } from "../kube/packed-version.ts";
 import { keptLabels, LabelSetPool, NO_LABEL_KEYS, type LabelKeys } from "./label-keys.ts";
 
 /** The identity of a cached object and what label selection needs. */
@@ -98,8 +99,6 @@ export class StringPool {
   }
 }
 
-const SMALL_DECIMAL = /^[1-9][0-9]{0,14}$/;
-
 /**
  * One class for a projection and its identity, with every field assigned in one order so all
  * projections share one small hidden class: this is what the cache keeps for each of the
@@ -110,7 +109,7 @@ class Proj implements Projection, ProjectedMeta {
   readonly namespace: string | undefined;
   readonly uid: string | undefined;
   /** A resourceVersion that is a small decimal is kept as a number: no string per object. */
-  private readonly rv: string | number | undefined;
+  private readonly rv: PackedVersion;
   readonly generation: number | undefined;
   labels: Readonly<Record<string, string>> | undefined;
   labelKeys: LabelKeys;
@@ -121,8 +120,7 @@ class Proj implements Projection, ProjectedMeta {
     this.name = m.name;
     this.namespace = m.namespace;
     this.uid = m.uid;
-    const rv = m.resourceVersion;
-    this.rv = rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
+    this.rv = packVersion(m.resourceVersion, "safe");
     this.generation = m.generation;
     this.labels = m.labels;
     this.labelKeys = m.labelKeys;
@@ -131,7 +129,7 @@ class Proj implements Projection, ProjectedMeta {
   }
 
   get resourceVersion(): string | undefined {
-    return typeof this.rv === "number" ? String(this.rv) : this.rv;
+    return unpackVersion(this.rv);
   }
 
   get metadata(): ProjectedMeta {

@@ -37,6 +37,7 @@ import {
 import { stableStringify } from "../api/stable-json.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";
+import { packVersion, unpackVersion, type PackedVersion } from "../kube/packed-version.ts";
 
 /**
  * What a replica keeps of the status of a Referable it does not serve; see the module comment.
@@ -214,9 +215,6 @@ export interface CompactMeta {
   readonly finalizers: readonly string[] | undefined;
 }
 
-/** A resourceVersion kept as a number when it is a small decimal (a Smi: no string per record). */
-const SMALL_DECIMAL = /^[1-9][0-9]{0,8}$/;
-
 /** The fields most records lack, in one object only the few that have them pay for. */
 interface Rare {
   readonly deletionTimestamp: string | undefined;
@@ -233,7 +231,7 @@ interface Rare {
 class CompactReferable {
   readonly name: string;
   readonly uid: string | undefined;
-  private readonly rv: number | string | undefined;
+  private readonly rv: PackedVersion;
   readonly generation: number | undefined;
   readonly creationTimestamp: string | undefined;
   readonly labels: Readonly<Record<string, string>> | undefined;
@@ -248,8 +246,7 @@ class CompactReferable {
   constructor(meta: CompactMeta, spec: SharedSpec, summary: StatusSummary | undefined) {
     this.name = meta.name;
     this.uid = meta.uid;
-    const rv = meta.resourceVersion;
-    this.rv = rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
+    this.rv = packVersion(meta.resourceVersion, "smi");
     this.generation = meta.generation;
     this.creationTimestamp = meta.creationTimestamp;
     this.labels = meta.labels;
@@ -281,7 +278,7 @@ class CompactReferable {
   }
 
   get resourceVersion(): string | undefined {
-    return typeof this.rv === "number" ? String(this.rv) : this.rv;
+    return unpackVersion(this.rv);
   }
 
   get deletionTimestamp(): string | undefined {
