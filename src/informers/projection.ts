@@ -137,6 +137,53 @@ class Proj implements Projection, ProjectedMeta {
   }
 }
 
+/**
+ * What the cache keeps of an object nobody reads, with no kept label and no deletion timestamp:
+ * most of a shard's sources (the other shards' Referables read them). Five fields, not nine, and
+ * no uid: a uid is only ever read from a projection with reads (a result's source), and an object
+ * someone starts reading is read again first (its reads were not kept), which brings it.
+ * 64 bytes less for each such object (BENCHMARKS.md, "Sources nobody on a shard reads").
+ */
+class Bare implements Projection, ProjectedMeta {
+  readonly name: string;
+  readonly namespace: string | undefined;
+  private readonly rv: PackedVersion;
+  readonly generation: number | undefined;
+  labelKeys: LabelKeys;
+
+  constructor(m: ProjectedMeta) {
+    this.name = m.name;
+    this.namespace = m.namespace;
+    this.rv = packVersion(m.resourceVersion, "safe");
+    this.generation = m.generation;
+    this.labelKeys = m.labelKeys;
+  }
+
+  get uid(): undefined {
+    return undefined;
+  }
+
+  get labels(): undefined {
+    return undefined;
+  }
+
+  get deletionTimestamp(): undefined {
+    return undefined;
+  }
+
+  get reads(): undefined {
+    return undefined;
+  }
+
+  get resourceVersion(): string | undefined {
+    return unpackVersion(this.rv);
+  }
+
+  get metadata(): ProjectedMeta {
+    return this;
+  }
+}
+
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
 /** How to project: what to share values through, and which label keys to keep. */
@@ -195,6 +242,7 @@ export function projectFor(
     if (!one) one = new OneRead(x.key, x.read(obj, maxBytes));
     else (reads ??= new Map([[one.key, one.value]])).set(x.key, x.read(obj, maxBytes));
   }
+  if (!one && meta.labels === undefined && meta.deletionTimestamp === undefined) return new Bare(meta);
   return new Proj(meta, reads ?? one);
 }
 
@@ -203,15 +251,19 @@ export function projectFor(
  * was made with (a selector went away): no read of the object is needed to drop labels.
  */
 export function narrowLabels(projection: Projection, keys: LabelKeys, pool?: StringPool): void {
-  const p = projection as Proj;
+  const p = projection as Proj | Bare;
   if (p.labelKeys === keys) return;
+  if (p instanceof Bare) {
+    p.labelKeys = keys; // it kept no label: none to drop
+    return;
+  }
   p.labels = keptLabels(p.labels, keys, pool?.labelSets);
   p.labelKeys = keys;
 }
 
 /** Keeps only the reads whose keys `keep` accepts; true when anything was dropped. */
 export function pruneReads(projection: Projection, keep: (key: string) => boolean): boolean {
-  const p = projection as Proj;
+  const p = projection as Proj | Bare;
   if (!p.reads) return false;
   if (p.reads instanceof OneRead) {
     if (keep(p.reads.key)) return false;

@@ -235,3 +235,35 @@ describe("the resolver over the real cache: selectors on keys kept late", () => 
     expect(seen.map(valuesOf)).toEqual([want]);
   });
 });
+
+describe("an object nobody reads", () => {
+  it("keeps no uid; read later, it is read again and its result names its uid", async () => {
+    const server = new FakeServer();
+    server.put("a", {});
+    server.put("deleting", {});
+    server.objects.get("team-a/deleting")!.metadata!.deletionTimestamp = "2026-11-28T00:00:00Z";
+    const cache = cacheOver(server);
+    const handle = await claim(cache, ["app"]);
+    const a = handle.get("team-a", "a")!;
+    expect(a.reads).toBeUndefined();
+    expect(a.metadata.uid).toBeUndefined();
+    expect(a.metadata.resourceVersion).toBe("101");
+    expect(a.metadata.labelKeys.has("app")).toBe(true);
+    // A deletion timestamp is kept (and the uid with it): selection and status read it.
+    expect(handle.get("team-a", "deleting")?.metadata.deletionTimestamp).toBe("2026-11-28T00:00:00Z");
+
+    const resolver = new Resolver({ cache, discovery });
+    stops.push(() => resolver.stop());
+    let result: ResolutionResult | undefined;
+    const ref = { apiVersion: "v1", kind: "ConfigMap", namespace: "team-a", name: "a", fieldPath: "data.v" };
+    const sub = resolver.watch(ref as AnyReference, (r) => (result = r));
+    stops.push(async () => sub.close());
+    await until("a result", () => result !== undefined);
+    expect(result).toMatchObject({
+      ok: true,
+      value: "a",
+      source: { name: "a", uid: "uid-a", resourceVersion: "101" },
+    });
+    expect(handle.get("team-a", "a")?.metadata.uid).toBe("uid-a");
+  });
+});
