@@ -225,7 +225,8 @@ export class ShardCoordinator {
     this.announcedAt ??= now;
     if (joined && this.rounds > 0) this.joinedAt = now;
     this.settled ||= !this.syncing && this.rounds > 0 && now >= this.settleAt();
-    const first = this.rounds++ === 0 || !this.settled;
+    this.rounds++;
+    const first = !this.settled;
     // The member and the buckets at once: another replica then sees them renewed in the same
     // LIST (and, once this one is gone, expire in the same round) nearly always.
     await Promise.all([this.renewMember(), first ? undefined : this.renewBuckets()]);
