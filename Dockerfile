@@ -11,9 +11,10 @@ RUN npx tsc -p tsconfig.build.json
 FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 # glibc gives each thread that mallocs an arena of its own (up to 8 per core) and keeps what
-# they freed: two arenas took 5-6 MiB off each shard's RSS at 10,000 Referables, no CPU measured
-# (BENCHMARKS.md, "A shard's memory"). The bench's controllers run with the same.
-ENV MALLOC_ARENA_MAX=2
+# they freed. One arena (the main heap, shared by V8's and libuv's threads): 6-7 MiB less RSS a
+# shard than two at 20,000 Referables, no more CPU (BENCHMARKS.md, "One malloc arena"). The
+# bench's controllers run with the same.
+ENV MALLOC_ARENA_MAX=1
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force

@@ -449,7 +449,7 @@ async function startController(
     proc = spawn(process.execPath, args, {
       stdio: ["ignore", logFile.fd, logFile.fd],
       // MALLOC_ARENA_MAX as the image sets it (Dockerfile), unless the run sets its own.
-      env: { MALLOC_ARENA_MAX: "2", ...process.env, NODE_OPTIONS: nodeOptions },
+      env: { MALLOC_ARENA_MAX: "1", ...process.env, NODE_OPTIONS: nodeOptions },
     });
   } finally {
     logFile.close();

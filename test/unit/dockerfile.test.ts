@@ -210,8 +210,8 @@ describe("Dockerfile", () => {
     expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "NODE_ENV=production" });
   });
 
-  it("keeps glibc to two malloc arenas in the runtime stage (a shard's RSS)", () => {
-    expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "MALLOC_ARENA_MAX=2" });
+  it("keeps glibc to one malloc arena in the runtime stage (a shard's RSS)", () => {
+    expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "MALLOC_ARENA_MAX=1" });
   });
 
   it("has a .dockerignore that keeps node_modules, .git, tests and local builds out of the context", () => {
