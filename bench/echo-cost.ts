@@ -1,6 +1,7 @@
 /**
  * Cost of one watch event of a Referable this replica does not serve (another shard's status
- * echo), step by step: the line's parse, the decode into a compact record, the graph and ownership.
+ * echo), step by step: the line's parse, the decode into a compact record, the graph and ownership;
+ * and the status digest alone (a share of the decode: every listed Referable's and every echo's).
  *
  *   node bench/echo-cost.ts [--events 20000] [--managers 0]
  */
@@ -183,4 +184,34 @@ time("parseReferableEvent(line) + projectReferable(compact)", (line) => {
 });
 time("JSON.parse(line) only", (line) => (JSON.parse(line) as { object: KubeObject }).object);
 time("parseReferableEvent(line) only", (line) => parseReferableEvent(line, cached)!.object);
+
+// The status digest alone (summarizeStatus's share): of the status as kube-apiserver writes it
+// (keys sorted), and of the same status with its keys reversed at every level (what the
+// controller builds is in no particular order: sorted first, whatever the path).
+const { statusDigest } = await import("../src/referable/compact.ts");
+const reversed = (v: unknown): unknown =>
+  Array.isArray(v)
+    ? v.map(reversed)
+    : typeof v === "object" && v !== null
+      ? Object.fromEntries(
+          Object.keys(v)
+            .reverse()
+            .map((k) => [k, reversed((v as Record<string, unknown>)[k])]),
+        )
+      : v;
+const statuses = lines.map((line) => (JSON.parse(line) as { object: Referable }).object.status!);
+const unsorted = statuses.map((s) => reversed(s) as typeof s);
+for (const [label, list] of [
+  ["statusDigest(status), keys as sent", statuses],
+  ["statusDigest(status), keys reversed", unsorted],
+] as const) {
+  let best = Infinity;
+  for (let round = 0; round < 5; round++) {
+    const t = process.cpuUsage();
+    for (const s of list) statusDigest(s);
+    const u = process.cpuUsage(t);
+    best = Math.min(best, (u.user + u.system) / N);
+  }
+  console.log(`${label}: ${best.toFixed(2)} µs CPU/status (best of 5)`);
+}
 console.log(`line length ${lines[0]!.length} chars`);

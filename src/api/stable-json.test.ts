@@ -1,4 +1,4 @@
-import { jsonEqual, stableStringify } from "./stable-json.ts";
+import { jsonEqual, keysSorted, stableStringify } from "./stable-json.ts";
 
 /** What jsonEqual must always answer: whether the sorted texts are the same. */
 const byText = (a: unknown, b: unknown) => stableStringify(a) === stableStringify(b);
@@ -78,5 +78,77 @@ describe("jsonEqual", () => {
       if (byText(a, b)) equal++;
     }
     expect(equal).toBeGreaterThan(500); // both answers were exercised
+  });
+});
+
+/** stableStringify as it was before its fast path: every object's keys sorted, always. */
+const sortedText = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v === null || typeof v !== "object" || Array.isArray(v)
+      ? v
+      : Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, (v as Record<string, unknown>)[k]]),
+        ),
+  );
+
+describe("keysSorted", () => {
+  const deep = (n: number): unknown => (n === 0 ? {} : { a: deep(n - 1) });
+  it.each<[string, unknown, boolean]>([
+    [
+      "a status as kube-apiserver writes it",
+      { conditions: [{ status: "True", type: "Ready" }], value: 1 },
+      true,
+    ],
+    ["keys out of order at the top", { value: 1, conditions: [] }, false],
+    ["keys out of order in an array's object", { conditions: [{ type: "Ready", status: "True" }] }, false],
+    ["an undefined member (left out) out of order", { a: 1, b: 2, lastTransitionTime: undefined }, true],
+    ["leaves of any kind JSON writes", [null, "x", 1, Number.NaN, true, undefined], true],
+    ["one integer-like key, first as JSON.parse puts it", JSON.parse('{"b":1,"7":2}'), true],
+    ["integer-like keys that sort otherwise than numerically", JSON.parse('{"10":1,"9":2}'), false],
+    ["a __proto__ key", JSON.parse('{"__proto__":{"b":1,"a":2}}'), false],
+    ["a Date (its toJSON decides)", { t: new Date(0) }, false],
+    ["a function member (a toJSON could decide)", { toJSON: () => ({ b: 1, a: 2 }) }, false],
+    ["a Map", new Map(), false],
+    ["a bigint", { n: 1n }, false],
+    ["deeper than 64", deep(70), false],
+  ])("%s", (_reason, value, sorted) => {
+    expect(keysSorted(value)).toBe(sorted);
+  });
+});
+
+describe("stableStringify", () => {
+  it("writes the same text as sorting every object's keys, whether they come sorted or not", () => {
+    // In 32-bit integers (a product of doubles past 2^53 would lose its low bits, and with
+    // them every even-odd choice), the high bits taken.
+    let seed = 11;
+    const rand = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 16) % n;
+    const leaves = [null, 0, 1, "1", "", true, Number.NaN, undefined, "a", () => 1, new Date(0)];
+    const keys = ["a", "b", "c", "10", "9", "__proto__", "toJSON"];
+    const value = (depth: number): unknown => {
+      const pick = rand(depth > 3 ? 1 : 3);
+      if (pick === 0) return leaves[rand(leaves.length)];
+      if (pick === 1) return Array.from({ length: rand(3) }, () => value(depth + 1));
+      const o: Record<string, unknown> = {};
+      for (let i = rand(4); i > 0; i--)
+        Object.defineProperty(o, keys[rand(keys.length)]!, {
+          value: value(depth + 1),
+          enumerable: true,
+          configurable: true,
+          writable: true,
+        });
+      return o;
+    };
+    let fast = 0;
+    for (let i = 0; i < 5000; i++) {
+      const v = value(0);
+      // Half of them as kube-apiserver would send them: sorted, then read back by JSON.parse.
+      const text = sortedText(v) as string | undefined; // undefined for undefined or a function
+      const sent = rand(2) && text !== undefined ? (JSON.parse(text) as unknown) : v;
+      expect(stableStringify(sent)).toBe(sortedText(sent));
+      if (keysSorted(sent) && typeof sent === "object" && sent !== null) fast++;
+    }
+    expect(fast).toBeGreaterThan(1000); // the fast path was exercised
   });
 });

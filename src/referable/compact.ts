@@ -26,7 +26,7 @@
  * (the reconciler does, through the controller's reader); the informer's listeners, the graph
  * and the gauges read `metadata`, `spec` and `status` off it as off any projection.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import {
   READY,
   REFERABLE_API_VERSION,
@@ -62,12 +62,14 @@ export function statusDigest(status: ReferableStatus): string {
     normalized.conditions = status.conditions.map((c: unknown) => without(c, "lastTransitionTime"));
   if (Array.isArray(status.sources))
     normalized.sources = status.sources.map((s: unknown) => without(s, "resourceVersion"));
-  // 15 bytes are 20 characters: a string of its own (a slice of the whole digest would keep it).
-  return createHash("sha256")
-    .update(stableStringify(normalized))
-    .digest()
-    .subarray(0, 15)
-    .toString("base64url");
+  // A status read from kube-apiserver has its keys in order: stableStringify writes it natively
+  // (see there). One that has not (or a status the controller built) is sorted first, to the
+  // same text: the key order never changes a digest, so never makes or spares a write.
+  const digest = hash("sha256", stableStringify(normalized), "base64url");
+  // The first 20 characters are the first 15 bytes. A string of its own: a slice (13 characters
+  // or more) would keep the whole digest alive beside it, 96 bytes where this is 40. JSON.parse
+  // makes a new string, at a third of the cost of a Buffer's toString; base64url needs no escape.
+  return JSON.parse(`"${digest.slice(0, 20)}"`) as string;
 }
 
 /** `entry` without `field`, when it is an object. */

@@ -10,6 +10,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { keysSorted } from "../../src/api/stable-json.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { adminClient, closeTestClients, uniqueName, waitFor } from "../harness/kube.ts";
 import { describeIf } from "../harness/availability.ts";
@@ -207,6 +208,62 @@ describe("the Referable CRD stores a status written through /status", () => {
     const rf = await create("crd-status", { source: byName });
     const got = await patchStatus(rf.metadata!.name!, status);
     expect(got.status).toEqual(status);
+  });
+
+  it("sends every object of a status back with its keys sorted, whatever their order when written", async () => {
+    // What a shard's status digest counts on for its fast path (stableStringify, compact.ts):
+    // a status read from the API server, in a GET, a list or a watch event, is written by
+    // JSON.stringify as it comes. Written here in reverse order at every level.
+    const reversed = (v: unknown): unknown =>
+      Array.isArray(v)
+        ? v.map(reversed)
+        : typeof v === "object" && v !== null
+          ? Object.fromEntries(
+              Object.keys(v)
+                .reverse()
+                .map((k) => [k, reversed((v as Record<string, unknown>)[k])]),
+            )
+          : v;
+    const status = reversed({
+      conditions: [readyCondition("Available")],
+      observedGeneration: 1,
+      sources: [
+        { apiVersion: "v1", kind: "ConfigMap", name: "x", namespace: "crd-test", resourceVersion: "7" },
+      ],
+      text: "t",
+      value: { a: { b: [1, { c: 2, d: 3 }] }, z: "last" },
+    }) as Record<string, unknown>;
+    expect(keysSorted(status)).toBe(false);
+    const rf = await create("crd-sorted", { source: byName });
+    const name = rf.metadata!.name!;
+    const events: KubeObject[] = [];
+    const watch = admin.watch(
+      RESOURCE,
+      { fieldSelector: `metadata.name=${name}`, resourceVersion: rf.metadata!.resourceVersion },
+      (e) => void events.push(e.object),
+    );
+    try {
+      const patched = await patchStatus(name, status);
+      const got = await admin.request<KubeObject>("GET", `${RESOURCE}/${name}`);
+      const list = await admin.request<{ items: KubeObject[] }>("GET", RESOURCE, {
+        query: { fieldSelector: `metadata.name=${name}` },
+      });
+      const echo = await waitFor("the watch event of the status write", () =>
+        events.find((e) => e.status !== undefined),
+      );
+      for (const [read, obj] of [
+        ["the PATCH response", patched],
+        ["a GET", got],
+        ["a list", list.items[0]],
+        ["a watch event", echo],
+      ] as const) {
+        expect([read, obj?.status]).toEqual([read, status]);
+        expect([read, keysSorted(obj?.status)]).toEqual([read, true]);
+      }
+    } finally {
+      watch.close();
+      await watch.done.catch(() => undefined);
+    }
   });
 
   const invalid: Array<{ reason: string; status: Record<string, unknown>; messages: string[] }> = [
