@@ -218,6 +218,20 @@ const flags = parseOrExit({
       default: "warn",
       help: "--log-level of the controller processes (info: a timeline of each one's start in bench/logs/)",
     },
+    "plane-cpus": {
+      type: "string",
+      group: "Machine",
+      valueName: "LIST",
+      default: "any",
+      help: "CPUs (taskset's list, e.g. 0-1) of kube-apiserver and etcd: on a machine with cores to spare, the shards on others, as on a cluster's nodes",
+    },
+    "client-cpus": {
+      type: "string",
+      group: "Machine",
+      valueName: "LIST",
+      default: "any",
+      help: "CPUs (taskset's list, e.g. 2-5) of the clients: the bench (the floor's writer) and every controller it starts",
+    },
     "controller-node-options": {
       type: "string",
       group: "Controller",
@@ -324,6 +338,29 @@ const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
 const controllerLogLevel = arg("controller-log-level") ?? "warn";
 const controllerNodeOptions =
   arg("controller-node-options") ?? "--max-old-space-size=256 --max-semi-space-size=4";
+/** Where the control plane and the clients run (--plane-cpus, --client-cpus): any CPU unless given. */
+const planeCpus = arg("plane-cpus");
+const clientCpus = arg("client-cpus");
+
+/**
+ * Pins every thread `pid` has now to `cpus` (taskset's list); threads made later inherit the set
+ * of the thread that makes them. A list taskset refuses fails the run before anything is measured.
+ */
+async function pinTo(pid: number, cpus: string): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn("taskset", ["-a", "-p", "-c", cpus, String(pid)], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`taskset -c ${cpus} of ${pid} failed (${code}): ${err.trim()}`)),
+    );
+  });
+}
 
 /** The controller's NODE_OPTIONS with the heap cap `mib` in place of its own (the scale phases' caps). */
 function withHeapCap(options: string, mib: number): string {
@@ -446,7 +483,11 @@ async function startController(
   const logFile = controllerLogs.open();
   let proc: ChildProcess;
   try {
-    proc = spawn(process.execPath, args, {
+    // taskset execs node: the child's pid is the controller's.
+    const [command, argv] = clientCpus
+      ? ["taskset", ["-c", clientCpus, process.execPath, ...args]]
+      : [process.execPath, args];
+    proc = spawn(command, argv, {
       stdio: ["ignore", logFile.fd, logFile.fd],
       // MALLOC_ARENA_MAX as the image sets it (Dockerfile), unless the run sets its own.
       env: { MALLOC_ARENA_MAX: "1", ...process.env, NODE_OPTIONS: nodeOptions },
@@ -2846,6 +2887,22 @@ async function main(): Promise<void> {
   process.once("SIGTERM", onSignal);
   const plane = await startControlPlane({ log, ...(scenarios.has("scale") && { extraFlags: SCALE_FLAGS }) });
   toStop.plane = plane;
+  try {
+    if (planeCpus) {
+      if (!plane.owned)
+        throw new Error("--plane-cpus needs the bench's own control plane (not USE_EXISTING_CLUSTER)");
+      const own = plane as PrivateControlPlane;
+      for (const pid of [own.apiServerPid, own.etcdPid]) if (pid !== undefined) await pinTo(pid, planeCpus);
+      log(`kube-apiserver and etcd on CPUs ${planeCpus}`);
+    }
+    if (clientCpus) {
+      await pinTo(process.pid, clientCpus);
+      log(`the bench and its controllers on CPUs ${clientCpus}`);
+    }
+  } catch (err) {
+    await plane.stop(); // before anything is measured: no control plane left behind
+    throw err;
+  }
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(plane.kubeconfigPath);
   const rawClient = new KubeClient({ kubeConfig, requestTimeoutMs: 120_000 });
@@ -2889,6 +2946,7 @@ async function main(): Promise<void> {
         scaleReferables,
         scaleShards,
         controllerNodeOptions,
+        cpus: { plane: planeCpus ?? "any", clients: clientCpus ?? "any" },
         etcd: "--unsafe-no-fsync (test data)",
       },
       floor: await measureFloor(client, quick ? 30 : 200),
