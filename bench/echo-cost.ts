@@ -11,6 +11,7 @@ import { projectReferable, readsOf } from "../src/referable/spec.ts";
 import { ReferenceGraph } from "../src/referable/reference-graph.ts";
 import type { KubeObject } from "../src/kube/client.ts";
 import type { Referable } from "../src/api/referable.ts";
+import { keysReversed as reversed } from "../test/harness/json.ts";
 
 const { values } = parseArgs({
   options: { events: { type: "string", default: "20000" }, managers: { type: "string", default: "0" } },
@@ -189,16 +190,6 @@ time("parseReferableEvent(line) only", (line) => parseReferableEvent(line, cache
 // (keys sorted), and of the same status with its keys reversed at every level (what the
 // controller builds is in no particular order: sorted first, whatever the path).
 const { statusDigest } = await import("../src/referable/compact.ts");
-const reversed = (v: unknown): unknown =>
-  Array.isArray(v)
-    ? v.map(reversed)
-    : typeof v === "object" && v !== null
-      ? Object.fromEntries(
-          Object.keys(v)
-            .reverse()
-            .map((k) => [k, reversed((v as Record<string, unknown>)[k])]),
-        )
-      : v;
 const statuses = lines.map((line) => (JSON.parse(line) as { object: Referable }).object.status!);
 const unsorted = statuses.map((s) => reversed(s) as typeof s);
 for (const [label, list] of [

@@ -13,6 +13,7 @@ import {
   type CompactMeta,
 } from "./compact.ts";
 import { statusEquals } from "./status.ts";
+import { keysReversed as reversed } from "../../test/harness/json.ts";
 
 function status(overrides: Partial<ReferableStatus> = {}, since = "2026-01-01T00:00:00Z"): ReferableStatus {
   return {
@@ -54,16 +55,6 @@ describe("statusDigest", () => {
   it("is the same whatever the order of the keys: one out of order costs a sort, never a write or a missed one", () => {
     // As kube-apiserver writes a status (every object's keys sorted), and the same in reverse at
     // every level (what the controller builds is in no such order).
-    const reversed = (v: unknown): unknown =>
-      Array.isArray(v)
-        ? v.map(reversed)
-        : typeof v === "object" && v !== null
-          ? Object.fromEntries(
-              Object.keys(v)
-                .reverse()
-                .map((k) => [k, reversed((v as Record<string, unknown>)[k])]),
-            )
-          : v;
     const sent = JSON.parse(stableStringify(status())) as ReferableStatus;
     expect(keysSorted(sent)).toBe(true);
     const digest = statusDigest(sent);

@@ -14,6 +14,7 @@ import { keysSorted } from "../../src/api/stable-json.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { adminClient, closeTestClients, uniqueName, waitFor } from "../harness/kube.ts";
 import { describeIf } from "../harness/availability.ts";
+import { keysReversed as reversed } from "../harness/json.ts";
 
 const execFileAsync = promisify(execFile);
 const RESOURCE = "/apis/referable.dev/v1alpha1/referables";
@@ -214,16 +215,6 @@ describe("the Referable CRD stores a status written through /status", () => {
     // What a shard's status digest counts on for its fast path (stableStringify, compact.ts):
     // a status read from the API server, in a GET, a list or a watch event, is written by
     // JSON.stringify as it comes. Written here in reverse order at every level.
-    const reversed = (v: unknown): unknown =>
-      Array.isArray(v)
-        ? v.map(reversed)
-        : typeof v === "object" && v !== null
-          ? Object.fromEntries(
-              Object.keys(v)
-                .reverse()
-                .map((k) => [k, reversed((v as Record<string, unknown>)[k])]),
-            )
-          : v;
     const status = reversed({
       conditions: [readyCondition("Available")],
       observedGeneration: 1,
