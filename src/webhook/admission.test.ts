@@ -561,6 +561,20 @@ const cases: Case[] = [
       "spec.export[1] must not name a Referable of referable.dev/v1alpha1: no value is exported into such an object, because objects of the referable.dev group steer this controller (a Referable's spec decides what it reads and writes, with its own rights); export into the application's own objects instead",
   },
   {
+    reason:
+      "a field target in another Referable's spec.export (the write pivot) is refused before any question",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), {
+        export: [{ apiVersion: "referable.dev/v1", kind: "Referable", name: "x", fieldPath: "spec.export" }],
+      }),
+      oldObject: referable(cm("db")),
+    },
+    allowed: false,
+    code: 422,
+    asked: [],
+  },
+  {
     reason: "a field target in a RoleBinding is refused before any question",
     request: {
       object: referable(cm("db"), {
