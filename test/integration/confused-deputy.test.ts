@@ -9,11 +9,13 @@
  *   admission, and admitted once granted `impersonate` on it.
  * - A change of spec made as the controller's own ServiceAccount is refused by the webhook; its
  *   status and finalizer writes still pass.
+ * - The library's exportValue refuses the same targets (ExportFailed), writing nothing.
  * - Deleting a Referable with a field target the deleter may not patch is refused; an
  *   administrator's delete passes and the controller's cleanup (the field released, the
  *   finalizer removed) completes.
  */
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
+import { exportValue, isExportError } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import {
   DELETE_REFUSAL_SUFFIX,
@@ -37,6 +39,7 @@ import {
   impersonatingClient,
   mergePatch,
   selfAccess,
+  testKubeConfig,
   uniqueName,
   waitFor,
   waitForGone,
@@ -202,6 +205,32 @@ describe("nothing a Referable does may steer the controller: the CRD refuses, wi
     expect(
       await admin.request("GET", `${REFERABLES}/${name}`).catch((e: unknown) => isApiError(e, 404)),
     ).toBe(true);
+  });
+});
+
+describe("the library refuses the same targets", () => {
+  it("exportValue into another Referable's spec fails with ExportFailed, and writes nothing", async () => {
+    const victim = uniqueName("victim");
+    await admin.request("POST", REFERABLES, {
+      body: referableBody(victim, { source: configMapField(team, "db") }),
+    });
+    const err = await exportValue(
+      testKubeConfig(),
+      {
+        apiVersion: "referable.dev/v1alpha1",
+        kind: "Referable",
+        name: victim,
+        fieldPath: "spec.source.namespace",
+      },
+      "kube-system",
+      { fieldManager: "my-operator/pivot" },
+    ).catch((e: unknown) => e);
+    expect(isExportError(err)).toBe(true);
+    expect(err).toMatchObject({ reason: "ExportFailed" });
+    expect((err as Error).message).toContain("target must not name a Referable of referable.dev/v1alpha1");
+    const stored = await admin.request<KubeObject>("GET", `${REFERABLES}/${victim}`);
+    expect((stored.spec as { source: { namespace: string } }).source.namespace).toBe(team);
+    await admin.request("DELETE", `${REFERABLES}/${victim}`);
   });
 });
 
