@@ -442,7 +442,7 @@ const cases: Case[] = [
     allowed: false,
     code: 500,
     asked: [],
-    message: `could not ask the API server whether user "alice" may get configmaps "db" in namespace "team-a": POST /apis/authorization.k8s.io/v1/subjectaccessreviews: 403 Forbidden: cannot create subjectaccessreviews; retry`,
+    message: `could not ask the API server whether user "alice" may get configmaps "db" in namespace "team-a": POST /apis/authorization.k8s.io/v1/subjectaccessreviews: 403 Forbidden; retry`,
   },
   {
     reason: "an update that changes spec.source is checked",

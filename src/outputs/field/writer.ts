@@ -217,11 +217,11 @@ export function toFieldError(
         if (
           apiError.statusCode === 400 ||
           apiError.statusCode === 422 ||
-          (apiError.statusCode === 500 && /typed patch|typed value|expected/i.test(apiError.message))
+          (apiError.statusCode === 500 && apiError.serverSaid(/typed patch|typed value|expected/i))
         )
           return new ExportError(
             "ExportRejected",
-            `the API server refused the value for ${what}: ${apiMessage}`,
+            `the API server refused the value for ${what}: ${apiMessage}; its own message is not shown, as it can quote the object (see docs/troubleshooting.md)`,
             { cause: apiError, retryable: false },
           );
         return undefined;
