@@ -25,6 +25,7 @@ import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
 import { fieldExportPermissions } from "./admission-field-export.ts";
+import { fieldTargetProblem } from "./admission-field-target.ts";
 import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
@@ -140,6 +141,8 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   // never runs: refused before any access check.
   const transformError = transformProblem(request.object, judge.limits);
   if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+  const fieldError = fieldTargetProblem(request.object);
+  if (fieldError !== undefined) return refuse(422, "Invalid", fieldError);
 
   const exportRefusal = await checkExports(judge, request);
   if (exportRefusal !== undefined) return exportRefusal;
