@@ -15,6 +15,12 @@ export interface ApiErrorCause {
   reason?: string;
   /** `spec.password`, `.data.key`, ...: at most {@link MAX_CAUSE_FIELD} characters. */
   field?: string;
+  /**
+   * For a `FieldManagerConflict`, the other field manager's name, as the object's managedFields
+   * show it (`kubectl-patch`): read from the cause's message only when that message is exactly
+   * the server's `conflict with "<manager>"`, never any other of its text.
+   */
+  manager?: string;
 }
 
 /** What an {@link ApiError} holds besides its status. */
@@ -34,6 +40,8 @@ export interface ApiErrorDetails {
 const MAX_CAUSES = 8;
 /** Longest field path of a cause kept. */
 const MAX_CAUSE_FIELD = 256;
+/** A `FieldManagerConflict` cause's whole message, as the API server words it. */
+const MANAGER_CONFLICT = /^conflict with "([^"\\]{1,128})"(?: using [a-z0-9./-]{1,317})?$/;
 /** The shape of a reason code (`NotFound`, `FieldValueInvalid`); anything else is not kept. */
 const REASON_CODE = /^[A-Za-z][A-Za-z0-9]{0,63}$/;
 
@@ -102,7 +110,14 @@ export class ApiError extends Error {
 /** ` (FieldValueInvalid at spec, FieldValueRequired at spec.a)`, or nothing without causes. */
 function describeCauses(causes: readonly ApiErrorCause[], count: number): string {
   const parts = causes
-    .map((c) => [c.reason, c.field === undefined ? undefined : `at ${c.field}`].filter(Boolean).join(" "))
+    .map((c) =>
+      [
+        c.manager === undefined ? c.reason : `conflict with ${JSON.stringify(c.manager)}`,
+        c.field && `at ${c.field}`,
+      ]
+        .filter(Boolean)
+        .join(" "),
+    )
     .filter((p) => p !== "");
   if (parts.length === 0) return "";
   const more = count > causes.length ? ` and ${count - causes.length} more` : "";
@@ -113,10 +128,16 @@ function describeCauses(causes: readonly ApiErrorCause[], count: number): string
 function readCauses(causes: unknown): ApiErrorCause[] {
   if (!Array.isArray(causes)) return [];
   return causes.slice(0, MAX_CAUSES).map((c: unknown) => {
-    const { reason, field } = (typeof c === "object" && c !== null ? c : {}) as Record<string, unknown>;
+    const { reason, field, message } = (typeof c === "object" && c !== null ? c : {}) as Record<
+      string,
+      unknown
+    >;
     const cause: ApiErrorCause = {};
     if (typeof reason === "string" && REASON_CODE.test(reason)) cause.reason = reason;
     if (typeof field === "string" && field !== "") cause.field = field.slice(0, MAX_CAUSE_FIELD);
+    const manager =
+      reason === "FieldManagerConflict" && typeof message === "string" && MANAGER_CONFLICT.exec(message);
+    if (manager) cause.manager = manager[1]!;
     return cause;
   });
 }
