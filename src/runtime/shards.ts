@@ -71,6 +71,14 @@ import {
 import type { ShardCoordinatorOptions, ShardObserver } from "./shard-options.ts";
 
 export type { Handover, ShardCoordinatorOptions, ShardObserver } from "./shard-options.ts";
+export {
+  BUCKETS_ANNOTATION,
+  memberLeaseName,
+  parseBucket,
+  ROLE_LABEL,
+  SHARD_SET_LABEL,
+  SYNCING_ANNOTATION,
+} from "./shard-leases.ts";
 
 /** Another replica's member Lease, as one round sees it. */
 interface Member {
@@ -81,14 +89,6 @@ interface Member {
   /** When this replica first saw its Lease. */
   since: number;
 }
-export {
-  BUCKETS_ANNOTATION,
-  memberLeaseName,
-  parseBucket,
-  ROLE_LABEL,
-  SHARD_SET_LABEL,
-  SYNCING_ANNOTATION,
-} from "./shard-leases.ts";
 
 /** Leads a fair share of the buckets; see the module comment. */
 export class ShardCoordinator {
