@@ -1,4 +1,4 @@
-import type { Referable } from "../../api/referable.ts";
+import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { ResolutionError } from "../../errors.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
@@ -83,7 +83,7 @@ const SECRETS: ResourceInfo = {
 const secretTarget = { apiVersion: "v1", kind: "Secret", namespace: "b", name: "s", fieldPath: "data.token" };
 
 /** A Referable exporting into a field of a Secret, with `records` in status.exports. */
-function secretReferable(records: Array<Record<string, unknown>>): Referable {
+function secretReferable(records: ExportRecord[]): Referable {
   return {
     metadata: {
       name: "a",
@@ -93,7 +93,7 @@ function secretReferable(records: Array<Record<string, unknown>>): Referable {
     },
     spec: { source: {}, export: [secretTarget] },
     status: { exports: records },
-  } as Referable;
+  };
 }
 
 function secretOutput(client: ReturnType<typeof fakeClient>, allowSecrets?: boolean) {
