@@ -739,7 +739,9 @@ describe(`the image, run as ${OVERLAY} runs it`, () => {
         expect(message).toContain(
           `user "system:serviceaccount:${ns}:author" may not get configmaps "db" in namespace "${ns}"`,
         );
-        step(`webhook at https://${urls.webhook}${path}: refused the author: ${message.slice(0, 160)}...`);
+        step(
+          `webhook at https://${urls.webhook}${path}: refused the author: ...${message.slice(message.indexOf("denied the request"), message.indexOf("denied the request") + 200)}...`,
+        );
 
         // Allowed once RBAC lets the author read it: the refusal was the webhook's check.
         const reader = uniqueName("image-db-reader");

@@ -193,7 +193,12 @@ export async function buildBase(): Promise<{ image: string; standIn: boolean }> 
     }
     const pulled = await podman(["pull", "--quiet", pinned], { timeoutMs: 300_000 }).then(
       () => undefined,
-      (err: Error) => err.message.split("\n").at(-1)!.slice(0, 300),
+      (err: Error) => {
+        const line = err.message.split("\n").at(-1)!;
+        return line
+          .slice(line.includes("Error: ") ? line.indexOf("Error: ") + "Error: ".length : 0)
+          .slice(0, 300);
+      },
     );
     if (pulled === undefined) {
       step(`building on the pinned base ${pinned} (pulled)`);
@@ -233,6 +238,9 @@ export async function buildImage(tag: string, base: string, logFile: string): Pr
     ...(secrets.npmrc ? ["--secret", `id=npmrc,src=${secrets.npmrc}`] : []),
     ...(secrets.ca ? ["--secret", `id=npm-ca,src=${secrets.ca}`] : []),
   ];
+  const previous = (
+    await podman(["image", "ls", "--quiet", "--no-trunc", "--filter", `reference=${tag}`])
+  ).trim();
   step(
     `podman build of ./Dockerfile (npm's settings as build secrets: ${
       [secrets.npmrc && "npmrc", secrets.ca && "npm-ca"].filter(Boolean).join(", ") || "none"
@@ -258,5 +266,12 @@ export async function buildImage(tag: string, base: string, logFile: string): Pr
     ],
     logFile,
   );
-  return (Date.now() - started) / 1000;
+  const seconds = (Date.now() - started) / 1000;
+  // The image this tag named before is no one's now: free its layers (the build cache, podman's
+  // intermediate images, stays for the next build; `podman image prune` frees it).
+  const current = (
+    await podman(["image", "ls", "--quiet", "--no-trunc", "--filter", `reference=${tag}`])
+  ).trim();
+  if (previous && previous !== current) await podman(["rmi", previous]).catch(() => undefined);
+  return seconds;
 }
