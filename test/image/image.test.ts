@@ -578,13 +578,14 @@ describe(`the image, run as ${OVERLAY} runs it`, () => {
             `probe ${get.path} on port ${get.port}: ${answer.status} ${answer.body.trim()} (after ${Date.now() - started} ms)`,
           );
         }
-        expect(
-          await leaseHolder(
-            deployment.metadata.namespace,
-            flagValue(container.args ?? [], "leader-election-id")!,
-          ),
-        ).toBe(podName);
-        step(`holds the Lease ${flagValue(container.args ?? [], "leader-election-id")} as ${podName}`);
+        // Ready means the cache is synced, leader or not (standbys are ready too): the Lease follows.
+        const lease = flagValue(container.args ?? [], "leader-election-id")!;
+        await waitFor(
+          `the Lease ${lease} to name ${podName}`,
+          async () => (await leaseHolder(deployment.metadata.namespace, lease)) === podName,
+          WAIT,
+        );
+        step(`took the Lease ${lease} as ${podName}`);
       });
     },
     STEP_TIMEOUT_MS,
