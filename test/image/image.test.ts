@@ -229,7 +229,7 @@ describe("the image holds only what runs", () => {
 
   it("holds node, dist/, the production dependencies and CA certificates: no shell, npm, corepack or package manager", async () => {
     const top = [...tree.keys()].filter((p) => !p.includes("/")).sort();
-    expect(top.every((p) => ["app", "etc", "lib", "lib64", "tmp", "usr"].includes(p))).toBe(true);
+    expect(top.filter((p) => !["app", "etc", "lib", "lib64", "tmp", "usr"].includes(p))).toEqual([]);
     for (const path of [
       "usr/local/bin/node",
       "app/package.json",
