@@ -2,6 +2,9 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# The controller's own runtime dependencies (pino, prom-client): an npm workspace, so the library's
+# package does not bring them to its consumers.
+COPY controller/package.json ./controller/
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -17,6 +20,7 @@ ENV NODE_ENV=production
 ENV MALLOC_ARENA_MAX=1
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY controller/package.json ./controller/
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
 COPY --from=build /src/dist ./dist
 COPY crds ./crds
