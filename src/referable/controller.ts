@@ -323,6 +323,7 @@ export class ReferableController {
         logger: this.logger,
         enqueue: (name) => this.runtime.enqueue(name),
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+        allowSecrets: options.allowSecretExport ?? false,
         ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
       })),
       ...(options.events && { events: options.events }),
