@@ -6,13 +6,13 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Server } from "node:http";
-import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { buildController, type Built } from "./referable/build.ts";
 import { Manager, type ManagedElector } from "./runtime/manager.ts";
 import { ShardGate } from "./runtime/shard-gate.ts";
 import { ShardCoordinator } from "./runtime/shards.ts";
 import { asError } from "./errors.ts";
+import { isMainModule } from "./main-module.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
@@ -391,7 +391,7 @@ function shardElector(
   };
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (isMainModule(import.meta.url, process.argv[1])) {
   main(process.argv.slice(2), process.env).then(
     (code) => process.exit(code),
     (err: unknown) => {

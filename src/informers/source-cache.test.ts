@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "@jest/globals";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
+import type { KubeClient, KubeObject, RequestOptions, WatchEvent, WatchStream } from "../kube/client.ts";
 import type { KindResolver } from "../kube/discovery.ts";
 import { Resolver } from "../resolver/resolver.ts";
 import type { AnyReference } from "../resolver/request.ts";
@@ -49,7 +49,7 @@ class FakeServer implements Pick<KubeClient, "request" | "watch"> {
     return answerAsJson<T>({ metadata: { resourceVersion: String(this.rv) }, items }, options);
   }
 
-  readonly watch = silentWatch;
+  readonly watch: KubeClient["watch"] = silentWatch;
 }
 
 const discovery: KindResolver = {
@@ -266,4 +266,83 @@ describe("an object nobody reads", () => {
     });
     expect(handle.get("team-a", "a")?.metadata.uid).toBe("uid-a");
   });
+});
+
+/**
+ * A server whose lists arrive item by item across turns of the event loop (as a large list does
+ * over the network), and whose watch tells every change: a selector can compute in the middle of
+ * a read of the kind.
+ */
+class StreamingServer extends FakeServer {
+  private readonly watchers = new Set<(event: WatchEvent) => void>();
+
+  change(name: string, labels: Record<string, string> | undefined, v = name): void {
+    const type = this.objects.has(`team-a/${name}`) ? "MODIFIED" : "ADDED";
+    this.put(name, labels ?? {}, v);
+    const object = structuredClone(this.objects.get(`team-a/${name}`)!);
+    for (const w of this.watchers) w({ type, object });
+  }
+
+  override async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const body = await super.request<{ metadata: unknown; items: KubeObject[] }>(method, path, {
+      ...options,
+      onItem: undefined,
+    });
+    if (!options.onItem) return body as T;
+    for (const item of body.items) {
+      options.onItem(item);
+      await nextTurn();
+    }
+    return { ...body, items: [] } as T;
+  }
+
+  override readonly watch = (
+    _path: string,
+    _query: unknown,
+    onEvent: (e: WatchEvent) => void,
+  ): WatchStream => {
+    let end!: () => void;
+    const done = new Promise<void>((resolve) => (end = resolve));
+    this.watchers.add(onEvent);
+    return {
+      done,
+      close: () => {
+        this.watchers.delete(onEvent);
+        end();
+      },
+    };
+  };
+}
+
+describe("a selector joining a kind decoded without its label keys", () => {
+  it("answers when objects it does not select are read again after it computed (the kind's informer lingering after a resolve by name)", async () => {
+    const server = new StreamingServer();
+    server.change("first", undefined, "first");
+    const cache = new InformerSourceCache({ client: server, lingerMs: 10_000 });
+    stops.push(() => cache.stop());
+    const resolver = new Resolver({ cache, discovery, resolveTimeoutMs: 5_000 });
+    stops.push(() => resolver.stop());
+    const ref = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: "team-a",
+      name: "first",
+      fieldPath: "data.v",
+    };
+    expect((await resolver.resolve(ref)).value).toBe("first");
+    // After the first request: two labelled (one of them afterwards), and some that are not.
+    server.change("a-x", { app: "mixed" });
+    server.change("a-y", undefined);
+    server.change("a-y", { app: "mixed" });
+    for (let i = 0; i < 5; i++) server.change(`z-${i}`, undefined);
+    const many = await resolver.resolveSelector({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: "team-a",
+      matchLabels: { app: "mixed" },
+      fieldPath: "data.v",
+      mode: "Multiple",
+    });
+    expect(many.values).toEqual(["a-x", "a-y"]);
+  }, 15_000);
 });

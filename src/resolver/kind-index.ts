@@ -89,11 +89,18 @@ export class KindIndex implements KindInterest {
   onEvent(event: InformerEvent<Projection>): void {
     const meta = event.object.metadata;
     for (const sub of this.namedFor(meta)) this.schedule(sub);
+    const old = event.old?.metadata;
+    // The object was decoded before with other label keys kept: a selector whose keys it lacked
+    // could not tell whether it selects it, and computed nothing (NOT_KEPT) until it is read
+    // again. That read is this event, whether the object matches or not: a selector that it
+    // does not match must hear of it too, or it waits for an event that never comes.
+    const unjudged = old !== undefined && old.labelKeys !== meta.labelKeys ? old.labelKeys : undefined;
     for (const sub of this.selectorsFor(meta.namespace)) {
       const selector = sub.request.selector!;
       if (
         selector.matches(meta.labels) ||
-        (event.old !== undefined && selector.matches(event.old.metadata.labels))
+        (old !== undefined && selector.matches(old.labels)) ||
+        (unjudged !== undefined && !unjudged.includesAll(selector.keys))
       )
         this.schedule(sub);
     }

@@ -121,7 +121,10 @@ export interface ResolveOptions {
   consistent?: boolean;
 }
 
-/** The options of the client a resolver makes for itself. */
+/**
+ * The options of the client a resolver makes for itself.
+ * @internal
+ */
 export function clientOptions(options: ResolverWiring): ConstructorParameters<typeof KubeClient>[0] {
   const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
   if (options.context !== undefined) out.context = options.context;

@@ -45,7 +45,7 @@ import type {
 } from "./types.ts";
 
 export type { Subscription, WatchCallback } from "./subscription.ts";
-export type { ResolveOptions, ResolverOptions, ResolverWiring, WatchOptions } from "./options.ts";
+export type { ResolveOptions, ResolverOptions, WatchOptions } from "./options.ts";
 
 /** The resolver; make one with {@link createResolver}. */
 export class Resolver {
