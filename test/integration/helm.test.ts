@@ -868,13 +868,17 @@ describe("helm template", () => {
     },
     {
       reason: "extraObjects install more objects, as templates, given as objects or strings",
+      // --set would read "{{" as the start of a list: JSON instead.
       set: [
-        "extraObjects[0].apiVersion=v1",
-        "extraObjects[0].kind=ConfigMap",
-        "extraObjects[0].metadata.name={{ .Release.Name }}-extra",
-        "extraObjects[0].metadata.namespace={{ .Release.Namespace }}",
-        "extraObjects[0].data.k=v",
-        "extraObjects[1]=apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-extra-secret",
+        `--set-json=extraObjects=${JSON.stringify([
+          {
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            metadata: { name: "{{ .Release.Name }}-extra", namespace: "{{ .Release.Namespace }}" },
+            data: { k: "v" },
+          },
+          "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-extra-secret",
+        ])}`,
       ],
       check: (o) => {
         expect(find(o, "ConfigMap", "rel-extra")).toEqual({
@@ -1557,6 +1561,10 @@ describe("helm upgrade upgrades the CRD", () => {
           "serviceMonitor.enabled=true",
           "--set",
           "prometheusRule.enabled=true",
+          // No controller runs here to serve the webhook (the test after "without cert-manager"
+          // below runs one), and the CRD is what this test is about.
+          "--set",
+          "webhook.enabled=false",
         ),
       );
       expect(notes).toContain("no monitoring.coreos.com/v1 ServiceMonitor");
