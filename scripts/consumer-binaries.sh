@@ -21,10 +21,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 # them; test/unit/consumer-versions.test.ts checks that they agree).
 KRO_VERSION="${REFERABLE_KRO_VERSION:-v0.9.4}"
 PK_VERSION="${REFERABLE_PROVIDER_KUBERNETES_VERSION:-v1.4.1}"
-# provider-kubernetes v1.4.1's go.mod needs Go >= 1.27.1, newer than the Go the other builds use:
-# its build runs this toolchain, which the go command fetches from the module proxy
-# (golang.org/toolchain) as it does any module. Empty: the Go on the PATH (ensure_go's).
-PK_GO_TOOLCHAIN="${REFERABLE_PROVIDER_KUBERNETES_GO:-go1.27.4}"
 KRO_MODULE=github.com/kubernetes-sigs/kro
 PK_MODULE=github.com/crossplane-contrib/provider-kubernetes
 OUT="$CACHE_ROOT/consumers/kro-$KRO_VERSION-provider-kubernetes-$PK_VERSION"
@@ -46,28 +42,18 @@ WORK="$CACHE_ROOT/consumers/build-kro-$KRO_VERSION-provider-kubernetes-$PK_VERSI
 reuse_or_lock "$WORK" "$OUT" "cached: kro $KRO_VERSION and provider-kubernetes $PK_VERSION in $OUT"
 rm -f "$OUT/built"
 
-# The toolchain each tool's build runs (GOTOOLCHAIN): "local" (ensure_go's) unless pinned above.
-toolchain_of() {
-  case $1 in
-    provider-kubernetes) echo "${PK_GO_TOOLCHAIN:-local}" ;;
-    *) echo local ;;
-  esac
-}
-
 # build NAME MODULE VERSION PACKAGE LDFLAGS: a throwaway module per tool that requires only that
 # tool, so `go build` resolves exactly the tool's own go.mod (kro and provider-kubernetes pin
 # different controller-runtime and client-go versions; one module for both would mix them).
 build() {
   local name=$1 module=$2 version=$3 pkg=$4 ldflags=$5 started=$SECONDS
-  local dir="$WORK/$name" toolchain go_line=1.26
-  toolchain=$(toolchain_of "$name")
-  [[ "$toolchain" == local ]] || go_line=${toolchain#go}
+  local dir="$WORK/$name"
   mkdir -p "$dir"
-  printf 'module referable.dev/%s-build\n\ngo %s\n\nrequire %s %s\n' "$name" "$go_line" "$module" "$version" >"$dir/go.mod"
+  printf 'module referable.dev/%s-build\n\ngo 1.26\n\nrequire %s %s\n' "$name" "$module" "$version" >"$dir/go.mod"
   rm -f "$dir/go.sum"
-  log "building $name $version from $pkg with Go $toolchain (minutes on the first run; Go's output: $GO_LOG)"
-  (cd "$dir" && GOTOOLCHAIN=$toolchain quietly "$GO_LOG" "downloading $name's modules" go mod download "$module")
-  (cd "$dir" && GOTOOLCHAIN=$toolchain quietly "$GO_LOG" "building $name" go build -trimpath -ldflags "$ldflags" -o "$OUT/$name.tmp" "$pkg")
+  log "building $name $version from $pkg (minutes on the first run; Go's output: $GO_LOG)"
+  (cd "$dir" && quietly "$GO_LOG" "downloading $name's modules" go mod download "$module")
+  (cd "$dir" && quietly "$GO_LOG" "building $name" go build -trimpath -ldflags "$ldflags" -o "$OUT/$name.tmp" "$pkg")
   mv "$OUT/$name.tmp" "$OUT/$name"
   log "built $name in $((SECONDS - started))s"
 }
@@ -75,7 +61,7 @@ build() {
 # copy_crds NAME MODULE VERSION SUBDIR: the CRDs as the module publishes them.
 copy_crds() {
   local name=$1 module=$2 version=$3 sub=$4 src
-  src=$(cd "$WORK/$name" && GOTOOLCHAIN=$(toolchain_of "$name") go list -m -f '{{.Dir}}' "$module")
+  src=$(cd "$WORK/$name" && go list -m -f '{{.Dir}}' "$module")
   [[ -d "$src/$sub" ]] || { log "$module@$version has no $sub"; exit 1; }
   rm -rf "$OUT/$name-crds" && mkdir -p "$OUT/$name-crds"
   cp "$src/$sub"/*.yaml "$OUT/$name-crds/"
