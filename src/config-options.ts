@@ -38,6 +38,18 @@ export interface Config {
   readonly referableSelector: string | undefined;
   readonly webhookBindAddress: string;
   readonly webhookCertDir: string;
+  /**
+   * The Secret (in {@link Config.webhookCertNamespace}) where the controller keeps the webhook's
+   * CA and serving certificate, made and rotated by itself; undefined: read them from
+   * {@link Config.webhookCertDir} (cert-manager).
+   */
+  readonly webhookCertSecret: string | undefined;
+  /** The namespace of the webhook's Service and of the certificate Secret. */
+  readonly webhookCertNamespace: string;
+  /** The webhook's Service: the serving certificate's DNS names. */
+  readonly webhookService: string | undefined;
+  /** The ValidatingWebhookConfiguration whose caBundle the controller keeps current. */
+  readonly webhookConfiguration: string | undefined;
   /** text: one readable line per record; json: one JSON object per line (pino's). */
   readonly logFormat: "json" | "text";
   /** Serve /metrics over HTTPS, to callers a TokenReview and a SubjectAccessReview allow. */
@@ -366,7 +378,43 @@ export const OPTIONS: OptionSpec[] = [
     env: "REFERABLE_WEBHOOK_CERT_DIR",
     kind: "string",
     default: "/tmp/k8s-webhook-server/serving-certs",
-    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation)",
+    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation); unused with --webhook-cert-secret",
+  },
+  {
+    key: "webhookCertSecret",
+    flag: "webhook-cert-secret",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_CERT_SECRET",
+    kind: "string",
+    default: "",
+    help: "manage the webhook's certificate without cert-manager: a CA and a serving certificate for --webhook-service, kept in this Secret of --webhook-cert-namespace (made when missing, renewed before expiry) and put in the caBundle of --webhook-configuration; empty: read --webhook-cert-dir",
+  },
+  {
+    key: "webhookCertNamespace",
+    flag: "webhook-cert-namespace",
+    group: "Admission webhook",
+    env: "POD_NAMESPACE",
+    kind: "string",
+    default: "referable-system",
+    help: "namespace of --webhook-cert-secret and --webhook-service (the pod's own)",
+  },
+  {
+    key: "webhookService",
+    flag: "webhook-service",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_SERVICE",
+    kind: "string",
+    default: "",
+    help: "the webhook's Service, whose DNS names (<service>.<namespace>.svc and .svc.cluster.local) the managed certificate is for; needed with --webhook-cert-secret",
+  },
+  {
+    key: "webhookConfiguration",
+    flag: "webhook-configuration",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_CONFIGURATION",
+    kind: "string",
+    default: "",
+    help: "the ValidatingWebhookConfiguration whose caBundle the controller keeps set to the managed CA; needed with --webhook-cert-secret",
   },
   {
     key: "referableSelector",

@@ -42,6 +42,10 @@ describe("parseConfig", () => {
       watchdogMs: 90_000,
       webhookBindAddress: "0",
       webhookCertDir: "/tmp/k8s-webhook-server/serving-certs",
+      webhookCertSecret: undefined,
+      webhookCertNamespace: "referable-system",
+      webhookService: undefined,
+      webhookConfiguration: undefined,
       informerLingerMs: 10_000,
       logLevel: "info",
       shutdownTimeoutMs: 20_000,
@@ -70,7 +74,12 @@ describe("parseConfig", () => {
       reason: "the environment variable is used when the flag is absent",
       argv: [],
       env: { REFERABLE_CONCURRENCY: "5", POD_NAMESPACE: "ops", POD_NAME: "referable-0" },
-      want: { concurrency: 5, leaderElectionNamespace: "ops", identity: "referable-0" },
+      want: {
+        concurrency: 5,
+        leaderElectionNamespace: "ops",
+        webhookCertNamespace: "ops",
+        identity: "referable-0",
+      },
     },
     {
       reason: "an empty environment variable counts as unset",
@@ -303,6 +312,16 @@ describe("parseConfig", () => {
       want: "--status-write-budget-burst must be at least 1",
     },
     {
+      reason: "a managed webhook certificate without the Service it is for",
+      argv: ["--webhook-cert-secret=s", "--webhook-configuration=v"],
+      want: "--webhook-cert-secret needs --webhook-service: the Service the API server calls, whose DNS names the certificate is for",
+    },
+    {
+      reason: "a managed webhook certificate without the configuration whose caBundle holds its CA",
+      argv: ["--webhook-cert-secret=s", "--webhook-service=svc"],
+      want: "--webhook-cert-secret needs --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle must hold the CA",
+    },
+    {
       reason: "an unknown log level",
       argv: ["--log-level=trace"],
       want: '--log-level (env REFERABLE_LOG_LEVEL): "trace" is not debug, info, warn or error',
@@ -505,8 +524,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
-    // 34 options, --help and --version, each on two lines, under headings.
-    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(36);
+    // 38 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(40);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

@@ -115,6 +115,16 @@ export function parseConfig(
   if (config.shards > 0 && config.leaderElectionId.length > 40)
     throw new ConfigError("--leader-election-id must be at most 40 characters with --shards");
   if (config.leaderElect || config.shards > 0) validateLeaderElection(config);
+  if (config.webhookCertSecret !== undefined) {
+    if (config.webhookService === undefined)
+      throw new ConfigError(
+        "--webhook-cert-secret needs --webhook-service: the Service the API server calls, whose DNS names the certificate is for",
+      );
+    if (config.webhookConfiguration === undefined)
+      throw new ConfigError(
+        "--webhook-cert-secret needs --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle must hold the CA",
+      );
+  }
   return Object.freeze(out) as unknown as Config;
 }
 

@@ -16,7 +16,13 @@ import { isMainModule } from "./main-module.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
-import { createAdmissionHandler, rememberedSelfUsername, startWebhookServer } from "./webhook/index.ts";
+import {
+  CertRotator,
+  createAdmissionHandler,
+  rememberedSelfUsername,
+  startWebhookServer,
+  type OpenCertificate,
+} from "./webhook/index.ts";
 import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -286,11 +292,30 @@ async function serveWebhook(
 ): Promise<Awaited<ReturnType<typeof startWebhookServer>> | undefined | "failed"> {
   if (!parseBindAddress(config.webhookBindAddress)) return undefined;
   const webhookLogger = logger.child({ part: "webhook" });
+  // With --webhook-cert-secret the controller makes and rotates its own certificate; otherwise
+  // it reads cert-manager's from --webhook-cert-dir.
+  const managed: OpenCertificate | undefined =
+    config.webhookCertSecret !== undefined
+      ? (onChange) =>
+          CertRotator.start({
+            client,
+            namespace: config.webhookCertNamespace,
+            secretName: config.webhookCertSecret!,
+            serviceName: config.webhookService!,
+            webhookConfigurationName: config.webhookConfiguration!,
+            logger: logger.child({ part: "webhook-certificate" }),
+            onChange,
+          })
+      : undefined;
   try {
     return await startWebhookServer({
       address: config.webhookBindAddress,
-      certFile: join(config.webhookCertDir, "tls.crt"),
-      keyFile: join(config.webhookCertDir, "tls.key"),
+      ...(managed
+        ? { certificate: managed }
+        : {
+            certFile: join(config.webhookCertDir, "tls.crt"),
+            keyFile: join(config.webhookCertDir, "tls.key"),
+          }),
       handler: createAdmissionHandler({
         client,
         discovery,
@@ -303,7 +328,10 @@ async function serveWebhook(
     });
   } catch (err) {
     logger.error(
-      { err: asError(err).message, certDir: config.webhookCertDir },
+      {
+        err: asError(err).message,
+        ...(managed ? { certSecret: config.webhookCertSecret } : { certDir: config.webhookCertDir }),
+      },
       "cannot serve the admission webhook",
     );
     return "failed";
