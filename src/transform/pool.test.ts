@@ -46,7 +46,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran past its time limit of 50 ms: make it do less work (it is not evaluated again for 30 s)",
+        "the transform ran past its time limit of 50 ms: make it do less work (quarantined: it runs apart from the other transforms, and with this input not again for 1 s)",
     });
     // At most the hard wall-clock deadline (10x), whatever the machine's load.
     expect(Date.now() - started).toBeLessThan(50 * 10 + 2000);
@@ -58,7 +58,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(HOG, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (it is not evaluated again for 30 s)",
+        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (quarantined: it runs apart from the other transforms, and with this input not again for 1 s)",
     });
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
@@ -73,15 +73,58 @@ describe("TransformPool", () => {
     expect(await Promise.all(canaries)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
   });
 
-  it("fails an expression that overran at once, for the cool-down, and only that expression", async () => {
-    pool = new TransformPool({ timeoutMs: 50, cooldownMs: 60_000 });
+  it("fails an expression that overran at once with the same input, for its backoff, and only that expression", async () => {
+    pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [60_000, 300_000] });
     const first = await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    expect(pool.quarantined).toBe(1);
     const started = Date.now();
     // The same message, so a status does not change for it; no worker spent on it.
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual(first);
     expect(Date.now() - started).toBeLessThan(50);
+    expect(pool.quarantineEvaluations).toBe(0);
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
+
+  it("evaluates a quarantined expression with a new input at once, in its own lane, and doubles its backoff on the same input", async () => {
+    pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [200, 300_000] });
+    await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    // A new input: evaluated again (in the quarantine's lane), and it fails again; backoff restarts.
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("not again for 200 ms"),
+    });
+    expect(pool.quarantineEvaluations).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    // The same input after its backoff: evaluated, failed again, twice as long.
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("not again for 400 ms"),
+    });
+    expect(pool.quarantineEvaluations).toBe(2);
+  }, 30_000);
+
+  it("never makes a healthy expression wait behind quarantined ones", async () => {
+    pool = new TransformPool({ workers: 1, timeoutMs: 50, quarantineBackoffMs: [60_000, 300_000] });
+    // Ten expressions quarantined, then each evaluated again with new inputs: ten deadlines
+    // (and ten worker starts) of work in the quarantine's lane.
+    const bad = Array.from({ length: 10 }, (_, i) => `${SPIN} + ${i}`);
+    await Promise.all(bad.map((text) => outcome(pool.evaluate(text, S, input(0), UNMETERED))));
+    expect(pool.quarantined).toBe(10);
+    const again = bad.map((text) => outcome(pool.evaluate(text, S, input(1), UNMETERED)));
+    let healthyDone = 0;
+    const healthy = Array.from({ length: 20 }, (_, i) =>
+      pool.evaluate("value * 2", S, input(i), LIMITS).then((out) => {
+        healthyDone++;
+        return out.value;
+      }),
+    );
+    let badDone = 0;
+    const badSettled = again.map((p) => p.then(() => badDone++));
+    expect(await Promise.all(healthy)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+    // Every healthy one answered before the quarantine's lane got through its ten.
+    expect(healthyDone).toBe(20);
+    expect(badDone).toBeLessThan(10);
+    await Promise.all(badSettled);
+    expect(pool.quarantineEvaluations).toBe(10);
+  }, 60_000);
 
   it("keeps a key named __proto__, constructor or prototype, in and out", async () => {
     pool = new TransformPool();
