@@ -444,14 +444,32 @@ export class Resolver {
     }
     sub.transforming = true;
     const generation = sub.generation;
-    void applyTransform(sub.request, result, this.limits, this.runner).then((transformed) => {
+    const runner = this.runner;
+    void applyTransform(sub.request, result, this.limits, runner).then((transformed) => {
       sub.transforming = false;
       if (sub.closed || this.stopped) return;
+      if (!transformed.ok && transformed.error.reason === "TransformFailed") this.retryLater(sub, runner);
       if (sub.retransform) {
         sub.retransform = false;
         this.recompute(sub);
       } else if (generation === sub.generation) this.deliver(sub, transformed);
     });
+  }
+
+  /**
+   * Computes `sub` again when its quarantined transform is evaluated again (see the pool): a
+   * failure given at once must not outlive the input it was given for. One timer per
+   * subscription (the kind waiter's, unused while attached), cleared when it closes.
+   */
+  private retryLater(sub: Sub, runner: TransformRunner): void {
+    const transform = sub.request.transform!;
+    const wait = runner.retryAfterMs?.(transform.text, transform.shape);
+    if (wait === undefined) return;
+    clearTimeout(sub.retryTimer);
+    sub.retryTimer = setTimeout(() => {
+      if (!sub.closed && !this.stopped && sub.index) this.schedule(sub);
+    }, wait + 1);
+    sub.retryTimer.unref?.();
   }
 
   /** Why `sub`'s selector keeps nothing: its kind's label keys are all taken. */

@@ -46,7 +46,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran past its time limit of 50 ms: make it do less work (quarantined: it runs apart from the other transforms, and with this input not again for 1 s)",
+        "the transform ran past its time limit of 50 ms: make it do less work (quarantined: evaluated again in 1 s, apart from the other transforms)",
     });
     // At most the hard wall-clock deadline (10x), whatever the machine's load.
     expect(Date.now() - started).toBeLessThan(50 * 10 + 2000);
@@ -58,7 +58,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(HOG, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (quarantined: it runs apart from the other transforms, and with this input not again for 1 s)",
+        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (quarantined: evaluated again in 1 s, apart from the other transforms)",
     });
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
@@ -73,7 +73,7 @@ describe("TransformPool", () => {
     expect(await Promise.all(canaries)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
   });
 
-  it("fails an expression that overran at once with the same input, for its backoff, and only that expression", async () => {
+  it("fails an expression that overran at once, for its backoff, and only that expression", async () => {
     pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [60_000, 300_000] });
     const first = await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
     expect(pool.quarantined).toBe(1);
@@ -81,33 +81,43 @@ describe("TransformPool", () => {
     // The same message, so a status does not change for it; no worker spent on it.
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual(first);
     expect(Date.now() - started).toBeLessThan(50);
+    // Another input too, until the backoff (now at most its first step again) ends; it says when.
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toEqual(first);
     expect(pool.quarantineEvaluations).toBe(0);
+    expect(pool.retryAfterMs(SPIN, S)).toBeGreaterThan(50_000);
+    expect(pool.retryAfterMs("value + 1", S)).toBeUndefined();
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
 
-  it("evaluates a quarantined expression with a new input at once, in its own lane, and doubles its backoff on the same input", async () => {
+  it("evaluates a quarantined expression again after its backoff, in its own lane, doubling the backoff on the same input and restarting it on a new one", async () => {
     pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [200, 300_000] });
     await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
-    // A new input: evaluated again (in the quarantine's lane), and it fails again; backoff restarts.
-    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
-      message: expect.stringContaining("not again for 200 ms"),
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    // Past the backoff, the same input: evaluated again (in the quarantine's lane), twice as long.
+    expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("evaluated again in 400 ms"),
     });
     expect(pool.quarantineEvaluations).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    // The same input after its backoff: evaluated, failed again, twice as long.
+    // A new input brings the wait back to its first step at most.
     expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
-      message: expect.stringContaining("not again for 400 ms"),
+      reason: "TransformFailed",
+    });
+    expect(pool.retryAfterMs(SPIN, S)).toBeLessThanOrEqual(200);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("evaluated again in 200 ms"),
     });
     expect(pool.quarantineEvaluations).toBe(2);
   }, 30_000);
 
   it("never makes a healthy expression wait behind quarantined ones", async () => {
-    pool = new TransformPool({ workers: 1, timeoutMs: 50, quarantineBackoffMs: [60_000, 300_000] });
-    // Ten expressions quarantined, then each evaluated again with new inputs: ten deadlines
+    pool = new TransformPool({ workers: 1, timeoutMs: 50, quarantineBackoffMs: [100, 300_000] });
+    // Ten expressions quarantined, then each evaluated again after its backoff: ten deadlines
     // (and ten worker starts) of work in the quarantine's lane.
     const bad = Array.from({ length: 10 }, (_, i) => `${SPIN} + ${i}`);
     await Promise.all(bad.map((text) => outcome(pool.evaluate(text, S, input(0), UNMETERED))));
     expect(pool.quarantined).toBe(10);
+    await new Promise((resolve) => setTimeout(resolve, 150));
     const again = bad.map((text) => outcome(pool.evaluate(text, S, input(1), UNMETERED)));
     let healthyDone = 0;
     const healthy = Array.from({ length: 20 }, (_, i) =>

@@ -18,11 +18,13 @@
  * later evaluations run in a lane of their own (one worker, its own queue), so the expressions
  * that never failed never wait behind it, however many such expressions there are (150 of them,
  * each costing a worker and a deadline, once kept the one worker stalled all the time). Within the
- * quarantine each expression backs off: with the input it failed on, it fails at once (the same
- * message) for 1 s, then 2, 4, ... up to 5 min after each failure; a new input is evaluated (in
- * the lane) at once. The quarantine remembers at most {@link MAX_QUARANTINED} expressions, the
- * least recently used forgotten first (one forgotten starts again in the healthy lane, and is
- * quarantined again by its next failure).
+ * quarantine each expression backs off: it fails at once (the same message) for 1 s after its
+ * first failure, then 2, 4, ... up to 5 min while it fails on the same input; a new input brings
+ * the wait back to at most 1 s. {@link TransformPool.retryAfterMs} says when it is evaluated
+ * again (the resolver asks again then), so a source rewritten faster than the expression fails
+ * still gets its failure published, and a good input is taken within a second. The quarantine
+ * remembers at most {@link MAX_QUARANTINED} expressions, the least recently used forgotten first
+ * (one forgotten starts again in the healthy lane, and is quarantined again by its next failure).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -80,7 +82,7 @@ interface Quarantined {
   backoffMs: number;
   /** Until when it fails at once with the input it failed on (ms since the epoch). */
   until: number;
-  /** A digest of the input it last failed on. */
+  /** A digest of the input its last evaluation failed on. */
   input: string;
   /** Its last failure's message. */
   message: string;
@@ -163,6 +165,16 @@ export class TransformPool {
     return this.quarantine.size;
   }
 
+  /**
+   * How long until the quarantined expression `text` (compiled for `shape`) is evaluated again
+   * rather than failed at once; undefined when it is not backing off.
+   */
+  retryAfterMs(text: string, shape: TransformShape): number | undefined {
+    const known = this.quarantine.get(overrunKey(text, shape));
+    const left = known ? known.until - Date.now() : 0;
+    return left > 0 ? left : undefined;
+  }
+
   /** How many evaluations ran in the quarantine's lane since the pool was made. */
   get quarantineEvaluations(): number {
     return this.laneEvaluations;
@@ -193,8 +205,15 @@ export class TransformPool {
       // Most recently used last: the first key is the one to forget.
       this.quarantine.delete(key);
       this.quarantine.set(key, known);
-      if (known.until > Date.now() && known.input === inputDigest(input))
+      const now = Date.now();
+      if (known.until > now) {
+        // A new input: the wait goes back to its first step (never longer than it was).
+        if (known.input !== inputDigest(input)) {
+          known.backoffMs = this.backoff[0];
+          known.until = Math.min(known.until, now + this.backoff[0]);
+        }
         return Promise.reject(new ResolutionError("TransformFailed", known.message));
+      }
       lane = QUARANTINE;
       this.laneEvaluations++;
     }
@@ -393,7 +412,7 @@ export class TransformPool {
     const [first, longest] = this.backoff;
     const backoffMs = known?.input === input ? Math.min(longest, Math.max(1, known.backoffMs) * 2) : first;
     const seconds = backoffMs < 1000 ? `${backoffMs} ms` : `${Math.round(backoffMs / 1000)} s`;
-    const said = `${message} (quarantined: it runs apart from the other transforms, and with this input not again for ${seconds})`;
+    const said = `${message} (quarantined: evaluated again in ${seconds}, apart from the other transforms)`;
     this.quarantine.delete(key);
     this.quarantine.set(key, { backoffMs, until: Date.now() + backoffMs, input, message: said });
     if (this.quarantine.size > MAX_QUARANTINED) this.quarantine.delete(this.quarantine.keys().next().value!);
