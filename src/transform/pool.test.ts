@@ -136,6 +136,24 @@ describe("TransformPool", () => {
     expect(pool.quarantineEvaluations).toBe(10);
   }, 60_000);
 
+  it("never makes a trusted expression wait behind the first evaluations of new ones", async () => {
+    pool = new TransformPool({ workers: 1, timeoutMs: 50 });
+    // Evaluated within its limits once: trusted, in the healthy lane from now on.
+    await expect(pool.evaluate("value * 2", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+    // Ten new expressions that each run to the deadline, on probation.
+    let badDone = 0;
+    const bad = Array.from({ length: 10 }, (_, i) =>
+      outcome(pool.evaluate(`${SPIN} + ${i}`, S, input(0), UNMETERED)).then(() => badDone++),
+    );
+    const healthy = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => pool.evaluate("value * 2", S, input(i), LIMITS)),
+    );
+    expect(healthy.map((h) => h.value)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+    expect(badDone).toBeLessThan(10);
+    await Promise.all(bad);
+    expect(pool.quarantined).toBe(10);
+  }, 60_000);
+
   it("keeps a key named __proto__, constructor or prototype, in and out", async () => {
     pool = new TransformPool();
     const value = JSON.parse('{"__proto__": 1, "constructor": 2, "prototype": 3}');

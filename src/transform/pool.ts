@@ -14,17 +14,21 @@
  * value, the result is sized in the worker before it is sent) and are batched per turn of the
  * event loop, so many evaluations share one message each way.
  *
- * Fair scheduling: an expression that hit the deadline or the heap ceiling is quarantined. Its
- * later evaluations run in a lane of their own (one worker, its own queue), so the expressions
- * that never failed never wait behind it, however many such expressions there are (150 of them,
- * each costing a worker and a deadline, once kept the one worker stalled all the time). Within the
+ * Fair scheduling, in three lanes, each with workers and a queue of its own. An expression's
+ * first evaluations run in a probation lane; once one ends within the limits (a value or an
+ * error of its own), the expression is trusted and runs in the healthy lane ({@link MAX_TRUSTED}
+ * remembered). An expression that hits the deadline or the heap ceiling is quarantined: its later
+ * evaluations run in a lane of their own (one worker). So an expression that never failed never
+ * waits behind one that did, however many such expressions there are (150 of them, each costing
+ * a worker and a deadline, once kept the one worker stalled all the time), and many new hostile
+ * expressions cost only the first evaluations of other new ones. Within the
  * quarantine each expression backs off: it fails at once (the same message) for 1 s after its
  * first failure, then 2, 4, ... up to 5 min while it fails on the same input; a new input brings
  * the wait back to at most 1 s. {@link TransformPool.retryAfterMs} says when it is evaluated
  * again (the resolver asks again then), so a source rewritten faster than the expression fails
  * still gets its failure published, and a good input is taken within a second. The quarantine
  * remembers at most {@link MAX_QUARANTINED} expressions, the least recently used forgotten first
- * (one forgotten starts again in the healthy lane, and is quarantined again by its next failure).
+ * (one forgotten starts again on probation, and is quarantined again by its next failure).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -71,10 +75,17 @@ export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
 /** Expressions the quarantine remembers (the least recently used forgotten first). */
 export const MAX_QUARANTINED = 1024;
 
-/** The healthy lane, and the quarantine's. */
+/** Expressions remembered as having been evaluated within their limits (the least recently used forgotten first). */
+export const MAX_TRUSTED = 4096;
+
+/**
+ * The lanes: expressions that have been evaluated within their limits before, those not yet
+ * (their first evaluations), and the quarantine.
+ */
 const HEALTHY = 0;
-const QUARANTINE = 1;
-type Lane = typeof HEALTHY | typeof QUARANTINE;
+const PROBATION = 1;
+const QUARANTINE = 2;
+type Lane = typeof HEALTHY | typeof PROBATION | typeof QUARANTINE;
 
 /** What the quarantine knows of one expression. */
 interface Quarantined {
@@ -100,6 +111,8 @@ const TICK_MS = 10;
 
 interface Pending {
   lane: Lane;
+  /** The expression's key (shape and text). */
+  key: string;
   job: Job;
   resolve: (output: TransformOutput) => void;
   reject: (error: ResolutionError) => void;
@@ -137,8 +150,10 @@ export class TransformPool {
   /** Expressions (by shape and text) that hit a hard limit: the quarantine, least recently used first. */
   private readonly quarantine = new Map<string, Quarantined>();
   private readonly slots: Slot[] = [];
+  /** Expressions (by shape and text) evaluated within their limits before: the healthy lane's. */
+  private readonly trusted = new Map<string, true>();
   /** The jobs waiting for a worker, per lane. */
-  private readonly queues: [Pending[], Pending[]] = [[], []];
+  private readonly queues: [Pending[], Pending[], Pending[]] = [[], [], []];
   /** Evaluations run in the quarantine's lane so far. */
   private laneEvaluations = 0;
   private nextId = 1;
@@ -200,7 +215,7 @@ export class TransformPool {
       return Promise.reject(new ResolutionError("TransformFailed", "the transform pool is closed"));
     const key = overrunKey(text, shape);
     const known = this.quarantine.get(key);
-    let lane: Lane = HEALTHY;
+    let lane: Lane = this.trusted.has(key) ? HEALTHY : PROBATION;
     if (known) {
       // Most recently used last: the first key is the one to forget.
       this.quarantine.delete(key);
@@ -220,7 +235,7 @@ export class TransformPool {
     return new Promise<TransformOutput>((resolve, reject) => {
       const id = this.nextId;
       this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
-      this.queues[lane].push({ lane, job: { id, text, shape, input, limits }, resolve, reject });
+      this.queues[lane].push({ lane, key, job: { id, text, shape, input, limits }, resolve, reject });
       this.scheduleFlush();
     });
   }
@@ -257,8 +272,11 @@ export class TransformPool {
   private flush(): void {
     if (this.closed) return;
     this.flushLane(HEALTHY, this.workers);
-    // One worker for the quarantine, made when it first has work: its expressions wait for each
-    // other, never for or in front of the healthy ones.
+    // As many for the first evaluations of expressions, made when they first have work: a new
+    // expression that runs to a limit costs the others new like it, never the trusted ones.
+    this.flushLane(PROBATION, this.workers);
+    // One worker for the quarantine: its expressions wait for each other, never for or in front
+    // of the others.
     this.flushLane(QUARANTINE, 1);
   }
 
@@ -341,6 +359,8 @@ export class TransformPool {
       const p = slot.outstanding.get(r.id);
       if (!p) continue;
       slot.outstanding.delete(r.id);
+      // Evaluated within its limits (whatever the outcome): from now on in the healthy lane.
+      if (p.lane === PROBATION) this.trust(p.key);
       if (r.ok) p.resolve({ value: r.value, cost: r.cost });
       else p.reject(new ResolutionError(r.reason, r.message));
     }
@@ -400,6 +420,13 @@ export class TransformPool {
     );
   }
 
+  /** Moves `key` to the healthy lane (the most recently trusted last: the first is forgotten first). */
+  private trust(key: string): void {
+    if (this.trusted.has(key) || this.quarantine.has(key)) return;
+    this.trusted.set(key, true);
+    if (this.trusted.size > MAX_TRUSTED) this.trusted.delete(this.trusted.keys().next().value!);
+  }
+
   /**
    * Quarantines `job`'s expression (or backs it off further, when it failed again on the same
    * input): it fails at once with that input for the backoff, and runs in the quarantine's lane.
@@ -407,6 +434,7 @@ export class TransformPool {
    */
   private remember(job: Job, message: string): string {
     const key = overrunKey(job.text, job.shape);
+    this.trusted.delete(key);
     const input = inputDigest(job.input);
     const known = this.quarantine.get(key);
     const [first, longest] = this.backoff;
