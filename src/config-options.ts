@@ -2,6 +2,8 @@
  * The controller's options, as data: every option's flag, environment variable, kind, default
  * and help text, read by config.ts (parsing) and by `--help`.
  */
+import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "./informers/label-keys.ts";
+import { READ_BUDGET_DEFAULTS } from "./outputs/read-budget.ts";
 import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
 
 /** The parsed configuration. */
@@ -25,6 +27,9 @@ export interface Config {
   readonly statusWriteBudget: number;
   readonly statusWriteBudgetBurst: number;
   readonly maxValueBytes: number;
+  readonly maxLabelKeysPerKind: number;
+  readonly driftReadBudget: number;
+  readonly maxLabelBytesPerObject: number;
   readonly transformWorkers: number;
   readonly transformTimeoutMs: number;
   readonly transformMaxHeapMiB: number;
@@ -273,6 +278,24 @@ export const OPTIONS: OptionSpec[] = [
     help: "largest value (bytes of JSON) projected; larger gives ValueTooLarge",
   },
   {
+    key: "maxLabelKeysPerKind",
+    flag: "max-label-keys-per-kind",
+    group: "Sources",
+    env: "REFERABLE_MAX_LABEL_KEYS_PER_KIND",
+    kind: "int",
+    default: String(MAX_LABEL_KEYS_PER_KIND),
+    help: "most label keys the cached objects of one watched kind keep, over every selector on it; a Referable whose selector names keys new to the kind that do not fit is TooManyLabelKeys, the others are unaffected",
+  },
+  {
+    key: "maxLabelBytesPerObject",
+    flag: "max-label-bytes-per-object",
+    group: "Sources",
+    env: "REFERABLE_MAX_LABEL_BYTES_PER_OBJECT",
+    kind: "int",
+    default: String(MAX_LABEL_BYTES_PER_OBJECT),
+    help: "most bytes of labels (keys and values) one cached object keeps; the values past it match Exists and NotIn but no In or matchLabels value",
+  },
+  {
     key: "transformWorkers",
     group: "Transforms",
     flag: "transform-workers",
@@ -307,6 +330,15 @@ export const OPTIONS: OptionSpec[] = [
     kind: "bool",
     default: "false",
     help: "allow Secret sources (RBAC must allow them too)",
+  },
+  {
+    key: "driftReadBudget",
+    flag: "drift-read-budget",
+    group: "Export",
+    env: "REFERABLE_DRIFT_READ_BUDGET",
+    kind: "int",
+    default: String(READ_BUDGET_DEFAULTS.rate),
+    help: "reads a second the whole controller makes on its own initiative (drift reads of the objects fields are exported into, missing ones read again), shared fairly between Referables, each waiting its turn as a requeue; 0 for no budget",
   },
   {
     key: "allowSecretExport",

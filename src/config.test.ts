@@ -33,6 +33,9 @@ describe("parseConfig", () => {
       statusWriteBudget: 500,
       statusWriteBudgetBurst: 1000,
       maxValueBytes: 32_768,
+      maxLabelKeysPerKind: 256,
+      maxLabelBytesPerObject: 4096,
+      driftReadBudget: 10,
       transformWorkers: 1,
       transformTimeoutMs: 50,
       transformMaxHeapMiB: 64,
@@ -466,6 +469,8 @@ describe("helpText", () => {
 
   const documented: Array<{ reason: string; flag: string; want: string }> = [
     { reason: "metrics default", flag: "--metrics-bind-address=VALUE", want: "default :8080" },
+    { reason: "label-key total", flag: "--max-label-keys-per-kind=VALUE", want: "default 256" },
+    { reason: "read budget", flag: "--drift-read-budget=VALUE", want: "default 10" },
     { reason: "probe default", flag: "--health-probe-bind-address=VALUE", want: "default :8081" },
     { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default false" },
     { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
@@ -524,8 +529,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
-    // 38 options, --help and --version, each on two lines, under headings.
-    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(40);
+    // 41 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(43);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

@@ -106,6 +106,10 @@ export function parseConfig(
   if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
   const config = out as unknown as Config;
   if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
+  if (config.driftReadBudget < 0) throw new ConfigError("--drift-read-budget must not be negative");
+  if (config.maxLabelKeysPerKind < 0) throw new ConfigError("--max-label-keys-per-kind must not be negative");
+  if (config.maxLabelBytesPerObject < 0)
+    throw new ConfigError("--max-label-bytes-per-object must not be negative");
   if (config.statusWriteRate < 1) throw new ConfigError("--status-write-rate must be at least 1");
   if (config.statusWriteBurst < 1) throw new ConfigError("--status-write-burst must be at least 1");
   if (config.statusWriteBudget > 0 && config.statusWriteBudgetBurst < 1)

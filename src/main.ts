@@ -243,6 +243,9 @@ async function serveMetricsAndProbes(
         metrics.leaderStatus.labels(config.leaderElectionId).set(parts.shards.held.size > 0 ? 1 : 0);
       }
       metrics.sourceInformers.set(resolver.informerCount);
+      metrics.labelKeysKept.set(resolver.labelKeysKept);
+      metrics.driftReadsWaiting.set(controller.readsWaiting());
+      metrics.setTransformQuarantine(resolver.transformQuarantine());
       metrics.subscriptions.set(resolver.subscriptionCount);
       metrics.watchesOpen.set(client.activeWatches);
     },

@@ -95,6 +95,29 @@ async function until(what: string, ok: () => boolean): Promise<void> {
   throw new Error(`never: ${what}`);
 }
 
+describe("InformerSourceCache label-key total", () => {
+  it("refuses keys new to the kind past its total, and nothing else; keys already kept always fit", async () => {
+    const server = new FakeServer();
+    server.put("a", { a1: "x", a2: "y", b1: "z" });
+    const cache = new InformerSourceCache({ client: server, lingerMs: 0, maxLabelKeys: 3 });
+    stops.push(() => cache.stop());
+    const handle = await claim(cache, ["a1", "a2"]);
+    expect(cache.labelKeysKept()).toBe(2);
+    // Two new keys: over the total of 3, refused whole.
+    expect(handle.addLabelKeys(["b1", "b2"])).toBe(false);
+    expect(cache.labelKeysKept()).toBe(2);
+    // Keys already kept fit whatever the total; one new key fits.
+    expect(handle.addLabelKeys(["a1"])).toBe(true);
+    expect(handle.addLabelKeys(["b1"])).toBe(true);
+    expect(cache.labelKeysKept()).toBe(3);
+    expect(handle.addLabelKeys(["b2"])).toBe(false);
+    // A key let go of makes room.
+    handle.removeLabelKeys(["a2"]);
+    expect(handle.addLabelKeys(["b2"])).toBe(true);
+    expect(cache.labelKeysKept()).toBe(3);
+  });
+});
+
 describe("InformerSourceCache labels", () => {
   it("keeps no label of a kind no selector reads, whatever the objects carry", async () => {
     const server = new FakeServer();

@@ -62,6 +62,10 @@ export interface BuildOptions {
   transformMaxHeapMiB?: number;
   /** See {@link ResolverOptions.informerLingerMs}. */
   informerLingerMs?: number;
+  /** See {@link ResolverOptions.maxLabelKeysPerKind} (--max-label-keys-per-kind). */
+  maxLabelKeysPerKind?: number;
+  /** See {@link ResolverOptions.maxLabelBytesPerObject} (--max-label-bytes-per-object). */
+  maxLabelBytesPerObject?: number;
   /** A silent watch (sources and Referables) is reopened after this long. */
   watchdogMs?: number;
   /** See {@link ResolverOptions.kindRetryMs}. */
@@ -76,6 +80,8 @@ export interface BuildOptions {
   statusWriteBudgetBurst?: number;
   /** Longest time between two reads of an object a field is exported into. @default 30000 */
   fieldRereadMs?: number;
+  /** Reads a second on the controller's own initiative (--drift-read-budget). @default 10 */
+  driftReadBudget?: number;
   /** Only Referables with these labels (--selector). */
   referableSelector?: string;
   /** Name of the Lease (--leader-election-id), the label of the leader gauge. */
@@ -112,6 +118,8 @@ export function buildController(options: BuildOptions): Built {
   copyDefined(resolverOptions, options, [
     "maxValueBytes",
     "informerLingerMs",
+    "maxLabelKeysPerKind",
+    "maxLabelBytesPerObject",
     "watchdogMs",
     "kindRetryMs",
     "watchTimeoutSeconds",
@@ -148,6 +156,7 @@ export function buildController(options: BuildOptions): Built {
     discovery,
     ...definedOnly({
       fieldRereadMs: options.fieldRereadMs,
+      driftReadBudget: options.driftReadBudget,
       concurrency: options.concurrency,
       watchdogMs: options.watchdogMs,
       labelSelector: options.referableSelector,

@@ -40,6 +40,17 @@ export interface ResolverOptions {
   informerScope?: "Cluster" | "Namespace";
   /** How long an informer no subscription uses is kept before it is closed. @default 10000 */
   informerLingerMs?: number;
+  /**
+   * The most label keys the objects of one watched kind keep, over every selector on it: a
+   * selector whose keys new to the kind do not fit resolves to `TooManyLabelKeys` (the others are
+   * unaffected), until a selector of the kind goes. @default 256
+   */
+  maxLabelKeysPerKind?: number;
+  /**
+   * The most bytes of labels (keys and values) one cached object keeps; the values past it match
+   * `Exists` and `NotIn` but no `In` or `matchLabels` value. @default 4096
+   */
+  maxLabelBytesPerObject?: number;
   /** A watch silent this long is reopened. @default 90000 */
   watchdogMs?: number;
   /**
@@ -140,6 +151,8 @@ export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
   "maxValues",
   "informerScope",
   "informerLingerMs",
+  "maxLabelKeysPerKind",
+  "maxLabelBytesPerObject",
   "watchdogMs",
   "watchTimeoutSeconds",
   "resolveTimeoutMs",
@@ -153,7 +166,7 @@ const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
   "workers",
   "timeoutMs",
   "maxHeapMiB",
-  "cooldownMs",
+  "quarantineBackoffMs",
   "keepAlive",
 ]);
 /** Every key of {@link ResolveOptions}. */

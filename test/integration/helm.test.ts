@@ -576,6 +576,18 @@ describe("helm template", () => {
         ),
     },
     {
+      reason: "maxLabelKeysPerKind, maxLabelBytesPerObject and driftReadBudget become the flags",
+      set: ["maxLabelKeysPerKind=512", "maxLabelBytesPerObject=8192", "driftReadBudget=0"],
+      check: (o) =>
+        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toEqual(
+          expect.arrayContaining([
+            "--max-label-keys-per-kind=512",
+            "--max-label-bytes-per-object=8192",
+            "--drift-read-budget=0",
+          ]),
+        ),
+    },
+    {
       reason: "priorityClassName and topologySpreadConstraints go on the pod",
       set: [
         "priorityClassName=system-cluster-critical",
