@@ -26,7 +26,7 @@
  */
 import { X509Certificate } from "node:crypto";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { networkInterfaces, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { connect as tlsConnect } from "node:tls";
 import { KubeConfig } from "@kubernetes/client-node";
 import { dirname, join } from "node:path";
@@ -39,6 +39,7 @@ import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
 import { kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
 import { startPrivatePlane } from "../harness/faults.ts";
+import { netnsUnavailable, startNetnsHost, type NetnsHost } from "../harness/netns-host.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import {
@@ -1796,31 +1797,26 @@ describe("the docs' helm commands", () => {
 // ---------------------------------------------------------------------------------------------
 // The chart's default webhook, installed on a control plane of its own (a webhook that refuses
 // Referables must not judge other test files' on the shared one): the controller makes its own
-// certificate, and the API server calls it through the chart's Service.
-
-/** This machine's first non-loopback IPv4 address: the API server reaches the webhook's Endpoints there. */
-function hostAddress(): string | undefined {
-  for (const addresses of Object.values(networkInterfaces()))
-    for (const a of addresses ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
-  return undefined;
-}
-
-const HOST_ADDRESS = hostAddress();
+// certificate, and the API server calls it through the chart's Service. Endpoints may not hold
+// loopback addresses, so the Service's endpoint is a test host of this test's own (a network
+// namespace, see netns-host.ts) that forwards to the controller's webhook on 127.0.0.1.
 
 describe("the chart's default webhook without cert-manager", () => {
   let plane: PrivateControlPlane | undefined;
   let admin: KubeClient;
   let controller: ControllerProcess | undefined;
+  let host: NetnsHost | undefined;
   let tmp: string;
 
   afterAll(async () => {
     await controller?.stop().catch(() => undefined);
+    await host?.stop().catch(() => undefined);
     await admin?.close();
     await plane?.stop();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  itIf(HOST_ADDRESS ? undefined : "no non-loopback IPv4 address for the webhook's Endpoints")(
+  itIf(netnsUnavailable())(
     "serves with a certificate the controller made and put in the caBundle, and the API server's admission calls it",
     async () => {
       // Webhook calls resolved through Endpoints (as the aggregator's), since no kube-proxy routes
@@ -1894,8 +1890,9 @@ describe("the chart's default webhook without cert-manager", () => {
       }
       const args = (container.args ?? [])
         .filter((a) => !/^--(metrics|health-probe|webhook)-bind-address=/.test(a))
-        .concat(`--webhook-bind-address=:${port}`, `--kubeconfig=${saKubeconfig}`);
+        .concat(`--webhook-bind-address=127.0.0.1:${port}`, `--kubeconfig=${saKubeconfig}`);
       controller = await startControllerProcess(args, { kubeconfig: false, env });
+      host = await startNetnsHost(port, port);
 
       // What the endpoints controllers would write for the Service's one ready pod.
       const service = `${release}-webhook`;
@@ -1905,7 +1902,7 @@ describe("the chart's default webhook without cert-manager", () => {
           kind: "Endpoints",
           metadata: { name: service },
           subsets: [
-            { addresses: [{ ip: HOST_ADDRESS }], ports: [{ name: "webhook", port, protocol: "TCP" }] },
+            { addresses: [{ ip: host.address }], ports: [{ name: "webhook", port, protocol: "TCP" }] },
           ],
         },
       });
@@ -1915,12 +1912,13 @@ describe("the chart's default webhook without cert-manager", () => {
           kind: "EndpointSlice",
           metadata: { name: `${service}-a`, labels: { "kubernetes.io/service-name": service } },
           addressType: "IPv4",
-          endpoints: [{ addresses: [HOST_ADDRESS], conditions: { ready: true } }],
+          endpoints: [{ addresses: [host.address], conditions: { ready: true } }],
           ports: [{ name: "webhook", port, protocol: "TCP" }],
         },
       });
 
-      const logs = () => controller!.stdout().split("\n").slice(-20).join("\n");
+      const logs = () =>
+        `${controller!.stdout().split("\n").slice(-20).join("\n")}\ntest host ${host!.name}: ${host!.tail()}`;
       try {
         // The controller made the CA and the certificate, and set the caBundle to the CA.
         type Secret = Obj & { type: string; data: Record<string, string> };
@@ -2037,5 +2035,6 @@ function impersonating(kubeconfigPath: string, username: string): KubeClient {
     contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
     currentContext: "impersonating",
   });
-  return new KubeClient({ kubeConfig: as });
+  // The server's words quoted, as the harness's own clients do: the refusal is told by the webhook's.
+  return new KubeClient({ kubeConfig: as, serverMessages: true });
 }
