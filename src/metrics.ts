@@ -84,6 +84,8 @@ const HELP = {
   referable_export_writes_total:
     "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
   referable_events_total: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
+  referable_access_reviews_total:
+    "SubjectAccessReviews made to check a ServiceAccount's reads (spec.serviceAccountRef, --default-service-account), by result (allowed, denied, error)",
   referable_shard_buckets: "Buckets this replica serves (holds the Lease of) when sharded with --shards",
   referable_shard_referables_owned:
     "Referables this replica serves: those of its buckets when sharded, else all of them while leading",
@@ -283,6 +285,11 @@ function writeMetrics(m: MetricMaker) {
       [["success"], ["conflict"], ["forbidden"], ["error"]],
     ),
     events: m.counter("referable_events_total", ["type"], [["Normal"], ["Warning"], ["Dropped"]]),
+    accessReviews: m.counter(
+      "referable_access_reviews_total",
+      ["result"],
+      [["allowed"], ["denied"], ["error"]],
+    ),
   };
 }
 
@@ -323,6 +330,7 @@ export class ControllerMetrics {
   readonly statusWritesDeferred: Counter<"reason">;
   readonly exportWrites: Counter<"result">;
   readonly events: Counter<"type">;
+  readonly accessReviews: Counter<"result">;
 
   constructor(
     options: {
@@ -372,6 +380,7 @@ export class ControllerMetrics {
       statusWritesDeferred: this.statusWritesDeferred,
       exportWrites: this.exportWrites,
       events: this.events,
+      accessReviews: this.accessReviews,
     } = {
       ...reconcileMetrics(m),
       ...workqueueMetrics(m),

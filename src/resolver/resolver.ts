@@ -9,12 +9,15 @@
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import { createHash } from "node:crypto";
+import type { ServiceAccountRef } from "../api/referable.ts";
+import { serviceAccountProblem } from "../api/service-account.ts";
 import { asError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
+import { AccessReviews, type AccessAttributes, type AccessEntry, type AccessVerdict } from "./access-reviews.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { freshResult, PENDING_VIEW } from "./fresh-read.ts";
 import { KindChanges } from "./kind-changes.ts";
@@ -67,6 +70,8 @@ export class Resolver {
   private flushScheduled = false;
   private stopped = false;
   private ownPool: TransformPool | undefined;
+  /** The access answers of subscriptions with a ServiceAccount, made on first use. */
+  private access: AccessReviews | undefined;
 
   /**
    * Use {@link createResolver}; the constructor also takes the internal wiring.
@@ -146,8 +151,14 @@ export class Resolver {
   ): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
+    const identity = options.serviceAccount ?? this.options.serviceAccount;
     try {
       checkKeys(options, WATCH_OPTION_KEYS, "the options of watch");
+      const problem =
+        options.serviceAccount === undefined
+          ? undefined
+          : serviceAccountProblem(options.serviceAccount, "the serviceAccount option of watch");
+      if (problem) throw new ResolutionError("InvalidSpec", problem);
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
@@ -155,6 +166,7 @@ export class Resolver {
       return sub;
     }
     const sub = new Sub(request, callback, this.onClose);
+    if (identity && request.target !== "external") sub.identity = identity;
     this.subs.add(sub);
     if (request.target === "external") {
       this.recompute(sub);
@@ -244,6 +256,7 @@ export class Resolver {
     this.kindChanges.stop();
     for (const sub of [...this.subs]) sub.close();
     this.waiter.stop();
+    await this.access?.stop();
     if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client?.close();
     await this.ownPool?.close();
@@ -289,6 +302,49 @@ export class Resolver {
       sourcePolicy: this.options.sourcePolicy,
       cache: this.cache,
       compute: (request, view) => this.computeFrom(request, view),
+      authorize: async (request, resource) => {
+        const identity = this.options.serviceAccount;
+        if (!identity) return undefined;
+        const verdict = await this.decided(identity, accessAttributes(request, resource));
+        return verdict.allowed ? undefined : forbidden(verdict.message);
+      },
+    });
+  }
+
+  /** The access reviews, made (and watched for changes) on first use. */
+  private accessReviews(): AccessReviews {
+    if (this.access) return this.access;
+    const access =
+      this.options.accessReviews ??
+      new AccessReviews({ client: this.client!, logger: this.logger.child?.({ part: "access" }) ?? this.logger });
+    this.access = access;
+    access.onChange((entries) => this.regate(entries));
+    return access;
+  }
+
+  /** Subscriptions whose access answers changed (or were all dropped) compute again, and so check again. */
+  private regate(entries: ReadonlySet<AccessEntry> | "all"): void {
+    for (const sub of this.subs) {
+      if (!sub.identity || sub.closed) continue;
+      if (entries === "all" || sub.accessHeld?.some((e) => entries.has(e))) this.schedule(sub);
+    }
+  }
+
+  /** The verdict on `attributes` for `identity`, once known (for a one-off read). */
+  private decided(
+    identity: ServiceAccountRef,
+    attributes: AccessAttributes,
+  ): Promise<NonNullable<AccessVerdict>> {
+    const access = this.accessReviews();
+    const holder = { accessHeld: undefined };
+    return new Promise((resolve) => {
+      const attempt = (): void => {
+        const verdict = access.check(identity, attributes, holder, attempt);
+        if (verdict === undefined) return;
+        access.release(holder);
+        resolve(verdict);
+      };
+      attempt();
     });
   }
 
@@ -357,6 +413,7 @@ export class Resolver {
   }
 
   private unsubscribe(sub: Sub): void {
+    if (sub.accessHeld) this.access?.release(sub);
     this.subs.delete(sub);
     this.dirty.delete(sub);
     this.waiter.done(sub);
@@ -395,6 +452,23 @@ export class Resolver {
 
   private recompute(sub: Sub): void {
     const index = sub.index;
+    if (sub.identity && sub.resource) {
+      // The account's access first: nothing is computed (or pushed) for a source it may not read.
+      const verdict = this.accessReviews().check(
+        sub.identity,
+        accessAttributes(sub.request, sub.resource),
+        sub,
+        () => {
+          if (!sub.closed) this.schedule(sub);
+        },
+      );
+      if (verdict === undefined) return;
+      if (!verdict.allowed) {
+        sub.generation++;
+        this.deliver(sub, forbidden(verdict.message));
+        return;
+      }
+    }
     const result = computeResult(sub.request, index ? index.handle : PENDING_VIEW, this.limits);
     if ("notKept" in result) {
       // Some object it reads was decoded before it wanted it: read it again; the refresh's event
@@ -446,11 +520,26 @@ export class Resolver {
   }
 }
 
-/**
- * What makes two results different for a subscriber: the value(s), the sources' identities
- * (not their resourceVersions: an update that leaves the value alone is no change), the reason,
- * and the error's message.
- */
+/** What a ServiceAccount must be allowed to read `request`'s source(s) of `resource`. */
+function accessAttributes(request: CompiledRequest, resource: ResourceInfo): AccessAttributes {
+  const attributes: AccessAttributes = {
+    verb: request.target === "name" ? "get" : "list",
+    group: resource.group,
+    resource: resource.resource,
+    namespace: resource.namespaced ? (request.namespace ?? "") : "",
+  };
+  if (request.target === "name" && request.name !== undefined) attributes.name = request.name;
+  return attributes;
+}
+
+/** A refused read: no value, the refusal's message (the account, the verb, the resource). */
+function forbidden(message: string): ResolutionResult {
+  return {
+    ok: false,
+    error: new ResolutionError("Forbidden", message),
+  };
+}
+
 /**
  * Makes a resolver; see {@link ResolverOptions} for what it can be told. Make one per process
  * and share it: every reference to a kind then shares one list and one watch.

@@ -28,7 +28,7 @@ import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
 import { fieldManagerFor } from "../keys/target.ts";
-import { ExportOutput } from "../export-output.ts";
+import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
 import type { WritePolicy } from "../write-policy.ts";
 import { decide, FieldClaims } from "./ownership.ts";
 import {
@@ -59,7 +59,13 @@ import {
   parseFieldTarget,
   type ParsedFieldTarget,
 } from "./target.ts";
-import { applyFields, fillField, readFieldObject, type AskedField } from "./writer.ts";
+import {
+  applyFields,
+  fillField,
+  readFieldObject,
+  type AskedField,
+  type FieldWriteOptions,
+} from "./writer.ts";
 
 export { FIELD_EXPORT_FINALIZER } from "../../api/referable.ts";
 export {
@@ -76,6 +82,8 @@ export const FIELD_REREAD_MS = 30_000;
 /** Options for {@link FieldOutput}. */
 export interface FieldOutputOptions {
   client: Pick<KubeClient, "request">;
+  /** The ServiceAccount each Referable's target requests impersonate (see ExportOutputOptions). @default none */
+  actAs?: ExportOutputOptions["actAs"];
   /** Maps a target's apiVersion/kind to its resource (share the resolver's). */
   discovery: KindResolver;
   /** Asks for a look at a Referable (a Referable it shares a field with changed its claim). */
@@ -119,6 +127,8 @@ export class FieldOutput
     const entries = (obj.spec?.export ?? []).map((e, i) => ({ e, i })).filter(({ e }) => isFieldEntry(e));
     const previous = (obj.status?.exports ?? []).filter(isFieldRecord);
     if (entries.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string") return this.invalid(writer, previous);
     const targets: ParsedFieldTarget[] = [];
     for (const { e, i } of entries) {
       const parsed = parseFieldTarget(e, `spec.export[${i}]`);
@@ -174,7 +184,7 @@ export class FieldOutput
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
     await Promise.all(
       [...plan(targets, previous)].map(([key, p]) =>
-        this.writeObject(obj, key, p, value, memory, previous, gathered),
+        this.writeObject(obj, key, p, value, memory, previous, gathered, writer),
       ),
     );
     const step = summarize(targets, value, gathered, memory, this.options.rereadMs ?? FIELD_REREAD_MS, (m) =>
@@ -199,6 +209,15 @@ export class FieldOutput
     const written = new Set(
       previous.filter((r) => r.resourceVersion !== undefined).map((r) => fieldObjectKey(asObject(r))),
     );
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string") {
+      this.logger.warn(
+        { referable: name, problem: writer },
+        "cannot release exported fields; the Referable keeps its finalizer until its spec is fixed",
+      );
+      return this.pacing.backoff(memory);
+    }
+    const options = this.writeOptions(name, writer);
     let failed = false;
     for (const p of plan(targets, previous).values()) {
       // Every field is released: the Referable's own manager lets go of all it applied there.
@@ -211,15 +230,9 @@ export class FieldOutput
         const asked: AskedField[] = all
           .filter((a) => a.path !== undefined)
           .map((a) => ({ ...a, path: a.path!, value: undefined }));
-        const state = await readFieldObject(
-          this.options.client,
-          resource,
-          p.object,
-          asked,
-          this.writeOptions(name),
-        );
+        const state = await readFieldObject(writer.client, resource, p.object, asked, options);
         if (state.exists && state.applied.size > 0 && state.uid) {
-          await applyFields(this.options.client, resource, p.object, {}, state.uid, this.writeOptions(name));
+          await applyFields(writer.client, resource, p.object, {}, state.uid, options);
           this.logger.info(
             { referable: name, target: describeFieldObject(p.object) },
             "released exported fields",
@@ -279,6 +292,7 @@ export class FieldOutput
     memory: FieldsMemory,
     previous: ExportRecord[],
     gathered: Gathered,
+    writer: TargetWriter,
   ): Promise<void> {
     const name = obj.metadata.name;
     const hash = hashOf(p, value);
@@ -299,7 +313,7 @@ export class FieldOutput
     let records: ExportRecord[];
     try {
       const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
-      records = await this.sync(name, resource, p, value, previous, problems);
+      records = await this.sync(name, resource, p, value, previous, problems, writer);
     } catch (err) {
       problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
       // Nothing is known to have changed: the records stay as they were.
@@ -322,8 +336,10 @@ export class FieldOutput
     value: unknown,
     previous: ExportRecord[],
     problems: Problem[],
+    writer: TargetWriter,
   ): Promise<ExportRecord[]> {
-    const options = this.writeOptions(name);
+    const options = this.writeOptions(name, writer);
+    const { client } = writer;
     const asked: AskedField[] = [
       ...p.targets.map((t) => ({ fieldPath: t.fieldPath, path: t.path, value })),
       ...p.dropped
@@ -331,7 +347,7 @@ export class FieldOutput
         .filter((a) => a.path !== undefined)
         .map((a) => ({ ...a, path: a.path!, value: undefined })),
     ];
-    const state = await readFieldObject(this.options.client, resource, p.object, asked, options);
+    const state = await readFieldObject(client, resource, p.object, asked, options);
     const what = describeFieldObject(p.object);
     if (!state.exists || !state.uid) {
       if (p.targets.length > 0)
@@ -352,7 +368,7 @@ export class FieldOutput
     let written = false;
     if (differs || stale) {
       resourceVersion = await applyFields(
-        this.options.client,
+        client,
         resource,
         p.object,
         body,
@@ -364,7 +380,7 @@ export class FieldOutput
     }
     for (const t of fills) {
       resourceVersion = await fillField(
-        this.options.client,
+        client,
         resource,
         p.object,
         t.path,
@@ -390,8 +406,9 @@ export class FieldOutput
     });
   }
 
-  private writeOptions(name: string): { fieldManager: string; forbiddenHint: string } {
+  private writeOptions(name: string, writer: TargetWriter): FieldWriteOptions {
     return {
+      ...(writer.serviceAccount && { serviceAccount: writer.serviceAccount }),
       fieldManager: fieldManagerFor(name),
       forbiddenHint:
         "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",
