@@ -281,7 +281,7 @@ describe("parseConfig", () => {
     {
       reason: "a default ServiceAccount whose name is not a DNS name",
       argv: ["--default-service-account=tenants/No_Body"],
-      want: "--default-service-account: \"tenants/No_Body\": the ServiceAccount.name must be a ServiceAccount's name",
+      want: '--default-service-account: "tenants/No_Body": the ServiceAccount.name must be a ServiceAccount\'s name',
     },
     {
       reason: "an int that is not a number",

@@ -211,7 +211,8 @@ export class KubeClient {
       if (options.impersonate) {
         const sent = init.headers as Record<string, string | string[]>;
         sent["impersonate-user"] = options.impersonate.user;
-        if (options.impersonate.groups.length > 0) sent["impersonate-group"] = [...options.impersonate.groups];
+        if (options.impersonate.groups.length > 0)
+          sent["impersonate-group"] = [...options.impersonate.groups];
       }
       if (options.body !== undefined) {
         init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);

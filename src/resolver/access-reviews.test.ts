@@ -17,7 +17,7 @@ function fakeServer(allow: (attrs: Record<string, string>) => boolean | Error) {
   let gate: Promise<void> = Promise.resolve();
   let open: () => void = () => undefined;
   const client = {
-    request: async <T,>(_method: string, _path: string, options?: { body?: unknown }): Promise<T> => {
+    request: async <T>(_method: string, _path: string, options?: { body?: unknown }): Promise<T> => {
       const spec = (options!.body as Review).spec;
       reviews.push(spec);
       await gate;

@@ -192,6 +192,8 @@ export function checkResolverOptions(options: unknown): void {
     checkKeys(pool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
   const account = (options as ResolverOptions).serviceAccount;
   const problem =
-    account === undefined ? undefined : serviceAccountProblem(account, "the serviceAccount option of createResolver");
+    account === undefined
+      ? undefined
+      : serviceAccountProblem(account, "the serviceAccount option of createResolver");
   if (problem) throw new ResolutionError("InvalidSpec", problem);
 }

@@ -17,7 +17,12 @@ import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { AccessReviews, type AccessAttributes, type AccessEntry, type AccessVerdict } from "./access-reviews.ts";
+import {
+  AccessReviews,
+  type AccessAttributes,
+  type AccessEntry,
+  type AccessVerdict,
+} from "./access-reviews.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { freshResult, PENDING_VIEW } from "./fresh-read.ts";
 import { KindChanges } from "./kind-changes.ts";
@@ -316,7 +321,10 @@ export class Resolver {
     if (this.access) return this.access;
     const access =
       this.options.accessReviews ??
-      new AccessReviews({ client: this.client!, logger: this.logger.child?.({ part: "access" }) ?? this.logger });
+      new AccessReviews({
+        client: this.client!,
+        logger: this.logger.child?.({ part: "access" }) ?? this.logger,
+      });
     this.access = access;
     access.onChange((entries) => this.regate(entries));
     return access;

@@ -379,15 +379,7 @@ export class FieldOutput
       written = true;
     }
     for (const t of fills) {
-      resourceVersion = await fillField(
-        client,
-        resource,
-        p.object,
-        t.path,
-        value,
-        resourceVersion!,
-        options,
-      );
+      resourceVersion = await fillField(client, resource, p.object, t.path, value, resourceVersion!, options);
       written = true;
     }
     if (written) {

@@ -27,7 +27,8 @@ async function withClient<T>(
   work: (client: Pick<KubeClient, "request">) => Promise<T>,
 ): Promise<T> {
   const account = options?.serviceAccount;
-  const problem = account === undefined ? undefined : serviceAccountProblem(account, "options.serviceAccount");
+  const problem =
+    account === undefined ? undefined : serviceAccountProblem(account, "options.serviceAccount");
   if (problem) throw new ExportError("ExportFailed", problem, { retryable: false });
   const client = new KubeClient({ kubeConfig });
   try {

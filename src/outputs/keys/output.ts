@@ -95,6 +95,18 @@ export interface KeysOutputOptions {
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
 
+/** What a pass of {@link KeysOutput.write} shares among its objects. */
+interface WriteContext {
+  text: string | undefined;
+  read: Set<string>;
+  memory: KeysMemory;
+  previous: ExportRecord[];
+  recorded: Recorded;
+  gathered: Gathered;
+  /** Whom the requests on targets go as. */
+  writer: TargetWriter;
+}
+
 /** Writes and releases the keys of spec.export; one per controller. See the module comment. */
 export class KeysOutput
   extends ExportOutput<KeysOutputOptions>
@@ -275,15 +287,7 @@ export class KeysOutput
     key: string,
     object: TargetObject,
     keys: string[],
-    ctx: {
-      text: string | undefined;
-      read: Set<string>;
-      memory: KeysMemory;
-      previous: ExportRecord[];
-      recorded: Recorded;
-      gathered: Gathered;
-      writer: TargetWriter;
-    },
+    ctx: WriteContext,
   ): Promise<void> {
     const { memory, gathered } = ctx;
     // Writing into an object the value is read from changes what is read, and with a
