@@ -87,7 +87,9 @@ export interface ReferableSpec {
 
 /** A ServiceAccount by namespace and name. */
 export interface ServiceAccountRef {
+  /** The ServiceAccount's namespace (a DNS label). */
   namespace: string;
+  /** The ServiceAccount's name (a DNS subdomain). */
   name: string;
 }
 
