@@ -10,12 +10,16 @@
  * - deleting the account's RoleBinding withdraws the value (Forbidden, status.value gone);
  * - --default-service-account at an account with no rights leaves a Referable naming none
  *   without a value;
+ * - `kubectl get rf -o wide` shows the account;
  * - the library with the same identity (createResolver's and exportValue's serviceAccount)
  *   refuses the same reads and writes.
  */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { createResolver, exportValue, isExportError, isResolutionError } from "../../src/index.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
+import { describeIf } from "../harness/availability.ts";
 import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
@@ -35,6 +39,7 @@ import {
   uniqueName,
   waitFor,
 } from "../harness/kube.ts";
+import { KUBECTL } from "../harness/kubectl.ts";
 import { bindRole, createRole, RBAC, serviceAccount } from "../harness/rbac.ts";
 
 jest.setTimeout(60_000);
@@ -225,5 +230,29 @@ describe("the library with a ServiceAccount", () => {
     expect(isExportError(denied) && denied.reason).toBe("ExportForbidden");
     expect((denied as Error).message).toContain(`serviceaccount ${teamA}/library may not`);
     expect(dataOf(await getKeyTarget(admin, "ConfigMap", teamB, theirs))).toEqual({ v: "theirs" });
+  });
+});
+
+const withKubectl = describeIf(
+  process.env.REFERABLE_TEST_BIN_DIR
+    ? undefined
+    : "no kubectl: REFERABLE_TEST_BIN_DIR is set only when the harness starts the control plane",
+);
+
+withKubectl("kubectl get rf -o wide", () => {
+  it("shows the ServiceAccount and its namespace", async () => {
+    const rf = await createReferableAs(
+      admin,
+      { source: configMapField(teamA, "any"), serviceAccountRef: { namespace: teamA, name: "shown" } },
+      { shard: uniqueName("unserved") },
+    );
+    const { stdout } = await promisify(execFile)(KUBECTL, ["get", "rf", rf, "-o", "wide"], {
+      env: { ...process.env, KUBECONFIG: process.env.REFERABLE_TEST_KUBECONFIG },
+    });
+    const [header, row] = stdout.trim().split("\n");
+    const cell = (name: string) => row!.slice(header!.indexOf(name)).split(/\s+/)[0];
+    expect(cell("SERVICEACCOUNT")).toBe("shown");
+    expect(cell("SA NAMESPACE")).toBe(teamA);
+    await admin.request("DELETE", `/apis/referable.dev/v1alpha1/referables/${rf}`);
   });
 });
