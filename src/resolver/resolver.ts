@@ -333,7 +333,8 @@ export class Resolver {
   /** Subscriptions whose access answers changed (or were all dropped) compute again, and so check again. */
   private regate(entries: ReadonlySet<AccessEntry> | "all"): void {
     for (const sub of this.subs) {
-      if (!sub.identity || sub.closed) continue;
+      // Only those attached to their kind: one still waiting for it has nothing to check yet.
+      if (!sub.identity || sub.closed || !sub.resource) continue;
       if (entries === "all" || sub.accessHeld?.some((e) => entries.has(e))) this.schedule(sub);
     }
   }
