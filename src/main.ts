@@ -16,7 +16,7 @@ import { asError } from "./errors.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
-import { createAdmissionHandler, startWebhookServer } from "./webhook/index.ts";
+import { createAdmissionHandler, rememberedSelfUsername, startWebhookServer } from "./webhook/index.ts";
 import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -296,6 +296,8 @@ async function serveWebhook(
         discovery,
         logger: webhookLogger,
         maxValueBytes: config.maxValueBytes,
+        // The webhook runs in the controller's process: the API server tells it who that is.
+        controllerUsername: rememberedSelfUsername(client),
       }),
       logger: webhookLogger,
     });

@@ -6,9 +6,12 @@
 import type { KubeClient } from "../kube/client.ts";
 import type { UserInfo } from "./admission-review.ts";
 
-/** One permission a source (get, list) or an export target (create, patch) needs its author to hold. */
+/**
+ * One permission a source (get, list), an export target (create, patch) or a ServiceAccount a
+ * Referable acts as (impersonate) needs its author to hold.
+ */
 export interface Permission {
-  verb: "get" | "list" | "create" | "patch";
+  verb: "get" | "list" | "create" | "patch" | "impersonate";
   /** API group, "" for the core group. */
   group: string;
   version: string;

@@ -13,6 +13,7 @@ import { stableStringify } from "../api/stable-json.ts";
 import { isResolutionError } from "../errors.ts";
 import { parseApiVersion, type KindResolver } from "../kube/discovery.ts";
 import type { Permission } from "./access-review.ts";
+import { steeringProblem } from "../outputs/field/target.ts";
 import { exportEntries } from "./admission-export.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
@@ -33,19 +34,58 @@ export async function fieldExportPermissions(
   request: AdmissionRequest,
   discovery: KindResolver,
 ): Promise<Permission[]> {
+  const objects = request.operation === "UPDATE" ? [request.object, request.oldObject] : [request.object];
+  return patchPermissions(objects, discovery, "group");
+}
+
+/**
+ * The permissions deleting the Referable of a DELETE request (its `oldObject`) needs: `patch` of
+ * every object one of its fields sits in, since deleting it releases them there. A kind not served
+ * is skipped: the controller releases nothing in it (there is nothing it can write to).
+ */
+export async function deletePermissions(
+  request: AdmissionRequest,
+  discovery: KindResolver,
+): Promise<Permission[]> {
+  return patchPermissions([request.oldObject], discovery, "skip");
+}
+
+/**
+ * The first field target of `object` that would steer a controller, as the message refusing it
+ * (the controller's own, outputs/field/target.ts), or undefined. The CRD refuses these too; this
+ * holds where an older CRD lets one by.
+ */
+export function steeringFieldTarget(object: unknown): string | undefined {
+  let i = -1;
+  for (const e of exportEntries(object)) {
+    i++;
+    if (!("fieldPath" in e) || typeof e.apiVersion !== "string" || typeof e.kind !== "string") continue;
+    const problem = steeringProblem(e.apiVersion, e.kind, `spec.export[${i}]`);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+async function patchPermissions(
+  objects: unknown[],
+  discovery: KindResolver,
+  notServed: "group" | "skip",
+): Promise<Permission[]> {
   const targets = new Map<string, FieldTargetRef>();
-  for (const t of fieldTargetsOf(request.object)) targets.set(stableStringify(t), t);
-  if (request.operation === "UPDATE")
-    for (const t of fieldTargetsOf(request.oldObject)) targets.set(stableStringify(t), t);
+  for (const o of objects) for (const t of fieldTargetsOf(o)) targets.set(stableStringify(t), t);
   const needed = new Map<string, Permission>();
   for (const t of targets.values()) {
-    const p = await patchPermission(t, discovery);
+    const p = await patchPermission(t, discovery, notServed);
     if (p) needed.set(stableStringify(p), p);
   }
   return [...needed.values()];
 }
 
-async function patchPermission(t: FieldTargetRef, discovery: KindResolver): Promise<Permission | undefined> {
+async function patchPermission(
+  t: FieldTargetRef,
+  discovery: KindResolver,
+  notServed: "group" | "skip",
+): Promise<Permission | undefined> {
   try {
     const info = await discovery.lookup(t.apiVersion, t.kind);
     return {
@@ -60,6 +100,7 @@ async function patchPermission(t: FieldTargetRef, discovery: KindResolver): Prom
     // An apiVersion that cannot be one: the controller writes nothing there (InvalidSpec).
     if (isResolutionError(err) && err.reason === "InvalidSpec") return undefined;
     if (!(isResolutionError(err) && err.reason === "KindNotFound")) throw err;
+    if (notServed === "skip") return undefined;
     const { group, version } = parseApiVersion(t.apiVersion);
     return { verb: "patch", group, version, resource: "*", namespace: t.namespace };
   }

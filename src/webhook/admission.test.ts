@@ -1,8 +1,9 @@
 import { ResolutionError } from "../errors.ts";
 import { ApiError } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
-import { createAdmissionHandler, REFUSAL_SUFFIX } from "./admission.ts";
+import { createAdmissionHandler, DELETE_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "./admission.ts";
 import { EXPORT_REFUSAL_SUFFIX } from "./admission-export.ts";
+import { SERVICE_ACCOUNT_REFUSAL_SUFFIX } from "./admission-service-account.ts";
 import { isInvalidAdmissionReview, type AdmissionReview, type UserInfo } from "./admission-review.ts";
 
 const RESOURCES: Record<string, ResourceInfo> = {
@@ -72,6 +73,7 @@ const ALLOWED = new Set([
   "create /configmaps team-b ",
   "patch /configmaps team-b app",
   "create /secrets team-b ",
+  "impersonate /serviceaccounts team-a reader",
 ]);
 
 function fakeClient(opts: { fail?: boolean } = {}) {
@@ -487,10 +489,153 @@ const cases: Case[] = [
     asked: [],
   },
   {
-    reason: "a delete is not judged",
-    request: { operation: "DELETE", oldObject: referable(cm("other")) },
+    reason: "deleting a Referable without field targets asks nothing",
+    request: {
+      operation: "DELETE",
+      oldObject: referable(cm("other"), { export: [exportTo("ConfigMap", "team-b", "other")] }),
+    },
     allowed: true,
     asked: [],
+  },
+  {
+    reason: "deleting a Referable whose field targets the deleter may patch is allowed",
+    request: {
+      operation: "DELETE",
+      oldObject: referable(cm("other"), { export: [cm("app", "team-b")] }),
+    },
+    allowed: true,
+    asked: ["patch /configmaps team-b app"],
+  },
+  {
+    reason:
+      "deleting a Referable with a field target the deleter may not patch is refused (it would release the field)",
+    request: {
+      operation: "DELETE",
+      oldObject: referable(cm("db"), { export: [cm("app", "team-b"), cm("other", "team-b")] }),
+    },
+    allowed: false,
+    asked: ["patch /configmaps team-b app", "patch /configmaps team-b other"],
+    message: `user "alice" may not delete Referable "rf": deleting it releases its fields of spec.export, and the user may not patch configmaps "other" in namespace "team-b"; ${DELETE_REFUSAL_SUFFIX}`,
+  },
+  {
+    reason: "a member of system:masters deletes without a question",
+    request: {
+      operation: "DELETE",
+      userInfo: { username: "root", groups: ["system:masters", "system:authenticated"] },
+      oldObject: referable(cm("db"), { export: [cm("other", "team-b")] }),
+    },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason:
+      "deleting a Referable whose field target's kind is not served asks nothing (nothing is released there)",
+    request: {
+      operation: "DELETE",
+      oldObject: referable(cm("db"), {
+        export: [{ apiVersion: "gone.example.com/v1", kind: "Thing", name: "t", fieldPath: "spec.x" }],
+      }),
+    },
+    allowed: true,
+    asked: [],
+  },
+  {
+    reason: "a field target in another Referable (the read pivot) is refused before any question",
+    request: {
+      object: referable(cm("db"), {
+        export: [
+          cm("app", "team-b"),
+          {
+            apiVersion: "referable.dev/v1alpha1",
+            kind: "Referable",
+            name: "x",
+            fieldPath: "spec.source.namespace",
+          },
+        ],
+      }),
+    },
+    allowed: false,
+    code: 422,
+    asked: [],
+    message:
+      "spec.export[1] must not name a Referable of referable.dev/v1alpha1: no value is exported into such an object, because objects of the referable.dev group steer this controller (a Referable's spec decides what it reads and writes, with its own rights); export into the application's own objects instead",
+  },
+  {
+    reason:
+      "a field target in another Referable's spec.export (the write pivot) is refused before any question",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), {
+        export: [{ apiVersion: "referable.dev/v1", kind: "Referable", name: "x", fieldPath: "spec.export" }],
+      }),
+      oldObject: referable(cm("db")),
+    },
+    allowed: false,
+    code: 422,
+    asked: [],
+  },
+  {
+    reason: "a field target in a RoleBinding is refused before any question",
+    request: {
+      object: referable(cm("db"), {
+        export: [
+          {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "RoleBinding",
+            namespace: "team-a",
+            name: "x",
+            fieldPath: "roleRef.name",
+          },
+        ],
+      }),
+    },
+    allowed: false,
+    code: 422,
+    asked: [],
+  },
+  {
+    reason: "naming a ServiceAccount the author may impersonate is allowed, with the rest checked too",
+    request: { object: referable(cm("db"), { serviceAccountRef: { namespace: "team-a", name: "reader" } }) },
+    allowed: true,
+    asked: ["impersonate /serviceaccounts team-a reader", "get /configmaps team-a db"],
+  },
+  {
+    reason: "naming a ServiceAccount the author may not impersonate is refused, saying what to grant",
+    request: { object: referable(cm("db"), { serviceAccountRef: { namespace: "team-b", name: "writer" } }) },
+    allowed: false,
+    asked: ["impersonate /serviceaccounts team-b writer"],
+    message: `user "alice" may not impersonate serviceaccounts "writer" in namespace "team-b": ${SERVICE_ACCOUNT_REFUSAL_SUFFIX}; grant it with a Role in namespace "team-b" with apiGroups [""], resources [serviceaccounts], resourceNames ["writer"], verbs [impersonate], and a RoleBinding of that Role to the user`,
+  },
+  {
+    reason: "changing the ServiceAccount to one the author may not impersonate is refused",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), { serviceAccountRef: { namespace: "team-b", name: "writer" } }),
+      oldObject: referable(cm("db"), { serviceAccountRef: { namespace: "team-a", name: "reader" } }),
+    },
+    allowed: false,
+    asked: ["impersonate /serviceaccounts team-b writer"],
+  },
+  {
+    reason: "an update that keeps the ServiceAccount asks nothing about it",
+    request: {
+      operation: "UPDATE",
+      object: referable(cm("db"), {
+        serviceAccountRef: { namespace: "team-b", name: "writer" },
+        default: "x",
+      }),
+      oldObject: referable(cm("db"), { serviceAccountRef: { namespace: "team-b", name: "writer" } }),
+    },
+    allowed: true,
+    asked: ["get /configmaps team-a db"],
+  },
+  {
+    reason: "a serviceAccountRef without a namespace is refused, not let by unchecked",
+    request: { object: referable(cm("db"), { serviceAccountRef: { name: "writer" } }) },
+    allowed: false,
+    code: 422,
+    asked: [],
+    message: "spec.serviceAccountRef must name a ServiceAccount by namespace and name",
   },
   {
     reason: "another resource is not ours to judge",
@@ -516,6 +661,57 @@ describe("createAdmissionHandler", () => {
     if (!c.allowed) expect(out.response?.status?.code).toBe(c.code ?? 403);
     if (c.warning) expect(out.response?.warnings?.join("\n")).toMatch(c.warning);
     else expect(out.response?.warnings).toBeUndefined();
+  });
+
+  describe("a change of spec made as the controller itself", () => {
+    const update = (userInfo: UserInfo, change: Record<string, unknown>) =>
+      review({
+        operation: "UPDATE",
+        userInfo,
+        object: referable(cm("db"), change),
+        oldObject: referable(cm("db")),
+      });
+    const controller: UserInfo = { username: "system:serviceaccount:referable-system:referable-controller" };
+    const controllerUsername = async () => controller.username!;
+
+    it("is refused, though the controller may read the source", async () => {
+      const client = fakeClient();
+      const out = await createAdmissionHandler({ client, discovery, controllerUsername })(
+        update(controller, { default: "x" }),
+      );
+      expect(out.response).toMatchObject({ allowed: false, status: { code: 403 } });
+      expect(out.response?.status?.message).toBe(
+        `user "${controller.username}" is the controller itself, which never changes a Referable's spec (only its status and finalizers): a spec change made with its credentials is refused, so nothing a Referable does can steer the controller`,
+      );
+      expect(client.asked).toEqual([]);
+    });
+
+    it("is not refused for anyone else, and the controller's finalizer changes are allowed", async () => {
+      const client = fakeClient();
+      const handler = createAdmissionHandler({ client, discovery, controllerUsername });
+      expect((await handler(update(ALICE, { default: "x" }))).response?.allowed).toBe(true);
+      const finalizer = await handler(
+        review({
+          operation: "UPDATE",
+          userInfo: controller,
+          object: { ...referable(cm("db")), metadata: { name: "rf", finalizers: ["referable.dev/export"] } },
+          oldObject: referable(cm("db")),
+        }),
+      );
+      expect(finalizer.response?.allowed).toBe(true);
+    });
+
+    it("refuses, asking to retry, when the controller's own username cannot be learned", async () => {
+      const out = await createAdmissionHandler({
+        client: fakeClient(),
+        discovery,
+        controllerUsername: async () => {
+          throw new Error("the API server is unreachable");
+        },
+      })(update(ALICE, { default: "x" }));
+      expect(out.response).toMatchObject({ allowed: false, status: { code: 500 } });
+      expect(out.response?.status?.message).toContain("the API server is unreachable; retry");
+    });
   });
 
   it("asks about the requesting user exactly as the API server authenticated them", async () => {

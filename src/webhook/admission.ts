@@ -11,6 +11,11 @@
  * that leaves spec alone (a finalizer, a label) decides nothing and is allowed at once, so
  * cleanup never waits on anything this check needs.
  *
+ * Besides: setting `spec.serviceAccountRef` needs `impersonate` on that ServiceAccount (the
+ * Referable then reads and writes as it); a field target that would steer a controller is refused
+ * whoever asks; a spec change made with the controller's own credentials is refused; and deleting
+ * a Referable needs `patch` on the objects its fields sit in, since deleting releases them.
+ *
  * The kind is mapped to its resource through discovery (never a guessed plural) and the question
  * is put to the API server as a SubjectAccessReview for the requesting user, so the cluster's own
  * authorizers decide. Every path that cannot reach an answer refuses: a security check that
@@ -24,7 +29,12 @@ import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/d
 import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
-import { fieldExportPermissions } from "./admission-field-export.ts";
+import { deletePermissions, fieldExportPermissions, steeringFieldTarget } from "./admission-field-export.ts";
+import {
+  impersonateGrantHint,
+  impersonatePermission,
+  SERVICE_ACCOUNT_REFUSAL_SUFFIX,
+} from "./admission-service-account.ts";
 import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
@@ -59,6 +69,14 @@ export interface AdmissionHandlerOptions {
   maxValueBytes?: number;
   /** The cost budget of one evaluation. @default 1000000 */
   costBudget?: number;
+  /**
+   * The username the controller's own requests carry (`system:serviceaccount:NS:NAME`), asked
+   * when first needed and then remembered by the caller (controller-identity.ts). A change of a
+   * Referable's spec made with it is refused: the controller never writes a spec, so one made
+   * with its credentials is a Referable steering it. A rejection refuses the change (retry).
+   * @default no such check
+   */
+  controllerUsername?: (signal?: AbortSignal) => Promise<string>;
 }
 
 /**
@@ -100,6 +118,7 @@ interface Judge {
   logger: Logger;
   timeoutMs: number;
   limits: { maxValueBytes: number; costBudget?: number };
+  controllerUsername: AdmissionHandlerOptions["controllerUsername"];
 }
 
 /** Makes the handler; see {@link AdmissionHandler}. */
@@ -113,6 +132,7 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
       ...(options.costBudget !== undefined ? { costBudget: options.costBudget } : {}),
     },
+    controllerUsername: options.controllerUsername,
   };
   return async (body) => {
     const request = parseAdmissionReview(body);
@@ -128,6 +148,7 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   const { resource } = request;
   if (resource.group !== REFERABLE_GROUP || resource.resource !== REFERABLE_RESOURCE.resource) return allow();
   if (request.subResource) return allow();
+  if (request.operation === "DELETE") return checkDelete(judge, request);
   if (request.operation !== "CREATE" && request.operation !== "UPDATE") return allow();
 
   // An update that leaves spec alone (the controller's finalizer, a label, an annotation)
@@ -136,10 +157,21 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   if (request.operation === "UPDATE" && sameJson(specOf(request.object), specOf(request.oldObject)))
     return allow();
 
+  const ownRefusal = await checkNotController(judge, request);
+  if (ownRefusal !== undefined) return ownRefusal;
+
   // A transform that cannot compile, or whose estimated worst-case cost is over the budget,
   // never runs: refused before any access check.
   const transformError = transformProblem(request.object, judge.limits);
   if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+
+  // A field target that would steer a controller (another Referable, RBAC, ...) is refused
+  // whoever asks: the CRD refuses it too, this holds where an older CRD lets it by.
+  const steering = steeringFieldTarget(request.object);
+  if (steering !== undefined) return refuse(422, "Invalid", steering);
+
+  const accountRefusal = await checkServiceAccount(judge, request);
+  if (accountRefusal !== undefined) return accountRefusal;
 
   const exportRefusal = await checkExports(judge, request);
   if (exportRefusal !== undefined) return exportRefusal;
@@ -149,6 +181,118 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   // to read what they decide about.
   return checkSource(judge, request);
 }
+
+/**
+ * A refusal when the change of spec is made with the controller's own credentials. The
+ * controller writes only status and its finalizers, never a spec: a spec change in its name is
+ * something steering it (a Referable exporting into another's spec, were the CRD and the
+ * controller's parsing both to let one by), and would be judged against the controller's rights.
+ */
+async function checkNotController(judge: Judge, request: AdmissionRequest): Promise<Decision | undefined> {
+  if (!judge.controllerUsername) return undefined;
+  let controller: string;
+  try {
+    controller = await judge.controllerUsername(AbortSignal.timeout(judge.timeoutMs));
+  } catch (err) {
+    judge.logger.warn({ err: (err as Error).message }, "could not learn the controller's own username");
+    return refuse(
+      500,
+      "InternalError",
+      `could not learn which user the controller is, to refuse spec changes made as it: ${(err as Error).message}; retry`,
+    );
+  }
+  if (request.userInfo.username !== controller) return undefined;
+  judge.logger.warn(
+    { referable: referableName(request), user: controller },
+    "refused a change of a Referable's spec made with the controller's own credentials",
+  );
+  return refuse(
+    403,
+    "Forbidden",
+    `user ${JSON.stringify(controller)} is the controller itself, which never changes a Referable's spec (only its status and finalizers): a spec change made with its credentials is refused, so nothing a Referable does can steer the controller`,
+  );
+}
+
+/**
+ * A refusal when the change sets spec.serviceAccountRef to an account the requester may not
+ * impersonate; see admission-service-account.ts.
+ */
+async function checkServiceAccount(judge: Judge, request: AdmissionRequest): Promise<Decision | undefined> {
+  const needed = impersonatePermission(request);
+  if (needed === undefined) return undefined;
+  if (typeof needed === "string") return refuse(422, "Invalid", needed);
+  const user = request.userInfo;
+  const who = JSON.stringify(user.username ?? "");
+  let allowed: boolean;
+  try {
+    allowed = (await reviewAccess(judge.client, user, needed, AbortSignal.timeout(judge.timeoutMs))).allowed;
+  } catch (err) {
+    judge.logger.warn(
+      { referable: referableName(request), err: (err as Error).message },
+      "a SubjectAccessReview failed",
+    );
+    return refuse(
+      500,
+      "InternalError",
+      `could not ask the API server whether user ${who} may ${describePermission(needed)}: ${(err as Error).message}; retry`,
+    );
+  }
+  if (allowed) return undefined;
+  judge.logger.info(
+    { referable: referableName(request), user: user.username, missing: [describePermission(needed)] },
+    "refused a Referable: its author may not impersonate its ServiceAccount",
+  );
+  return refuse(
+    403,
+    "Forbidden",
+    `user ${who} may not ${describePermission(needed)}: ${SERVICE_ACCOUNT_REFUSAL_SUFFIX}; ${impersonateGrantHint(needed)}`,
+  );
+}
+
+/**
+ * A refusal when deleting the Referable would release fields in objects the requester may not
+ * patch: dropping such a target from spec is refused (checkExports), and deleting the Referable
+ * drops them all. The API server has already checked that the requester may delete Referables;
+ * an administrator passes because they may patch the targets (cluster-admin may patch anything),
+ * and a member of system:masters without a question (the API server's own superuser group,
+ * which no authorizer can refuse). The finalizer's removal afterwards is an update that leaves
+ * spec alone, allowed at once: cleanup never waits on this check.
+ */
+async function checkDelete(judge: Judge, request: AdmissionRequest): Promise<Decision> {
+  const user = request.userInfo;
+  if (user.groups?.includes("system:masters")) return allow();
+  const who = JSON.stringify(user.username ?? "");
+  const name = referableName(request, request.oldObject);
+  const signal = AbortSignal.timeout(judge.timeoutMs);
+  let missing: Permission[];
+  try {
+    const needs = await untilAborted(deletePermissions(request, judge.discovery), signal);
+    if (needs.length === 0) return allow();
+    const answers = await Promise.all(needs.map((p) => reviewAccess(judge.client, user, p, signal)));
+    missing = needs.filter((_, i) => !answers[i]!.allowed);
+  } catch (err) {
+    judge.logger.warn({ referable: name, err: (err as Error).message }, "a SubjectAccessReview failed");
+    return refuse(
+      500,
+      "InternalError",
+      `could not ask the API server whether user ${who} may patch the objects the fields of spec.export sit in: ${(err as Error).message}; retry`,
+    );
+  }
+  if (missing.length === 0) return allow();
+  judge.logger.info(
+    { referable: name, user: user.username, missing: missing.map(describePermission) },
+    "refused deleting a Referable: the deleter may not patch its field targets",
+  );
+  return refuse(
+    403,
+    "Forbidden",
+    `user ${who} may not delete Referable ${JSON.stringify(name ?? "")}: deleting it releases its fields of spec.export, and the user may not ${missing.map(describePermission).join(" and may not ")}; ${DELETE_REFUSAL_SUFFIX}`,
+  );
+}
+
+/** Who may delete a Referable with field targets: the end of every delete refusal. */
+export const DELETE_REFUSAL_SUFFIX =
+  "a Referable may only be deleted by someone who may patch the objects it exports fields into (an administrator who may patch them can always delete it)";
 
 /** A refusal when the author may not create and patch every target of spec.export; see admission-export.ts. */
 async function checkExports(judge: Judge, request: AdmissionRequest): Promise<Decision | undefined> {
@@ -328,9 +472,8 @@ function sourceReads(source: unknown): SourceReads | string {
   };
 }
 
-function referableName(request: AdmissionRequest): string | undefined {
-  const meta = (request.object as { metadata?: { name?: unknown; generateName?: unknown } } | undefined)
-    ?.metadata;
+function referableName(request: AdmissionRequest, object: unknown = request.object): string | undefined {
+  const meta = (object as { metadata?: { name?: unknown; generateName?: unknown } } | undefined)?.metadata;
   const name = meta?.name ?? meta?.generateName;
   return typeof name === "string" ? name : undefined;
 }

@@ -167,7 +167,11 @@ export interface TestWebhook {
 /** Starts the webhook in this process and registers it; see the module comment. */
 export async function startTestWebhook(
   admin: KubeClient,
-  options: { timeoutSeconds?: number } = {},
+  options: {
+    timeoutSeconds?: number;
+    /** Who the controller is, to refuse spec changes made as it; see AdmissionHandlerOptions. */
+    controllerUsername?: (signal?: AbortSignal) => Promise<string>;
+  } = {},
 ): Promise<TestWebhook> {
   const dir = await mkdtemp(join(tmpdir(), "referable-webhook-"));
   const ca = await makeTestCa(join(dir, "ca"));
@@ -181,7 +185,11 @@ export async function startTestWebhook(
       return admin.request<T>(method, path, opts);
     },
   };
-  const handler = createAdmissionHandler({ client: counting, discovery: new Discovery({ client: admin }) });
+  const handler = createAdmissionHandler({
+    client: counting,
+    discovery: new Discovery({ client: admin }),
+    ...(options.controllerUsername && { controllerUsername: options.controllerUsername }),
+  });
   const server = await startWebhookServer({
     address: "127.0.0.1:0",
     certFile: volume.certFile,

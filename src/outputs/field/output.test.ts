@@ -73,6 +73,26 @@ const taskOwnedBy = (manager: string, operation: string, arn?: string) => ({
 });
 
 describe("FieldOutput", () => {
+  it.each([
+    { reason: "the read pivot", fieldPath: "spec.source.namespace" },
+    { reason: "the write pivot", fieldPath: "spec.export" },
+  ])(
+    "reports $reason (a field of another Referable) as InvalidSpec and sends nothing, whatever the CRD let by",
+    async ({ fieldPath }) => {
+      const client = fakeClient(taskOwnedBy("x", "Update"));
+      const obj = referable("a", "2026-01-01T00:00:00Z", false);
+      obj.spec!.export = [
+        { apiVersion: "referable.dev/v1alpha1", kind: "Referable", name: "victim", fieldPath },
+      ];
+      const step = await output(client).write(obj, value("kube-system"), newFieldsMemory());
+      expect(step.state).toMatchObject({ status: "False", reason: "InvalidSpec" });
+      expect(step.state?.message).toContain(
+        "spec.export[0] must not name a Referable of referable.dev/v1alpha1: no value is exported into such an object",
+      );
+      expect(client.calls).toEqual([]);
+    },
+  );
+
   it("records a new field in status.exports before any request to it (intent before write)", async () => {
     const client = fakeClient(taskOwnedBy("x", "Update"));
     const step = await output(client).write(

@@ -100,6 +100,84 @@ describe("parseFieldTarget", () => {
   it.each(refused)("refuses $reason", ({ raw, says }) => expect(parseFieldTarget(raw, "e")).toContain(says));
 });
 
+describe("parseFieldTarget refuses every target that steers a controller (InvalidSpec, whatever the CRD let by)", () => {
+  const target = (apiVersion: string, kind: string, fieldPath = "spec.x", namespace?: string) => ({
+    apiVersion,
+    kind,
+    name: "n",
+    fieldPath,
+    ...(namespace !== undefined && { namespace }),
+  });
+  const refused: Array<{ reason: string; raw: unknown; says: string }> = [
+    {
+      reason: "the read pivot: spec.source.namespace of another Referable",
+      raw: target("referable.dev/v1alpha1", "Referable", "spec.source.namespace"),
+      says: "must not name a Referable of referable.dev/v1alpha1: no value is exported into such an object, because objects of the referable.dev group steer this controller",
+    },
+    {
+      reason: "the write pivot: spec.export of another Referable",
+      raw: target("referable.dev/v1alpha1", "Referable", "spec.export"),
+      says: "objects of the referable.dev group steer this controller",
+    },
+    {
+      reason: "any kind of the referable.dev group, at any version",
+      raw: target("referable.dev/v1", "Other"),
+      says: "referable.dev group",
+    },
+    {
+      reason: "a subgroup of referable.dev",
+      raw: target("x.referable.dev/v1", "Thing"),
+      says: "referable.dev group",
+    },
+    {
+      reason: "a RoleBinding",
+      raw: target("rbac.authorization.k8s.io/v1", "RoleBinding", "roleRef.name", "team-a"),
+      says: "RBAC objects",
+    },
+    {
+      reason: "a ClusterRole",
+      raw: target("rbac.authorization.k8s.io/v1", "ClusterRole", "metadata.labels.x"),
+      says: "RBAC objects",
+    },
+    {
+      reason: "a ValidatingWebhookConfiguration",
+      raw: target("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "metadata.labels.x"),
+      says: "admission configurations",
+    },
+    {
+      reason: "a CustomResourceDefinition",
+      raw: target("apiextensions.k8s.io/v1", "CustomResourceDefinition", "spec.scope"),
+      says: "CustomResourceDefinitions",
+    },
+    {
+      reason: "a Namespace",
+      raw: target("v1", "Namespace", "metadata.labels[pod-security.kubernetes.io/enforce]"),
+      says: "Namespaces decide",
+    },
+    {
+      reason: "a Lease, which elects a controller's leader",
+      raw: target("coordination.k8s.io/v1", "Lease", "spec.holderIdentity", "referable-system"),
+      says: "Leases (coordination.k8s.io)",
+    },
+  ];
+  it.each(refused)("refuses $reason", ({ raw, says }) => {
+    const got = parseFieldTarget(raw, "spec.export[0]");
+    expect(typeof got).toBe("string");
+    expect(got).toContain(`spec.export[0] must not name`);
+    expect(got).toContain(says);
+  });
+  const allowed: Array<{ reason: string; raw: unknown }> = [
+    {
+      reason: "a Deployment",
+      raw: target("apps/v1", "Deployment", "spec.template.metadata.annotations[a]", "a"),
+    },
+    { reason: "a ConfigMap's field", raw: target("v1", "ConfigMap", "data.x", "a") },
+    { reason: "a group that only ends like one refused", raw: target("notreferable.dev/v1", "Thing") },
+    { reason: "a kind named like Namespace in another group", raw: target("example.org/v1", "Namespace") },
+  ];
+  it.each(allowed)("allows $reason", ({ raw }) => expect(typeof parseFieldTarget(raw, "e")).toBe("object"));
+});
+
 describe("nest, mergeInto, overlapping, valueAt", () => {
   it("builds one body for the fields of one object, keeping a key named __proto__", () => {
     const body = nest(["spec", "forProvider", "a"], "x");

@@ -9,6 +9,11 @@
  * owned by its merge key, not its position), no filter, no JSONPath; nothing under `status`
  * (written through its subresource, by the object's own controller) and nothing of `metadata`
  * but one label or annotation.
+ *
+ * Nothing a field target names may steer a controller ({@link steeringTarget}): no object of the
+ * `referable.dev` group (a Referable exporting into `spec.source` or `spec.export` of another
+ * would make the controller read or write, with its own rights, what its author named), no RBAC
+ * object, admission configuration, CustomResourceDefinition, Namespace or Lease.
  */
 import { Limits } from "../../api/limits.ts";
 import { isResolutionError } from "../../errors.ts";
@@ -52,6 +57,59 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const KIND = /^[A-Za-z][A-Za-z0-9]{0,62}$/;
 const API_VERSION = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[a-z0-9]{1,63}$/;
+
+/**
+ * API groups no field is ever exported into, each with why: what is written there steers a
+ * controller (this one, or the API server's own authorization and admission), not an application.
+ * Leases are refused in every namespace, not only the controller's own: neither the CRD nor the
+ * library knows which namespace that is, and every Lease elects the leader of some controller.
+ */
+const STEERING_GROUPS: ReadonlyArray<{ group: RegExp; what: string }> = [
+  {
+    group: /^([a-z0-9-]+\.)*referable\.dev$/,
+    what: "objects of the referable.dev group steer this controller (a Referable's spec decides what it reads and writes, with its own rights)",
+  },
+  {
+    group: /^rbac\.authorization\.k8s\.io$/,
+    what: "RBAC objects (rbac.authorization.k8s.io) decide who may do what",
+  },
+  {
+    group: /^admissionregistration\.k8s\.io$/,
+    what: "admission configurations (admissionregistration.k8s.io) decide what the API server accepts",
+  },
+  {
+    group: /^apiextensions\.k8s\.io$/,
+    what: "CustomResourceDefinitions (apiextensions.k8s.io) define the API and its validation",
+  },
+  {
+    group: /^coordination\.k8s\.io$/,
+    what: "Leases (coordination.k8s.io) elect the leaders of controllers, this one's among them",
+  },
+];
+
+/**
+ * Why no field of an object of `apiVersion`/`kind` may be exported into, or undefined when one
+ * may. The CRD refuses the same (x-kubernetes-validations on spec.export); this catches what an
+ * older CRD lets by, and the library's targets.
+ */
+export function steeringTarget(apiVersion: string, kind: string): string | undefined {
+  const slash = apiVersion.indexOf("/");
+  const group = slash < 0 ? "" : apiVersion.slice(0, slash);
+  if (group === "" && kind.toLowerCase() === "namespace")
+    return "Namespaces decide where everything else lives and who administers it";
+  return STEERING_GROUPS.find((g) => g.group.test(group))?.what;
+}
+
+/**
+ * The message refusing a target of `apiVersion`/`kind` at `field` (`spec.export[0]`), or
+ * undefined when {@link steeringTarget} allows it: shared by the controller, the library and the
+ * webhook, so each says the same.
+ */
+export function steeringProblem(apiVersion: string, kind: string, field: string): string | undefined {
+  const why = steeringTarget(apiVersion, kind);
+  if (why === undefined) return undefined;
+  return `${field} must not name a ${kind} of ${apiVersion}: no value is exported into such an object, because ${why}; export into the application's own objects instead`;
+}
 
 /** Whether a spec.export entry names a field (rather than a ConfigMap or Secret key). */
 export function isFieldEntry(raw: unknown): boolean {
@@ -111,6 +169,8 @@ export function parseFieldTarget(raw: unknown, field: string): ParsedFieldTarget
   if (typeof t.apiVersion !== "string" || t.apiVersion.length > 253 || !API_VERSION.test(t.apiVersion))
     return `${field}.apiVersion must be an apiVersion (group/version, or v1)`;
   if (typeof t.kind !== "string" || !KIND.test(t.kind)) return `${field}.kind must be a kind (e.g. Task)`;
+  const steering = steeringProblem(t.apiVersion, t.kind, field);
+  if (steering !== undefined) return steering;
   const namespace = t.namespace ?? "";
   if (
     typeof namespace !== "string" ||
