@@ -5,7 +5,8 @@
  * below is the tenant account's, never the controller's:
  * - the read pivot: a Referable naming an account that may read ConfigMaps only in team-a, whose
  *   source is a ConfigMap of team-b, is Forbidden with no value;
- * - the write pivot: its export into a ConfigMap of team-b is never written (ExportForbidden);
+ * - the write pivot: its export into a ConfigMap of team-b, a key or a field, is never written
+ *   (ExportForbidden);
  * - a Referable naming the account reads and writes what the account may;
  * - deleting the account's RoleBinding withdraws the value (Forbidden, status.value gone);
  * - --default-service-account at an account with no rights leaves a Referable naming none
@@ -126,6 +127,28 @@ describe("a Referable that names a ServiceAccount", () => {
     expect(view.reason).toBe("Available");
     expect(exportedCondition(view)?.message).toContain(`serviceaccount ${teamA}/writer may not`);
     expect(exportedCondition(view)?.message).toContain(`configmaps in namespace ${teamB}`);
+    expect(dataOf(await getKeyTarget(admin, "ConfigMap", teamB, victim))).toEqual({ keep: "yes" });
+  });
+
+  it("never writes a field of an object the account may not patch (the write pivot, through a field)", async () => {
+    const fielder = await tenant("fielder", CONFIGMAPS_RW);
+    const source = uniqueName("src");
+    await createConfigMap(admin, teamA, source, { v: "from-team-a" });
+    const victim = uniqueName("victim");
+    await createConfigMap(admin, teamB, victim, { keep: "yes" });
+    const rf = await createReferableAs(
+      admin,
+      {
+        source: configMapField(teamA, source),
+        serviceAccountRef: fielder,
+        export: [
+          { apiVersion: "v1", kind: "ConfigMap", namespace: teamB, name: victim, fieldPath: "data.INJECTED" },
+        ],
+      },
+      { shard: ctl.shard },
+    );
+    const view = await waitForExported(admin, rf, "ExportForbidden");
+    expect(exportedCondition(view)?.message).toContain(`serviceaccount ${teamA}/fielder may not`);
     expect(dataOf(await getKeyTarget(admin, "ConfigMap", teamB, victim))).toEqual({ keep: "yes" });
   });
 
