@@ -67,6 +67,15 @@ export interface KubeClientOptions {
   /** Called once for every request that ends, for metrics. Must not throw. */
   observe?: (observation: RequestObservation) => void;
   /**
+   * Whether an {@link ApiError}'s message quotes the API server's own message. Off by default:
+   * that text can quote the object refused (a CRD rule's `messageExpression` may print another
+   * of its fields), and the controller's errors become conditions, Events and logs. On for a
+   * person reading the errors at a terminal (tests, scripts). The status, the reason code and
+   * the field paths of the causes are always there.
+   * @default false
+   */
+  serverMessages?: boolean;
+  /**
    * Offer HTTP/2 to the API server. Off by default: over HTTP/1.1 each watch and each request
    * in flight has a connection of its own, which costs far less memory than HTTP/2 streams.
    * @default false
@@ -166,6 +175,7 @@ export class KubeClient {
   private readonly observe: ((o: RequestObservation) => void) | undefined;
   private readonly http2: boolean;
   private readonly maxRetries: number;
+  private readonly serverMessages: boolean;
   private auth: AuthState | undefined;
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
@@ -187,6 +197,7 @@ export class KubeClient {
     this.observe = options.observe;
     this.http2 = options.http2 ?? false;
     this.maxRetries = options.maxRetries ?? 10;
+    this.serverMessages = options.serverMessages ?? false;
   }
 
   /** Sends one request and returns the parsed JSON body; throws {@link ApiError} on a non-2xx. */
@@ -229,11 +240,11 @@ export class KubeClient {
           return (text ? (options.decode ? options.decode(text) : JSON.parse(text)) : undefined) as T;
         const retryAfterMs =
           attempt < this.maxRetries ? retryAfter(code, headerReader(response.headers)) : undefined;
-        if (retryAfterMs === undefined) throw toApiError(method, path, code, text);
+        if (retryAfterMs === undefined) throw toApiError(method, path, code, text, this.serverMessages);
         // The server did not act on the request (a 429 is sent before any work): sending it
         // again is safe whatever the verb. The wait ends early if the request is cancelled.
         await sleep(retryAfterMs, signal);
-        if (signal.aborted) throw toApiError(method, path, code, text);
+        if (signal.aborted) throw toApiError(method, path, code, text, this.serverMessages);
       }
     } finally {
       deadline.end();
@@ -274,7 +285,8 @@ export class KubeClient {
         const url = this.url(path, { ...query, watch: true });
         const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
-        if (code < 200 || code >= 300) throw toApiError("GET", path, code, await response.body.text());
+        if (code < 200 || code >= 300)
+          throw toApiError("GET", path, code, await response.body.text(), this.serverMessages);
         const decoder = new TextDecoder();
         // Pieces of the line being received: a 1.5 MiB object arrives in many chunks, and
         // searching or re-joining the whole buffer on each one would copy it over and over.

@@ -1,8 +1,10 @@
 /**
  * A failed request of an output (a GET, an apply, a patch, a delete of the object it writes
- * into) as the `Exported` condition's reason and message. The API server's own words name the
- * user, the verb, the other field manager and the field, never the value; the values written are
- * cut out of them all the same, should a server ever echo one.
+ * into) as the `Exported` condition's reason and message. A message keeps the HTTP status, the
+ * server's reason code and the field paths of the causes ({@link ApiError.summary}), never the
+ * server's own words: those can quote the object (a CRD rule's `messageExpression` may print
+ * another field of the target), and a condition is read by everyone with the consumer role. The
+ * values written are cut out of the field paths all the same, should a map key be one.
  */
 import { isApiError, type ApiError } from "../kube/client.ts";
 import { ExportError } from "./keys/errors.ts";
@@ -21,9 +23,9 @@ export interface FailureWording {
   never: string;
   /**
    * The output's own reading of a status the common rules do not cover (a 404, a refused
-   * value), given the scrubbed API message; undefined leaves it to the common rules.
+   * value), given the scrubbed summary of the answer; undefined leaves it to the common rules.
    */
-  special?: (err: ApiError, apiMessage: string) => ExportError | undefined;
+  special?: (err: ApiError, summary: string) => ExportError | undefined;
 }
 
 /**
@@ -38,7 +40,7 @@ export function toRequestFailure(
 ): unknown {
   if (!isApiError(err)) return err;
   const { what } = wording;
-  const apiMessage = scrub(err.message.replace(/^[A-Z]+ \S+: /, ""), values).slice(0, 600);
+  const apiMessage = scrub(err.summary, values).slice(0, 600);
   const special = wording.special?.(err, apiMessage);
   if (special) return special;
   if (err.statusCode === 403)
@@ -47,7 +49,10 @@ export function toRequestFailure(
       `${what}: ${wording.forbidden} (${apiMessage})${wording.forbiddenHint ? `: ${wording.forbiddenHint}` : ""}`,
       { cause: err },
     );
-  if (err.statusCode === 409 && /Apply failed with/.test(err.message))
+  if (
+    err.statusCode === 409 &&
+    (err.causes.some((c) => c.reason === "FieldManagerConflict") || err.serverSaid(/Apply failed with/))
+  )
     return new ExportError(
       "ExportConflict",
       `another writer owns the ${wording.unit} in ${what} (${apiMessage}): it is never ${wording.never}; remove it there, or export to another ${wording.unit}`,

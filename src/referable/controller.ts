@@ -340,6 +340,7 @@ export class ReferableController {
         enqueue: (name) => this.runtime.enqueue(name),
         actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+        allowSecrets: options.allowSecretExport ?? false,
         ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
       })),
       ...(options.events && { events: options.events }),

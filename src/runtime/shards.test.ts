@@ -14,6 +14,7 @@ import {
   ROLE_LABEL,
   SHARD_SET_LABEL,
   ShardCoordinator,
+  SYNCING_ANNOTATION,
 } from "./shards.ts";
 
 const NS = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
@@ -220,12 +221,14 @@ describe("ShardCoordinator", () => {
     const w = world(16);
     const all = ["a", "b", "c", "d"].map((id) => w.replica(id, { syncing: true }));
     await w.round(...all);
-    for (let i = 0; i < 3; i++) await w.round(...all);
+    await w.round(...all);
     expect(w.holders().filter(Boolean)).toHaveLength(0);
-    // One more synced every three rounds: the first takes its share only, leaving the others theirs.
+    // One more synced every round (all within a lease duration of their announcement, the
+    // longest a replica syncing is waited for): the first takes its share only, leaving the
+    // others theirs.
     for (const r of all) {
       r.coordinator.synced();
-      for (let i = 0; i < 3; i++) await w.round(...all);
+      await w.round(...all);
       expect(r.gate.held.size).toBe(4);
     }
     const holders = w.holders();
@@ -311,13 +314,13 @@ describe("ShardCoordinator", () => {
     await coordinator.stop();
   });
 
-  it("does not wait for a replica syncing longer than five lease durations", async () => {
+  it("does not wait for a replica syncing longer than a lease duration", async () => {
     const w = world(8);
     const [a, b] = [w.replica("a"), w.replica("b", { syncing: true })];
     // a announced before b: it sees b join in its second round and deals a retry period later.
     for (let i = 0; i < 3; i++) await w.round(a, b);
     expect(a.gate.held.size).toBe(4);
-    const rounds = (5 * LEASE_MS) / RETRY_MS;
+    const rounds = LEASE_MS / RETRY_MS;
     for (let i = 0; i < rounds - 3; i++) await w.round(a, b);
     expect(a.gate.held.size).toBe(4);
     for (let i = 0; i < 4; i++) await w.round(a, b);
@@ -469,6 +472,56 @@ describe("ShardCoordinator", () => {
     expect(member?.metadata?.annotations?.[BUCKETS_ANNOTATION]).toBe("8");
   });
 
+  it("of two sets with different numbers of buckets that took buckets in the same round, the one with more hands them back", async () => {
+    const w = world(4);
+    const old = w.replica("old", { buckets: 8 });
+    const a = w.replica("a");
+    // Neither holds a bucket: after a lease duration each ignores the other's member Lease,
+    // and, both listing before either writes, both take their buckets.
+    for (let i = 0; i < LEASE_MS / RETRY_MS + 2 && (old.gate.held.size === 0 || a.gate.held.size === 0); i++)
+      await w.together(old, a);
+    expect([old.gate.held.size, a.gate.held.size]).toEqual([8, 4]);
+    for (let i = 0; i < 4; i++) await w.together(old, a);
+    expect([old.gate.held.size, a.gate.held.size]).toEqual([0, 4]);
+    expect(old.handovers.filter((h) => h === "released")).toHaveLength(8);
+  });
+
+  it("a member Lease claiming another number of buckets, renewed for ever, is ignored after a lease duration", async () => {
+    const w = world(4);
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    for (let i = 0; i < 4; i++) await w.round(a, b);
+    expect([a.gate.held.size, b.gate.held.size]).toEqual([2, 2]);
+    const bogus = bogusMember(w.store, "bogus", { buckets: "8" });
+    // Never counted in the share: a and b give nothing back for it.
+    for (let i = 0; i < 3; i++) {
+      await bogus.renew();
+      await w.round(a, b);
+    }
+    expect([a.gate.held.size, b.gate.held.size]).toEqual([2, 2]);
+    // b is killed (while the bogus Lease is still young): a takes b's buckets once they expire
+    // and the bogus Lease is a lease duration old, within a lease duration and a round of that.
+    let rounds = 0;
+    while (a.gate.held.size < 4) {
+      await bogus.renew();
+      await w.round(a);
+      expect(++rounds * RETRY_MS).toBeLessThanOrEqual(LEASE_MS + 2 * RETRY_MS);
+    }
+    expect([a, b].flatMap((r) => r.handovers).filter((h) => h !== "acquired")).toEqual([]);
+  });
+
+  it("a member Lease whose holder never takes the buckets dealt to it is ignored after a lease duration", async () => {
+    const w = world(4);
+    const bogus = bogusMember(w.store, "bogus", { buckets: "4" });
+    const [a, b] = [w.replica("a"), w.replica("b")];
+    let rounds = 0;
+    while (a.gate.held.size + b.gate.held.size < 4) {
+      await bogus.renew();
+      await w.round(a, b);
+      expect(++rounds * RETRY_MS).toBeLessThanOrEqual(LEASE_MS + 3 * RETRY_MS);
+    }
+    expect([a.gate.held.size, b.gate.held.size]).toEqual([2, 2]);
+  });
+
   it("on stop, releases every bucket and deletes its member Lease", async () => {
     const w = world(3);
     const a = w.replica("a");
@@ -493,6 +546,38 @@ describe("ShardCoordinator", () => {
     expect(w.store.leases.has(memberLeaseName(SET, "b"))).toBe(true);
   });
 });
+
+/**
+ * A member Lease written straight into the store, as anyone who may write the set's Leases could:
+ * `renew()` writes it again (a new renewTime), as a replica's rounds would, with nothing behind it.
+ */
+function bogusMember(store: LeaseStore, identity: string, options: { buckets: string; syncing?: boolean }) {
+  const client = store.client();
+  const name = memberLeaseName(SET, identity);
+  return {
+    renew: async () => {
+      const current = store.leases.get(name);
+      const spec = {
+        holderIdentity: identity,
+        leaseDurationSeconds: LEASE_MS / 1000,
+        renewTime: new Date().toISOString(),
+      };
+      const metadata = {
+        name,
+        labels: { [SHARD_SET_LABEL]: SET, [ROLE_LABEL]: "member" },
+        annotations: {
+          [BUCKETS_ANNOTATION]: options.buckets,
+          [SYNCING_ANNOTATION]: String(options.syncing ?? false),
+        },
+      };
+      if (current)
+        await client.request("PUT", `${NS}/${name}`, {
+          body: { ...current, metadata: { ...current.metadata, ...metadata }, spec },
+        });
+      else await client.request("POST", NS, { body: { metadata, spec } });
+    },
+  };
+}
 
 /** A key of `bucket`. */
 function keyIn(gate: ShardGate, bucket: number): string {

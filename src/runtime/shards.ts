@@ -24,7 +24,12 @@
  * `waiting`). Replicas started together, whose caches sync seconds apart, so reach the fair deal
  * without the first taking every bucket and handing most of them over (a drain, and a second
  * pass over their Referables by the next holder). The buckets of a replica gone are not left
- * for one still syncing, and a replica syncing for five lease durations is not waited for.
+ * for one still syncing, and a replica syncing for a lease duration is not waited for.
+ *
+ * A member Lease that does not behave like a member is ignored after one lease duration (see
+ * `judgeMembers`): one claiming another number of buckets that holds none of them, one that
+ * serves but never takes a bucket dealt to it, one syncing for ever. Anyone who may write the
+ * set's Leases can make one; none keeps a bucket unheld longer than a lease duration and a round.
  *
  * A round is also made as soon as another replica's Lease would expire (as this replica saw it
  * last), rather than up to a retry period later: the buckets of a replica killed are taken the
@@ -34,9 +39,11 @@
  * Expiry is judged as the leader election judges it (leader-election.ts): by how long ago this
  * replica last saw a Lease's record change, on its own clock, never by comparing the holder's
  * renewTime with ours; every write carries the resourceVersion it read, so of two replicas
- * racing for one bucket one wins. A replica takes nothing while any live Lease of the set was
- * written with another number of buckets (a rollout that changes `--shards`): the two
- * assignments would give one key two buckets.
+ * racing for one bucket one wins. A replica takes nothing while a valid bucket Lease of another
+ * number of buckets is held, or a member Lease of another number is younger than a lease
+ * duration (a rollout that changes `--shards`): the two assignments would give one key two
+ * buckets. Should both sides have taken buckets (each while the other held none), the side
+ * with more buckets hands all of them back.
  *
  * On {@link ShardCoordinator.stop} (after the writers drained) every bucket is released and the
  * member Lease deleted, so the others rebalance at once. A member Lease left by a replica that
@@ -73,6 +80,16 @@ export {
   SYNCING_ANNOTATION,
 } from "./shard-leases.ts";
 
+/** Another replica's member Lease, as one round sees it. */
+interface Member {
+  identity: string;
+  /** Its number of buckets (the annotation; absent from an older version). */
+  buckets: string | undefined;
+  syncing: boolean;
+  /** When this replica first saw its Lease. */
+  since: number;
+}
+
 /** Leads a fair share of the buckets; see the module comment. */
 export class ShardCoordinator {
   private readonly client: Pick<KubeClient, "request">;
@@ -99,6 +116,10 @@ export class ShardCoordinator {
   private readonly freeSince = new Map<number, number>();
   /** When each member seen syncing was first seen so (for the bound on waiting for it). */
   private readonly waitingSince = new Map<string, number>();
+  /** When each Lease of the set was first seen (a member of another number is judged by it). */
+  private readonly firstSeen = new Map<string, number>();
+  /** When each member seen serving with no bucket while one was free was first seen so. */
+  private readonly idleSince = new Map<string, number>();
   /** Announced but not serving yet: the caches are still syncing ({@link announce}). */
   private syncing = false;
   private rounds = 0;
@@ -306,8 +327,10 @@ export class ShardCoordinator {
       )
         joined = true;
       this.keep(lease, false, now);
+      if (!this.firstSeen.has(name)) this.firstSeen.set(name, now);
     }
     for (const name of this.seen.keys()) if (!names.has(name)) this.seen.delete(name);
+    for (const name of this.firstSeen.keys()) if (!names.has(name)) this.firstSeen.delete(name);
     return joined;
   }
 
@@ -381,10 +404,10 @@ export class ShardCoordinator {
   /** Plans, starts the hand-overs (which drain in the background) and makes the acquisitions. */
   private async plan(): Promise<void> {
     const now = this.now();
-    const live: string[] = [];
-    const waiting = new Set<string>();
+    const members: Member[] = [];
     const orphaned = new Set<number>();
-    let foreign = false;
+    /** Valid bucket Leases of another number of buckets: their holder and that number. */
+    const foreignBuckets: { holder: string; of: number }[] = [];
     const holders: (string | undefined)[] = new Array<string | undefined>(this.gate.buckets).fill(undefined);
     for (const [name, seen] of this.seen) {
       if (!leaseValid(seen, now) && seen.record.holderIdentity !== this.identity) {
@@ -394,19 +417,21 @@ export class ShardCoordinator {
         if (bucket?.of === this.gate.buckets) orphaned.add(bucket.index);
         continue;
       }
-      const member = seen.lease.metadata?.labels?.[ROLE_LABEL] === "member";
-      if (member) {
-        if (seen.lease.metadata?.annotations?.[SYNCING_ANNOTATION] === "true")
-          waiting.add(seen.record.holderIdentity);
-        else live.push(seen.record.holderIdentity);
-        const buckets = seen.lease.metadata?.annotations?.[BUCKETS_ANNOTATION];
-        if (buckets !== String(this.gate.buckets)) foreign = true;
+      if (seen.lease.metadata?.labels?.[ROLE_LABEL] === "member") {
+        if (name === this.memberName) continue;
+        const annotations = seen.lease.metadata.annotations;
+        members.push({
+          identity: seen.record.holderIdentity,
+          buckets: annotations?.[BUCKETS_ANNOTATION],
+          syncing: annotations?.[SYNCING_ANNOTATION] === "true",
+          since: this.firstSeen.get(name) ?? now,
+        });
         continue;
       }
       const bucket = parseBucket(name, this.options.name);
       if (!bucket) continue;
       if (bucket.of !== this.gate.buckets) {
-        foreign = true;
+        foreignBuckets.push({ holder: seen.record.holderIdentity, of: bucket.of });
         continue;
       }
       const mine = seen.record.holderIdentity === this.identity;
@@ -420,6 +445,7 @@ export class ShardCoordinator {
       }
       holders[bucket.index] = seen.record.holderIdentity;
     }
+    const { live, waiting, foreign } = this.judgeMembers(members, holders, foreignBuckets, now);
     // A member syncing for too long is not waited for, nor counted live: it serves nothing.
     const waited = this.waitedFor(waiting, now);
     live.push(...waited);
@@ -436,6 +462,7 @@ export class ShardCoordinator {
     });
     for (const bucket of plan.release) this.handBack(bucket);
     if (foreign) {
+      this.yieldTo(foreignBuckets, members);
       this.warnOnce(
         "foreign",
         "Leases of this shard set use another number of buckets: taking none until they are gone",
@@ -448,13 +475,90 @@ export class ShardCoordinator {
   }
 
   /**
-   * The members still syncing that the deal waits for: each for at most five lease durations
-   * from when this replica first saw it syncing (a replica whose caches never sync must not hold
-   * its share of the buckets unserved for ever).
+   * Which of the other members count, and whether anything of another number of buckets keeps
+   * this replica from taking buckets. A member Lease that does not behave like a member is
+   * ignored after one lease duration, so a Lease anyone can write (a bogus one, renewed for ever)
+   * cannot keep buckets unheld:
+   * - one claiming another number of buckets is never counted in the share (it serves other
+   *   buckets); it holds back this replica's taking for a lease duration from when it was first
+   *   seen, and after that only while it holds a bucket Lease of its own number (a replica of a
+   *   rollout that changes `--shards`, serving). Valid bucket Leases of another number always
+   *   hold it back: two assignments would give one key two buckets;
+   * - one that serves (not syncing) but holds no bucket while some bucket is free is not counted
+   *   once that has lasted a lease duration (it is dealt buckets it never takes). It counts
+   *   again as soon as it holds one, or nothing is free.
+   */
+  private judgeMembers(
+    members: readonly Member[],
+    holders: readonly (string | undefined)[],
+    foreignBuckets: readonly { holder: string; of: number }[],
+    now: number,
+  ): { live: string[]; waiting: Set<string>; foreign: boolean } {
+    const limit = this.leaseDurationSeconds * 1000;
+    const live: string[] = [];
+    const waiting = new Set<string>();
+    let foreign = foreignBuckets.length > 0;
+    const holding = new Set(holders.filter((h): h is string => h !== undefined));
+    const anyFree = holders.some((h, bucket) => h === undefined && !this.gate.held.has(bucket));
+    const idle = new Set<string>();
+    for (const m of members) {
+      if (m.buckets !== String(this.gate.buckets)) {
+        const serving = foreignBuckets.some((b) => b.holder === m.identity && String(b.of) === m.buckets);
+        if (serving || now - m.since < limit) foreign = true;
+        continue;
+      }
+      if (m.syncing) {
+        waiting.add(m.identity);
+        continue;
+      }
+      if (holding.has(m.identity) || !anyFree) {
+        live.push(m.identity);
+        continue;
+      }
+      idle.add(m.identity);
+      const since = this.idleSince.get(m.identity) ?? now;
+      this.idleSince.set(m.identity, since);
+      if (now - since < limit) live.push(m.identity);
+      else this.warnOnce("idle", "a member Lease whose holder takes no bucket is ignored");
+    }
+    for (const identity of this.idleSince.keys()) if (!idle.has(identity)) this.idleSince.delete(identity);
+    return { live, waiting, foreign };
+  }
+
+  /**
+   * Two sets of replicas with different numbers of buckets both serving (each took its buckets
+   * while the other held none, after a lease duration): the one with more buckets hands all of
+   * its buckets back, so that one assignment is left. Only for bucket Leases whose holder's
+   * member Lease claims their number: a replica, not a Lease written by anyone.
+   */
+  private yieldTo(
+    foreignBuckets: readonly { holder: string; of: number }[],
+    members: readonly Member[],
+  ): void {
+    if (this.gate.held.size === 0) return;
+    const serving = foreignBuckets.some(
+      (b) =>
+        b.of < this.gate.buckets &&
+        members.some((m) => m.identity === b.holder && m.buckets === String(b.of)),
+    );
+    if (!serving) return;
+    this.logger.warn(
+      {},
+      "replicas with fewer buckets serve this shard set: handing every bucket back to them",
+    );
+    for (const bucket of this.gate.held) if (!this.leaving.has(bucket)) this.handBack(bucket);
+  }
+
+  /**
+   * The members still syncing that the deal waits for: each for at most one lease duration
+   * from when this replica first saw it syncing (a replica whose caches never sync, or a member
+   * Lease nobody serves behind, must not hold its share of the buckets unserved: a bucket stays
+   * free at most a lease duration and a round while a live replica could take it). A replica
+   * whose first list takes longer is rebalanced to once it serves.
    */
   private waitedFor(waiting: ReadonlySet<string>, now: number): Set<string> {
     for (const member of this.waitingSince.keys()) if (!waiting.has(member)) this.waitingSince.delete(member);
-    const limit = 5 * this.leaseDurationSeconds * 1000;
+    const limit = this.leaseDurationSeconds * 1000;
     const waited = new Set<string>();
     for (const member of waiting) {
       const since = this.waitingSince.get(member);

@@ -35,6 +35,7 @@ import {
   impersonatePermission,
   SERVICE_ACCOUNT_REFUSAL_SUFFIX,
 } from "./admission-service-account.ts";
+import { fieldTargetProblem } from "./admission-field-target.ts";
 import { transformProblem } from "./admission-transform.ts";
 import {
   parseAdmissionReview,
@@ -164,6 +165,8 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   // never runs: refused before any access check.
   const transformError = transformProblem(request.object, judge.limits);
   if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+  const fieldError = fieldTargetProblem(request.object);
+  if (fieldError !== undefined) return refuse(422, "Invalid", fieldError);
 
   // A field target that would steer a controller (another Referable, RBAC, ...) is refused
   // whoever asks: the CRD refuses it too, this holds where an older CRD lets it by.

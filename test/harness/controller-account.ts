@@ -10,7 +10,7 @@ export interface ControllerAccount {
   /** The ServiceAccount's namespace. */
   ns: string;
   token: string;
-  /** A client with the ServiceAccount's token. */
+  /** A client with the ServiceAccount's token, for the controller (it never quotes the server's messages). */
   client: KubeClient;
   /**
    * Grants `rules`: a new ClusterRole, bound to the ServiceAccount with a RoleBinding in
@@ -46,5 +46,5 @@ export async function controllerAccount(
   };
   await grant(baseRules);
   const token = await serviceAccountToken(admin, ns, "controller");
-  return { ns, token, client: tokenClient(token), grant, bind };
+  return { ns, token, client: tokenClient(token, undefined, { serverMessages: false }), grant, bind };
 }

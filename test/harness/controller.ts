@@ -48,7 +48,7 @@ export async function startTestController(
     build?: Partial<BuildOptions>;
   } = {},
 ): Promise<TestController> {
-  const client = options.client ?? adminClient();
+  const client = options.client ?? adminClient({ serverMessages: false });
   const shard = options.shard ?? uniqueName("shard");
   const { controller, resolver, metrics } = buildController({
     client,

@@ -72,16 +72,31 @@ export function observedKubeConfig(onRequest: (verb: string) => void): KubeConfi
 
 const openClients: KubeClient[] = [];
 
+/**
+ * Whether a test client's errors quote the API server's message: yes for the clients a test reads
+ * errors from, no for the controller's (as in production: see KubeClientOptions.serverMessages).
+ */
+export interface TestClientOptions {
+  /** @default true */
+  serverMessages?: boolean;
+}
+
 /** An admin client; closed by {@link closeTestClients}. */
-export function adminClient(): KubeClient {
-  const client = new KubeClient({ kubeConfig: testKubeConfig() });
+export function adminClient(options: TestClientOptions = {}): KubeClient {
+  const client = new KubeClient({
+    kubeConfig: testKubeConfig(),
+    serverMessages: options.serverMessages ?? true,
+  });
   openClients.push(client);
   return client;
 }
 
 /** A client that authenticates with a bearer token (e.g. a ServiceAccount's). */
-export function tokenClient(token: string, base?: KubeConfig): KubeClient {
-  const client = new KubeClient({ kubeConfig: kubeConfigWithToken(token, base) });
+export function tokenClient(token: string, base?: KubeConfig, options: TestClientOptions = {}): KubeClient {
+  const client = new KubeClient({
+    kubeConfig: kubeConfigWithToken(token, base),
+    serverMessages: options.serverMessages ?? true,
+  });
   openClients.push(client);
   return client;
 }
@@ -121,7 +136,7 @@ export function impersonatingClient(username: string): KubeClient {
     contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
     currentContext: "impersonating",
   });
-  const client = new KubeClient({ kubeConfig: kc });
+  const client = new KubeClient({ kubeConfig: kc, serverMessages: true });
   openClients.push(client);
   return client;
 }

@@ -2,7 +2,8 @@
  * RBAC for integration tests: a (Cluster)Role and its binding, as the admin. Each returns the
  * path it created, for the test's cleanup.
  */
-import type { KubeClient } from "../../src/kube/client.ts";
+import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 
 /** The RBAC API's path. */
 export const RBAC = "/apis/rbac.authorization.k8s.io/v1";
@@ -66,4 +67,43 @@ export async function bindRole(
     },
   });
   return `${path}/${name}`;
+}
+
+/** A PolicyRule as the API server returns it. */
+export type PolicyRule = Record<string, unknown>;
+
+/**
+ * Does for one aggregated ClusterRole what kube-controller-manager's clusterrole-aggregation
+ * controller does, because no controller-manager runs here and kube-apiserver never fills an
+ * aggregated role by itself (checked on v1.36: after applying deploy/, even the built-in
+ * `admin` role reads back with no rules). Same algorithm as that controller: every ClusterRole
+ * that one of `aggregationRule.clusterRoleSelectors` selects, in name order, each rule once,
+ * server-side applied with force under its field manager. What this proves is that the
+ * manifests' labels and selectors aggregate into the permissions the controller needs, and that
+ * the controller follows a change of them. Call it wherever the real controller would react:
+ * after each change to a labeled ClusterRole.
+ */
+export async function aggregateClusterRole(client: KubeClient, name: string): Promise<PolicyRule[]> {
+  const role = await client.request<
+    KubeObject & { aggregationRule?: { clusterRoleSelectors?: LabelSelector[] } }
+  >("GET", `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`);
+  const selectors = (role.aggregationRule?.clusterRoleSelectors ?? []).map((s) => compileLabelSelector(s));
+  const all = await client.request<{ items: Array<KubeObject & { rules?: PolicyRule[] }> }>(
+    "GET",
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+  );
+  const selected = all.items
+    .filter((r) => r.metadata?.name !== name)
+    .filter((r) => selectors.some((s) => s.matches(r.metadata?.labels)))
+    .sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
+  const rules: PolicyRule[] = [];
+  for (const rule of selected.flatMap((r) => r.rules ?? [])) {
+    if (!rules.some((r) => JSON.stringify(r) === JSON.stringify(rule))) rules.push(rule);
+  }
+  await client.request("PATCH", `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`, {
+    query: { fieldManager: "clusterrole-aggregation-controller", force: true },
+    contentType: "application/apply-patch+yaml",
+    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
+  });
+  return rules;
 }

@@ -40,6 +40,7 @@ import {
   mergePatch,
   selfAccess,
   testKubeConfig,
+  tokenClient,
   uniqueName,
   waitFor,
   waitForGone,
@@ -336,8 +337,11 @@ describe("the webhook: who may act as whom", () => {
     });
     const controllerUser = `system:serviceaccount:${account.ns}:controller`;
     // A source the controller may read (deploy/base's source-reader defaults): only its identity refuses it.
+    // The controller's own client never keeps the server's words (KubeClientOptions.serverMessages);
+    // the same identity with them kept shows the webhook's refusal.
+    const asController = tokenClient(account.token, undefined, { serverMessages: true });
     const message = await refusal(
-      mergePatch(account.client, path, { spec: { source: configMapField(team, "app", "data.other") } }),
+      mergePatch(asController, path, { spec: { source: configMapField(team, "app", "data.other") } }),
     );
     expect(message).toContain(
       `user "${controllerUser}" is the controller itself, which never changes a Referable's spec`,

@@ -43,6 +43,7 @@ import { KUBECTL, kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
 import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
 import { freePort } from "../harness/ports.ts";
+import { aggregateClusterRole } from "../harness/rbac.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -129,45 +130,6 @@ function pathOf(o: Obj): string {
   const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
   const ns = o.metadata?.namespace ? `/namespaces/${o.metadata.namespace}` : "";
   return `${base}${ns}/${plural}/${o.metadata!.name}`;
-}
-
-type PolicyRule = Record<string, unknown>;
-
-/**
- * Does for one aggregated ClusterRole what kube-controller-manager's clusterrole-aggregation
- * controller does, because no controller-manager runs here and kube-apiserver never fills an
- * aggregated role by itself (checked on v1.36: after applying deploy/, even the built-in
- * `admin` role reads back with no rules). Same algorithm as that controller: every ClusterRole
- * that one of `aggregationRule.clusterRoleSelectors` selects, in name order, each rule once,
- * server-side applied with force under its field manager. What this proves is that the
- * manifests' labels and selectors aggregate into the permissions the controller needs, and that
- * the controller follows a change of them. Call it wherever the real controller would react:
- * after each change to a labeled ClusterRole.
- */
-async function aggregateClusterRole(client: KubeClient, name: string): Promise<PolicyRule[]> {
-  const role = await client.request<Obj & { aggregationRule?: { clusterRoleSelectors?: LabelSelector[] } }>(
-    "GET",
-    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`,
-  );
-  const selectors = (role.aggregationRule?.clusterRoleSelectors ?? []).map((s) => compileLabelSelector(s));
-  const all = await client.request<{ items: Array<Obj & { rules?: PolicyRule[] }> }>(
-    "GET",
-    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-  );
-  const selected = all.items
-    .filter((r) => r.metadata?.name !== name)
-    .filter((r) => selectors.some((s) => s.matches(r.metadata?.labels)))
-    .sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
-  const rules: PolicyRule[] = [];
-  for (const rule of selected.flatMap((r) => r.rules ?? [])) {
-    if (!rules.some((r) => JSON.stringify(r) === JSON.stringify(rule))) rules.push(rule);
-  }
-  await client.request("PATCH", `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`, {
-    query: { fieldManager: "clusterrole-aggregation-controller", force: true },
-    contentType: "application/apply-patch+yaml",
-    body: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules },
-  });
-  return rules;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 /**
- * The Dockerfile, proven without a container engine (none runs on these machines): what the
- * runtime stage runs is what the tests run, every file it copies exists after a build, and its
- * user, base image and build context are the ones deploy/ and the README promise.
+ * The Dockerfile, read without a container engine (`npm run test:image` builds and runs it with
+ * podman): what the runtime stage runs is what the tests run, every file it copies exists after a
+ * build, the final stage is `scratch` with only the files the rootfs stage collects, and its
+ * user, labels, pinned base and build context are the ones deploy/ and the README promise.
  *
- * The strongest check rebuilds the runtime stage's /app by hand: `tsc` as the build stage runs
- * it, package.json, and node_modules holding only the production packages of the lockfile (what
+ * The strongest check rebuilds the image's /app by hand: `tsc` as the build stage runs it,
+ * package.json, and node_modules holding only the production packages of the lockfile (what
  * `npm ci --omit=dev` installs); then runs the image's command there.
  */
 import { execFile } from "node:child_process";
@@ -29,12 +30,16 @@ interface Stage {
   instructions: Instruction[];
 }
 
-/** Splits a Dockerfile into stages of instructions (comments dropped, `\` continuations joined). */
-function parseDockerfile(text: string): Stage[] {
+/**
+ * Splits a Dockerfile into stages of instructions (comments dropped, `\` continuations joined),
+ * with the global ARGs (those before the first FROM) substituted into each FROM.
+ */
+function parseDockerfile(text: string): { args: Record<string, string>; stages: Stage[] } {
   const logical: string[] = [];
   let pending = "";
   for (const raw of text.split("\n")) {
     const line = raw.trim();
+    if (pending && line.startsWith("#")) continue;
     if (!pending && (line === "" || line.startsWith("#"))) continue;
     if (line.endsWith("\\")) pending += `${line.slice(0, -1)} `;
     else {
@@ -42,6 +47,7 @@ function parseDockerfile(text: string): Stage[] {
       pending = "";
     }
   }
+  const args: Record<string, string> = {};
   const stages: Stage[] = [];
   for (const line of logical) {
     const m = /^(\w+)\s+(.*)$/.exec(line);
@@ -50,14 +56,20 @@ function parseDockerfile(text: string): Stage[] {
     const rest = m[2]!.trim();
     if (op === "FROM") {
       const [image, as, name] = rest.split(/\s+/);
-      stages.push({ image: image!, name: as?.toUpperCase() === "AS" ? name : undefined, instructions: [] });
+      const resolved = image!.replace(/\$\{?(\w+)\}?/g, (ref, arg: string) => {
+        if (!(arg in args)) throw new Error(`FROM ${image}: no global ARG ${arg} with a default`);
+        return args[arg]!;
+      });
+      stages.push({ image: resolved, name: as?.toUpperCase() === "AS" ? name : undefined, instructions: [] });
     } else {
       const stage = stages.at(-1);
-      if (!stage) throw new Error(`${op} before the first FROM`);
-      stage.instructions.push({ op, rest });
+      if (stage) stage.instructions.push({ op, rest });
+      else if (op === "ARG" && rest.includes("="))
+        args[rest.slice(0, rest.indexOf("="))] = rest.slice(rest.indexOf("=") + 1);
+      else throw new Error(`${op} before the first FROM`);
     }
   }
-  return stages;
+  return { args, stages };
 }
 
 /** The exec form (`["a", "b"]`) as a list; undefined for the shell form. */
@@ -117,14 +129,18 @@ function ignored(patterns: string[], path: string): boolean {
 }
 
 let stages: Stage[];
+let globalArgs: Record<string, string>;
 let build: Stage;
+/** The stage that lays out the final image's files under /rootfs. */
+let rootfs: Stage;
 let runtime: Stage;
 let dockerignore: string[];
 
 beforeAll(async () => {
-  stages = parseDockerfile(await readFile(join(repoRoot, "Dockerfile"), "utf8"));
+  ({ args: globalArgs, stages } = parseDockerfile(await readFile(join(repoRoot, "Dockerfile"), "utf8")));
   build = stages[0]!;
   runtime = stages.at(-1)!;
+  rootfs = stages.find((s) => s.name === "rootfs")!;
   dockerignore = (await readFile(join(repoRoot, ".dockerignore"), "utf8"))
     .split("\n")
     .map((l) => l.trim())
@@ -132,10 +148,12 @@ beforeAll(async () => {
 });
 
 describe("Dockerfile", () => {
-  it("is multi-stage: a named build stage, then the runtime stage", () => {
-    expect(stages.length).toBeGreaterThanOrEqual(2);
-    expect(build.name).toBe("build");
-    expect(runtime).not.toBe(build);
+  it("is multi-stage: a named build stage, a rootfs stage, then the runtime stage from scratch", () => {
+    expect(stages.map((s) => s.name)).toEqual(["build", "rootfs", undefined]);
+    expect(runtime.image).toBe("scratch");
+    // The final stage runs nothing (it has no shell to run it with) and takes every file from rootfs.
+    expect(runtime.instructions.filter((i) => i.op === "RUN")).toEqual([]);
+    expect(copies(runtime)).toEqual([{ from: "rootfs", sources: ["/rootfs"], dest: "/" }]);
   });
 
   it("runs `node dist/main.js` in exec form, so node is PID 1 and receives SIGTERM itself", () => {
@@ -145,9 +163,14 @@ describe("Dockerfile", () => {
     expect(execForm(entrypoint[0]!.rest)).toEqual(["node", "dist/main.js"]);
     expect(cmd).toEqual([]); // arguments come from the Deployment's args
     expect(workdir(runtime)).toBe("/app");
+    // /app of the final image is /rootfs/app of the rootfs stage; node is found on PATH.
+    expect(workdir(rootfs)).toBe("/rootfs/app");
+    expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "PATH=/usr/local/bin" });
+    const collect = rootfs.instructions.filter((i) => i.op === "RUN").map((i) => i.rest);
+    expect(collect.some((r) => r.includes("cp /usr/local/bin/node /rootfs/usr/local/bin/node"))).toBe(true);
   });
 
-  it("copies into the runtime stage only files that exist: the build stage's tsc output and files of the context", async () => {
+  it("copies only files that exist: the build stage's tsc output and files of the context, never crds/ or an npmrc", async () => {
     const buildConfig = JSON.parse(await readFile(join(repoRoot, "tsconfig.build.json"), "utf8")) as {
       compilerOptions: { outDir: string };
     };
@@ -156,7 +179,7 @@ describe("Dockerfile", () => {
       build.instructions.some((i) => i.op === "RUN" && /\btsc -p tsconfig\.build\.json\b/.test(i.rest)),
     ).toBe(true);
     const builtDir = posix.resolve(workdir(build), buildConfig.compilerOptions.outDir);
-    for (const stage of stages) {
+    for (const stage of stages.slice(0, -1)) {
       for (const copy of copies(stage)) {
         if (copy.from !== undefined) {
           expect({ from: copy.from, sources: copy.sources }).toEqual({
@@ -166,11 +189,26 @@ describe("Dockerfile", () => {
           continue;
         }
         for (const source of copy.sources) {
+          expect(source).not.toMatch(/^crds|npmrc/);
           await expect(access(join(repoRoot, source))).resolves.toBeUndefined();
           expect({ source, ignored: ignored(dockerignore, source) }).toEqual({ source, ignored: false });
         }
       }
     }
+  });
+
+  it("passes npm's settings to `npm ci` as build secrets, never as files of a layer", () => {
+    for (const stage of [build, rootfs]) {
+      const ci = stage.instructions.filter((i) => i.op === "RUN" && /\bnpm ci\b/.test(i.rest));
+      expect(ci).toHaveLength(1);
+      expect(ci[0]!.rest).toContain("--mount=type=secret,id=npmrc,target=/root/.npmrc");
+      expect(ci[0]!.rest).toContain("--mount=type=secret,id=npm-ca,");
+    }
+    expect(
+      [...stages.flatMap((s) => s.instructions)].filter(
+        (i) => i.op === "ENV" && /NPM|CA_CERTS/i.test(i.rest),
+      ),
+    ).toEqual([]);
   });
 
   it("runs as a numeric non-root user, the one the Deployment declares", async () => {
@@ -185,27 +223,48 @@ describe("Dockerfile", () => {
     expect(deployment.spec.template.spec.securityContext).toMatchObject({ runAsUser: uid, runAsGroup: gid });
   });
 
-  it("builds on a slim Node LTS image that is still supported, the major the tests run on", async () => {
+  it("carries the OCI labels of this release: version, licence, source", async () => {
+    const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
+      version: string;
+      license: string;
+    };
+    const labels: Record<string, string> = {};
+    for (const i of runtime.instructions.filter((x) => x.op === "LABEL")) {
+      for (const m of i.rest.matchAll(/([\w.-]+)="([^"]*)"/g)) labels[m[1]!] = m[2]!;
+    }
+    expect(labels).toMatchObject({
+      "org.opencontainers.image.version": pkg.version,
+      "org.opencontainers.image.licenses": pkg.license,
+      "org.opencontainers.image.source": expect.stringMatching(/^https:\/\//),
+      "org.opencontainers.image.title": "referable-controller",
+    });
+  });
+
+  it("builds on a slim Node LTS image pinned by digest, still supported, the major the tests run on", async () => {
     const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
       devDependencies: Record<string, string>;
     };
     const testedMajor = Number(pkg.devDependencies.node!.split(".")[0]);
     expect(Number(process.versions.node.split(".")[0])).toBe(testedMajor);
-    for (const stage of stages) {
-      const m = /^node:(\d+)(?:\.\d+)*(?:-[a-z]+)?-slim$/.exec(stage.image);
-      expect({ image: stage.image, slim: Boolean(m) }).toEqual({ image: stage.image, slim: true });
-      const major = Number(m![1]);
-      expect(major).toBe(testedMajor);
-      // Even majors become LTS; each is released in April of 2013 + major/2 and supported
-      // until April three years later (Node 24: 2025 to April 2028).
-      expect(major % 2).toBe(0);
-      const endOfLife = new Date(Date.UTC(2013 + major / 2 + 3, 3, 30));
-      expect(new Date().getTime()).toBeLessThan(endOfLife.getTime());
-    }
+    // One base for every stage but the last, given once (the image test overrides it).
+    expect(Object.keys(globalArgs)).toEqual(["NODE_IMAGE"]);
+    for (const stage of stages.slice(0, -1)) expect(stage.image).toBe(globalArgs.NODE_IMAGE);
+    const m = /^node:(\d+)(?:\.\d+)*(?:-[a-z]+)?-slim@sha256:[0-9a-f]{64}$/.exec(globalArgs.NODE_IMAGE!);
+    expect({ image: globalArgs.NODE_IMAGE, pinned: Boolean(m) }).toEqual({
+      image: globalArgs.NODE_IMAGE,
+      pinned: true,
+    });
+    const major = Number(m![1]);
+    expect(major).toBe(testedMajor);
+    // Even majors become LTS; each is released in April of 2013 + major/2 and supported
+    // until April three years later (Node 24: 2025 to April 2028).
+    expect(major % 2).toBe(0);
+    const endOfLife = new Date(Date.UTC(2013 + major / 2 + 3, 3, 30));
+    expect(new Date().getTime()).toBeLessThan(endOfLife.getTime());
   });
 
-  it("installs only production dependencies in the runtime stage", () => {
-    const runs = runtime.instructions.filter((i) => i.op === "RUN").map((i) => i.rest);
+  it("installs only production dependencies into the image's /app", () => {
+    const runs = rootfs.instructions.filter((i) => i.op === "RUN").map((i) => i.rest);
     expect(runs.some((r) => /\bnpm ci\b/.test(r) && /--omit=dev\b/.test(r))).toBe(true);
     expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "NODE_ENV=production" });
   });
@@ -220,7 +279,7 @@ describe("Dockerfile", () => {
     }
   });
 
-  it("starts: the image's command runs in an /app laid out as the runtime stage lays it out", async () => {
+  it("starts: the image's command runs in an /app laid out as the rootfs stage lays it out", async () => {
     const app = await mkdtemp(join(tmpdir(), "referable-image-"));
     try {
       // The build stage: tsc with tsconfig.build.json (only the output folder differs).
@@ -239,9 +298,9 @@ describe("Dockerfile", () => {
       });
       await expect(access(join(app, "dist", "main.js"))).resolves.toBeUndefined();
 
-      // The runtime stage's copies from the context, and `npm ci --omit=dev`: every package of
+      // The rootfs stage's copies from the context, and `npm ci --omit=dev`: every package of
       // the lockfile not marked dev, nothing else (no hoisted dev package to lean on by accident).
-      for (const copy of copies(runtime).filter((c) => c.from === undefined)) {
+      for (const copy of copies(rootfs).filter((c) => c.from === undefined)) {
         for (const source of copy.sources) {
           const dest = copy.dest.endsWith("/") ? join(app, source) : join(app, copy.dest);
           await cp(join(repoRoot, source), dest, { recursive: true });

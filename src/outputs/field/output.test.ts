@@ -1,4 +1,4 @@
-import type { Referable } from "../../api/referable.ts";
+import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { ResolutionError } from "../../errors.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
@@ -70,6 +70,88 @@ const taskOwnedBy = (manager: string, operation: string, arn?: string) => ({
     ],
   },
   spec: { forProvider: arn === undefined ? {} : { sourceLocationArn: arn } },
+});
+
+const SECRETS: ResourceInfo = {
+  group: "",
+  version: "v1",
+  resource: "secrets",
+  kind: "Secret",
+  namespaced: true,
+  verbs: ["get", "patch"],
+};
+const secretTarget = { apiVersion: "v1", kind: "Secret", namespace: "b", name: "s", fieldPath: "data.token" };
+
+/** A Referable exporting into a field of a Secret, with `records` in status.exports. */
+function secretReferable(records: ExportRecord[]): Referable {
+  return {
+    metadata: {
+      name: "a",
+      uid: "uid-a",
+      creationTimestamp: "2026-01-01T00:00:00Z",
+      finalizers: ["referable.dev/export-fields"],
+    },
+    spec: { source: {}, export: [secretTarget] },
+    status: { exports: records },
+  };
+}
+
+function secretOutput(client: ReturnType<typeof fakeClient>, allowSecrets?: boolean) {
+  return new FieldOutput({
+    client,
+    discovery: { lookup: async () => SECRETS, invalidate: () => undefined },
+    minWriteIntervalMs: 0,
+    ...(allowSecrets !== undefined && { allowSecrets }),
+  });
+}
+
+describe("FieldOutput and Secrets", () => {
+  const secret = {
+    metadata: {
+      uid: "s-uid",
+      resourceVersion: "1",
+      managedFields: [
+        { manager: "referable.dev/a", operation: "Apply", fieldsV1: { "f:data": { "f:token": {} } } },
+      ],
+    },
+    data: { token: "b2xk" },
+  };
+
+  it("without --allow-secret-export, a field of a Secret is ExportForbidden: no intent, no read, no write", async () => {
+    const client = fakeClient(secret);
+    const step = await secretOutput(client).write(secretReferable([]), value("c2VjcmV0"), newFieldsMemory());
+    expect(client.calls).toEqual([]);
+    expect(step.state).toMatchObject({ reason: "ExportForbidden", exports: [secretTarget] });
+    expect(step.state?.message).toContain("--allow-secret-export");
+  });
+
+  it("without it, releases what it wrote there before the flag was turned off, and keeps the intent only", async () => {
+    const client = fakeClient(secret);
+    const step = await secretOutput(client).write(
+      secretReferable([{ ...secretTarget, resourceVersion: "1" }]),
+      value("c2VjcmV0"),
+      newFieldsMemory(),
+    );
+    const patch = client.calls.find((c) => c.method === "PATCH")!;
+    expect(JSON.parse(JSON.stringify(patch.body))).toEqual({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "s", namespace: "b", uid: "s-uid" },
+    });
+    expect(step.state).toMatchObject({ reason: "ExportForbidden", exports: [secretTarget] });
+  });
+
+  it("with it, writes the field", async () => {
+    const client = fakeClient({ metadata: { uid: "s-uid", resourceVersion: "1" }, data: {} });
+    const step = await secretOutput(client, true).write(
+      secretReferable([secretTarget]),
+      value("c2VjcmV0"),
+      newFieldsMemory(),
+    );
+    expect(step.state?.reason).toBe("Exported");
+    const patch = client.calls.find((c) => c.method === "PATCH")!;
+    expect(JSON.parse(JSON.stringify(patch.body))).toMatchObject({ data: { token: "c2VjcmV0" } });
+  });
 });
 
 describe("FieldOutput", () => {

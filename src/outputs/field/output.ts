@@ -55,8 +55,10 @@ import {
   fieldKey,
   fieldObjectKey,
   isFieldEntry,
+  isSecret,
   overlapping,
   parseFieldTarget,
+  type FieldObject,
   type ParsedFieldTarget,
 } from "./target.ts";
 import {
@@ -101,6 +103,12 @@ export interface FieldOutputOptions {
   maxRetryMs?: number;
   /** Longest time between two reads of an object (drift). @default 30000 */
   rereadMs?: number;
+  /**
+   * Whether fields of Secrets may be written (--allow-secret-export), as keys of Secrets are.
+   * Without it a field target in a Secret is `ExportForbidden`: nothing is read or written there
+   * but the release of what was written before the flag was turned off. @default false
+   */
+  allowSecrets?: boolean;
   /** Told of every write and failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
@@ -163,7 +171,7 @@ export class FieldOutput
     }
     // Intent before write: a field not yet in status.exports is recorded there first.
     const recorded = new Set(previous.map((r) => fieldKey(asObject(r), r.fieldPath!)));
-    const unrecorded = targets.filter((t) => !recorded.has(fieldKey(t, t.fieldPath)));
+    const unrecorded = targets.filter((t) => !recorded.has(fieldKey(t, t.fieldPath)) && !this.withheld(t));
     if (unrecorded.length > 0) {
       const exports = [...previous, ...unrecorded.map((t) => recordOf(t, undefined))].sort(
         compareFieldRecords,
@@ -220,6 +228,8 @@ export class FieldOutput
     const options = this.writeOptions(name, writer);
     let failed = false;
     for (const p of plan(targets, previous).values()) {
+      // A Secret without --allow-secret-export and nothing written there: not even read.
+      if (this.withheld(p.object) && !written.has(fieldObjectKey(p.object))) continue;
       // Every field is released: the Referable's own manager lets go of all it applied there.
       const all = [
         ...p.targets.map((t) => ({ fieldPath: t.fieldPath, path: t.path })),
@@ -283,6 +293,64 @@ export class FieldOutput
     };
   }
 
+  /** Whether nothing is written into `object`: a Secret, without --allow-secret-export. */
+  private withheld(object: FieldObject): boolean {
+    return isSecret(object) && !(this.options.allowSecrets ?? false);
+  }
+
+  /**
+   * A Secret without --allow-secret-export: its targets are `ExportForbidden`, and what was
+   * written there before the flag was turned off is released (the flag gates writing values, not
+   * cleaning up, as for keys). Nothing is read unless a record says something was written.
+   */
+  private async withhold(
+    name: string,
+    key: string,
+    p: ObjectPlan,
+    memory: FieldsMemory,
+    previous: ExportRecord[],
+    gathered: Gathered,
+    writer: TargetWriter,
+  ): Promise<void> {
+    const what = describeFieldObject(p.object);
+    if (p.targets.length > 0)
+      gathered.problems.push({
+        reason: "ExportForbidden",
+        message: `${what}: the controller does not write Secrets unless started with --allow-secret-export (and RBAC lets it patch Secrets there)`,
+        retry: false,
+      });
+    const mine = previous.filter((r) => fieldObjectKey(asObject(r)) === key);
+    if (!mine.some((r) => r.resourceVersion !== undefined)) {
+      gathered.records.push(...p.targets.map((t) => recordOf(t, undefined)));
+      return;
+    }
+    if (!this.pacing.admit(key, memory, gathered)) {
+      gathered.records.push(...mine);
+      return;
+    }
+    memory.objects.delete(key);
+    try {
+      const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
+      const asked: AskedField[] = [...p.targets, ...p.dropped.map(pathOfRecord)]
+        .filter((a) => a.path !== undefined)
+        .map((a) => ({ fieldPath: a.fieldPath!, path: a.path!, value: undefined }));
+      const options = this.writeOptions(name, writer);
+      const state = await readFieldObject(writer.client, resource, p.object, asked, options);
+      if (state.exists && state.applied.size > 0 && state.uid) {
+        await applyFields(writer.client, resource, p.object, {}, state.uid, options);
+        this.options.onWrite?.("success");
+        this.logger.info(
+          { referable: name, target: what },
+          "released exported fields written before --allow-secret-export was turned off",
+        );
+      }
+      gathered.records.push(...p.targets.map((t) => recordOf(t, undefined)));
+    } catch (err) {
+      gathered.problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
+      gathered.records.push(...mine);
+    }
+  }
+
   /** Brings one object to what it should hold, gathering its records and problems. */
   private async writeObject(
     obj: Referable,
@@ -295,6 +363,7 @@ export class FieldOutput
     writer: TargetWriter,
   ): Promise<void> {
     const name = obj.metadata.name;
+    if (this.withheld(p.object)) return this.withhold(name, key, p, memory, previous, gathered, writer);
     const hash = hashOf(p, value);
     const known = memory.objects.get(key);
     const now = this.pacing.policy.clock();

@@ -96,8 +96,25 @@ describe("parseFieldTarget", () => {
       raw: { ...base, fieldPath: "spec.x[3]" },
       says: "e.fieldPath must not hold a list index",
     },
+    {
+      reason: "a field under a Secret's stringData (never stored: written again for ever)",
+      raw: { apiVersion: "v1", kind: "Secret", namespace: "b", name: "s", fieldPath: "stringData.token" },
+      says: "e.fieldPath must not be under stringData",
+    },
+    {
+      reason: "a stringData map key, saying what to use instead",
+      raw: { apiVersion: "v1", kind: "Secret", namespace: "b", name: "s", fieldPath: "stringData[token]" },
+      says: "name data.<key> with a base64 transform",
+    },
   ];
   it.each(refused)("refuses $reason", ({ raw, says }) => expect(parseFieldTarget(raw, "e")).toContain(says));
+  it("takes a Secret's data field, and a stringData field of another kind", () => {
+    const secret = { apiVersion: "v1", kind: "Secret", namespace: "b", name: "s", fieldPath: "data.token" };
+    expect(parseFieldTarget(secret, "e")).toMatchObject({ path: ["data", "token"] });
+    expect(parseFieldTarget({ ...base, fieldPath: "stringData.token" }, "e")).toMatchObject({
+      path: ["stringData", "token"],
+    });
+  });
 });
 
 describe("parseFieldTarget refuses every target that steers a controller (InvalidSpec, whatever the CRD let by)", () => {

@@ -184,6 +184,8 @@ export function parseFieldTarget(raw: unknown, field: string): ParsedFieldTarget
   if (typeof t.fieldPath !== "string") return `${field}.fieldPath must be a string`;
   const path = parseWritePath(t.fieldPath, `${field}.fieldPath`);
   if (typeof path === "string") return path;
+  if (isSecret({ apiVersion: t.apiVersion, kind: t.kind }) && path[0] === "stringData")
+    return `${field}.fieldPath must not be under stringData: the API server never stores stringData (it moves it into data), so the field would be written again and again; name data.<key> with a base64 transform (spec.transform: base64.encode(bytes(value))), or export to a key of the Secret (key instead of fieldPath)`;
   const policy = t.policy ?? "Always";
   if (policy !== "Always" && policy !== "IfNotPresent")
     return `${field}.policy must be Always or IfNotPresent`;
@@ -196,6 +198,11 @@ export function parseFieldTarget(raw: unknown, field: string): ParsedFieldTarget
     policy,
     path,
   };
+}
+
+/** Whether the object a field target names is a Secret (core group, v1). */
+export function isSecret(o: Pick<FieldTarget, "apiVersion" | "kind">): boolean {
+  return o.apiVersion === "v1" && o.kind === "Secret";
 }
 
 /** One string per object, to group fields by the object they sit in. */

@@ -219,14 +219,13 @@ export function toFieldError(
           );
         // The server refused the value itself: its schema (a wrong type, a pattern), a webhook,
         // an immutable field. SSA reports a type mismatch as a 500 "failed to create typed patch object".
-        if (
-          apiError.statusCode === 400 ||
-          apiError.statusCode === 422 ||
-          (apiError.statusCode === 500 && /typed patch|typed value|expected/i.test(apiError.message))
-        )
+        // Its own words are not shown (they can quote the object): the status, the reason code
+        // and the field paths are, and what a typed-patch 500 means.
+        const typed = apiError.statusCode === 500 && apiError.serverSaid(/typed patch|typed value|expected/i);
+        if (apiError.statusCode === 400 || apiError.statusCode === 422 || typed)
           return new ExportError(
             "ExportRejected",
-            `the API server refused the value for ${what}: ${apiMessage}`,
+            `the API server refused the value for ${what}: ${apiMessage}${typed ? ", the value's type does not fit the field's schema" : ""}; its own message is not shown, as it can quote the object (see docs/troubleshooting.md)`,
             { cause: apiError, retryable: false },
           );
         return undefined;

@@ -88,8 +88,7 @@ async function patchFinalizers(
     // reported, logged and retried on the backoff (deploy/'s webhook never sees finalizer
     // changes; an older configuration may).
     if (isApiError(err, 404) || isApiError(err, 409)) return { ok: false, changed: true };
-    if (isApiError(err, 422) && !/admission webhook/i.test(asError(err).message))
-      return { ok: false, changed: true };
+    if (isApiError(err, 422) && !err.serverSaid(/admission webhook/i)) return { ok: false, changed: true };
     const message = asError(err).message.slice(0, 300);
     logger.warn({ referable: obj.metadata.name, err: message }, "could not update the export finalizer");
     const problem = isApiError(err, 403)

@@ -4,6 +4,7 @@
  * another manager owns (an intent only).
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
+import { isApiError, type ApiError } from "../../kube/client.ts";
 import { EXPORTED, type ExportRecord, type Referable } from "../../api/referable.ts";
 import { compareRecords, recordKey, type KeysMemory, type ObjectPlan } from "./memory.ts";
 import { summarize, type Gathered, type KeysStep } from "./summary.ts";
@@ -80,12 +81,21 @@ export function recordIntent(
 }
 
 /**
- * The keys of `data` a server-side apply conflict names (`conflict with "m" using v1: .data.K`,
- * one field a line when there are several): another manager owns them, not the writer.
+ * The keys of `data` a server-side apply conflict names (each conflict is a cause of the refusal,
+ * `FieldManagerConflict` at `.data.K`): another manager owns them, not the writer. `err` is the
+ * export's error, or the API error itself.
  */
-export function conflictingKeys(message: string): Set<string> {
+export function conflictingKeys(err: unknown): Set<string> {
   const keys = new Set<string>();
-  for (const m of message.matchAll(/\.data\.([-._a-zA-Z0-9]+)(?=[\s)]|$)/gm)) keys.add(m[1]!);
+  const api = isApiError(err)
+    ? err
+    : isApiError((err as { cause?: unknown } | undefined)?.cause)
+      ? (err as { cause: ApiError }).cause
+      : undefined;
+  for (const c of api?.causes ?? []) {
+    const m = c.reason === "FieldManagerConflict" ? /^\.data\.([-._a-zA-Z0-9]+)$/.exec(c.field ?? "") : null;
+    if (m) keys.add(m[1]!);
+  }
   return keys;
 }
 

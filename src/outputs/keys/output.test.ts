@@ -1,5 +1,6 @@
 import { ResolutionError } from "../../errors.ts";
 import { ApiError } from "../../kube/client.ts";
+import { ExportError } from "./errors.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import {
   conflictingKeys,
@@ -328,6 +329,8 @@ describe("KeysOutput and apply conflicts", () => {
             409,
             "Conflict",
             'Apply failed with 1 conflict: conflict with "kubectl-patch" using v1: .data.K',
+            undefined,
+            { causes: [{ reason: "FieldManagerConflict", field: ".data.K" }] },
           ),
     );
     const obj = referable([EXPORT_FINALIZER]);
@@ -342,24 +345,34 @@ describe("KeysOutput and apply conflicts", () => {
 });
 
 describe("conflictingKeys", () => {
+  const conflict = (...fields: string[]) =>
+    new ApiError("PATCH", "/x", 409, "Conflict", "Apply failed", undefined, {
+      causes: fields.map((field) => ({ reason: "FieldManagerConflict", field })),
+    });
   it.each([
     {
-      why: "one conflict, as the API server words it",
-      message:
-        'another writer owns the key in ConfigMap a/b (Apply failed with 1 conflict: conflict with "kubectl-patch" using v1: .data.DB_HOST): it is never overwritten',
+      why: "one conflict, as the API server names it (a cause at .data.K)",
+      err: new ExportError("ExportConflict", "another writer owns the key", {
+        cause: conflict(".data.DB_HOST"),
+      }),
       want: ["DB_HOST"],
     },
     {
-      why: "several, one a line, keys with dots",
-      message: 'Apply failed with 2 conflicts: conflicts with "helm" using v1:\n- .data.a.b\n- .data.C_1',
+      why: "several, keys with dots, the API error itself",
+      err: conflict(".data.a.b", ".data.C_1"),
       want: ["a.b", "C_1"],
     },
     {
       why: "a conflict on another field is no key",
-      message: 'conflict with "x" using v1: .metadata.labels.app',
+      err: conflict(".metadata.labels.app"),
       want: [],
     },
-  ])("$why", ({ message, want }) => {
-    expect([...conflictingKeys(message)]).toEqual(want);
+    {
+      why: "the server's message is never read for keys",
+      err: new ApiError("PATCH", "/x", 409, "Conflict", 'conflict with "x" using v1: .data.K'),
+      want: [],
+    },
+  ])("$why", ({ err, want }) => {
+    expect([...conflictingKeys(err)]).toEqual(want);
   });
 });

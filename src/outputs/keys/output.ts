@@ -350,8 +350,7 @@ export class KeysOutput
       // What the records said may be there still may be: they stay, so a later sweep finds it.
       // A key another manager owns (an apply conflict names it) holds nothing of this Referable:
       // its record stays as an intent only (no resourceVersion), for the write once they let go.
-      const theirs =
-        isExportError(err) && err.reason === "ExportConflict" ? conflictingKeys(err.message) : new Set();
+      const theirs = isExportError(err) && err.reason === "ExportConflict" ? conflictingKeys(err) : new Set();
       for (const r of ctx.previous)
         if (objectKey(r as TargetObject) === key) gathered.records.push(theirs.has(r.key) ? intentOf(r) : r);
     }
