@@ -145,11 +145,21 @@ describe("AccessReviews", () => {
     await access.stop();
   });
 
-  it("keeps at most maxEntries answers", async () => {
+  it("keeps at most maxEntries answers nobody holds, and every answer someone holds", async () => {
     const server = fakeServer((a) => a.name === undefined && a.namespace === "never");
     const access = new AccessReviews({ client: server.client, watchRbac: false, maxEntries: 10 });
-    for (let i = 0; i < 50; i++) await settle(access, cm("team-b", `cm-${i}`));
+    for (let i = 0; i < 50; i++) {
+      const h = holder();
+      await settle(access, cm("team-b", `gone-${i}`), h);
+      access.release(h); // a subscription closed
+    }
     expect(access.size).toBeLessThanOrEqual(10);
+    const held = Array.from({ length: 20 }, () => holder());
+    for (const [i, h] of held.entries()) await settle(access, cm("team-c", `kept-${i}`), h);
+    const before = server.reviews.length;
+    // Every held answer is still there: asked again, none needs a review.
+    for (const [i, h] of held.entries()) await settle(access, cm("team-c", `kept-${i}`), h);
+    expect(server.reviews.length).toBe(before);
     await access.stop();
   });
 });

@@ -17,8 +17,8 @@
  * - a review that cannot be made is no yes: the holder is refused (and told why) until a review
  *   answers, asked again after `errorRetryMs`.
  *
- * Bounded where it is made: at most `maxEntries` answers (names are an author's to choose); past
- * that, answers nobody holds are dropped first, then the oldest.
+ * Bounded where it is made: past `maxEntries` answers (names are an author's to choose), those
+ * nobody holds are dropped; the ones held are two at most per subscription.
  */
 import { describeServiceAccount, serviceAccountGroups, serviceAccountUser } from "../api/service-account.ts";
 import type { ServiceAccountRef } from "../api/referable.ts";
@@ -81,7 +81,7 @@ export interface AccessReviewsOptions {
   ttlMs?: number;
   /** How soon a review that failed is made again. @default 5000 */
   errorRetryMs?: number;
-  /** The most answers kept. @default 10000 */
+  /** Answers kept before those nobody holds are dropped. @default 10000 */
   maxEntries?: number;
   /** Watch RBAC objects and drop every answer when one changes. @default true */
   watchRbac?: boolean;
@@ -257,16 +257,13 @@ export class AccessReviews {
     return entry;
   }
 
-  /** Drops answers nobody holds, else the oldest tenth, so the cache stays within maxEntries. */
+  /**
+   * Drops the answers nobody holds. Those held stay: two at most per holder (the namespace and
+   * the name), so they are bounded by the subscriptions; dropping one a holder still uses would
+   * only have it asked again, and make room by dropping another's.
+   */
   private evict(): void {
     for (const [k, e] of this.entries) if (e.users <= 0 && !e.pending) this.entries.delete(k);
-    if (this.entries.size < this.maxEntries) return;
-    let n = Math.ceil(this.maxEntries / 10);
-    for (const [k, e] of this.entries) {
-      if (n-- <= 0) break;
-      e.dropped = true;
-      this.entries.delete(k);
-    }
   }
 
   /** The fresh answer of `entry`; else undefined, with a review made (or joined) that wakes `wake`. */
