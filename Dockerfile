@@ -22,6 +22,9 @@ ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b12
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# The controller's own runtime dependencies (pino, prom-client): an npm workspace, so the library's
+# package does not bring them to its consumers.
+COPY controller/package.json ./controller/
 RUN --mount=type=secret,id=npmrc,target=/root/.npmrc \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NPM_CONFIG_CAFILE=/run/secrets/npm-ca; fi; \
@@ -36,6 +39,7 @@ RUN npx tsc -p tsconfig.build.json
 FROM ${NODE_IMAGE} AS rootfs
 WORKDIR /rootfs/app
 COPY package.json package-lock.json ./
+COPY controller/package.json ./controller/
 RUN --mount=type=secret,id=npmrc,target=/root/.npmrc \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NPM_CONFIG_CAFILE=/run/secrets/npm-ca; fi; \

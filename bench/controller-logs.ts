@@ -17,7 +17,8 @@ export interface LogCount {
   count: number;
 }
 
-const LEVELS: Record<number, LogCount["level"]> = { 40: "warn", 50: "error", 60: "fatal" };
+// The controller writes levels as strings, as klog and zap do ("level":"error").
+const LEVELS: Record<string, LogCount["level"]> = { warn: "warn", error: "error", fatal: "fatal" };
 
 /** Where one run's controller logs go: `bench/logs/<run>/controller-<k>.log`, k counting from 1. */
 export class ControllerLogs {
@@ -57,7 +58,7 @@ export async function countLogLines(paths: readonly string[]): Promise<LogCount[
         add("other", "(not a JSON line)");
         continue;
       }
-      const level = typeof record.level === "number" ? LEVELS[record.level] : undefined;
+      const level = typeof record.level === "string" ? LEVELS[record.level] : undefined;
       if (level) add(level, typeof record.msg === "string" ? record.msg : "(no message)");
     }
   }

@@ -38,6 +38,13 @@ import { measureTransforms, printTransforms, type TransformResult } from "./tran
 import { deleteAll, pool, RetryingClient, type BenchClient } from "./retry.ts";
 import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
 import { apiServerMetrics, apiServerProfile } from "./apiserver-diag.ts";
+import {
+  printHostileLoad,
+  runHostileLoad,
+  type HostileLoadPhase,
+  type HostileLoadSizes,
+  type HostileLoadTools,
+} from "./hostile-load.ts";
 
 // ---------- options ----------
 
@@ -161,6 +168,34 @@ const flags = parseOrExit({
       valueName: "N",
       default: "60 (quick: 10)",
       help: "how long the settled controller is watched doing nothing",
+    },
+    "hostile-label-referables": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "160 (quick: 40)",
+      help: "hostile load attacks: Referables naming 96 label keys each",
+    },
+    "hostile-label-objects": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "40 (quick: 10)",
+      help: "hostile load attacks: a tenant's ConfigMaps carrying every one of those keys",
+    },
+    "hostile-transforms": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "150 (quick: 30)",
+      help: "hostile load attacks: Referables whose transforms run to the time limit",
+    },
+    "hostile-read-referables": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "100 (quick: 20)",
+      help: "hostile load attacks: Referables with 16 field targets each, 15 missing",
     },
     "export-refs": {
       type: "string",
@@ -306,6 +341,15 @@ const exportRefs = num("export-refs", quick ? 20 : 100);
 const accountRefs = num("account-refs", quick ? 100 : 1000);
 const accountCount = num("accounts", 10);
 const accountRestSeconds = num("account-rest-seconds", quick ? 70 : 150);
+const hostileLoadSizes: HostileLoadSizes = {
+  rounds: quick ? 20 : 60,
+  labelReferables: num("hostile-label-referables", quick ? 40 : 160),
+  labelKeysEach: 96,
+  labelObjects: num("hostile-label-objects", quick ? 10 : 40),
+  transformReferables: num("hostile-transforms", quick ? 30 : 150),
+  rewriteSeconds: 31,
+  readReferables: num("hostile-read-referables", quick ? 20 : 100),
+};
 /** The scale scenario: Referables, shards (processes) and buckets (`--shards=N`). */
 const scaleReferables = num("referables", quick ? 1000 : 100_000);
 const scaleShards = num("shards", 4);
@@ -2279,6 +2323,38 @@ function hostileReasons(watch: ReferableWatch, label: string): string[] {
   return [...watch.latest].filter(([name]) => name.startsWith(`${label}-bad`)).map(([, v]) => v.reason ?? "");
 }
 
+/** The bench's helpers, for the load attacks of bench/hostile-load.ts. */
+function hostileLoadTools(client: BenchClient, plane: ControlPlane): HostileLoadTools {
+  return {
+    client,
+    kubeconfigPath: plane.kubeconfigPath,
+    namespace: NS,
+    run: RUN,
+    log,
+    widgetGroup: WIDGET_GROUP,
+    createSource: (name, value, labels, objectLabels) =>
+      createSource(client, "ConfigMap", name, value, { ...objectLabels, ...labels }),
+    setSource: (name, value) => setSource(client, "ConfigMap", name, value),
+    createReferable: async (name, labels, spec) => {
+      const { source, ...extra } = spec;
+      await createReferable(client, name, labels, source as Record<string, unknown>, extra);
+    },
+    deleteFixtures: (label) => deleteFixtures(client, label),
+    startController: async (selector) => {
+      const c = await startController(plane.kubeconfigPath, selector);
+      return { pid: c.proc.pid!, stop: () => c.stop() };
+    },
+    watch: async (selector) => {
+      const w = new ReferableWatch(client, selector, false);
+      await w.start();
+      return w;
+    },
+    cpuSeconds,
+    peakRssMiB: peakRssMiBOf,
+    pool: (items, concurrency, each) => pool(items, concurrency, each),
+  };
+}
+
 async function peakRssMiBOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   return Number((Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024).toFixed(1));
@@ -3120,6 +3196,7 @@ async function main(): Promise<void> {
       fieldExport: undefined,
       accounts: undefined,
       hostile: undefined,
+      hostileLoad: undefined,
       scale: undefined,
       transforms,
       failed: {},
@@ -3214,6 +3291,7 @@ async function main(): Promise<void> {
     });
     await scenario("hostile", async () => {
       report.hostile = await runHostile(client, plane);
+      report.hostileLoad = await runHostileLoad(hostileLoadTools(client, plane), hostileLoadSizes);
       await measured("hostile");
     });
     await scenario("scale", async () => {
@@ -3274,6 +3352,7 @@ interface Report {
   fieldExport: FieldExportResult | undefined;
   accounts: AccountsResult | undefined;
   hostile: HostilePhase[] | undefined;
+  hostileLoad: HostileLoadPhase[] | undefined;
   scale: ScaleResult | undefined;
   transforms: TransformResult[];
   /** Scenarios that failed, with why: their figures are missing, the others are not. */
@@ -3401,6 +3480,7 @@ function printTable(r: Report, part: Part): void {
       );
   }
   if (part === "hostile") p("");
+  if (part === "hostile" && r.hostileLoad) printHostileLoad(r.hostileLoad, p);
   if (part === "reads" && r.reads) {
     printReads(r.reads, p);
     p("");

@@ -17,7 +17,9 @@ set -euo pipefail
 # shellcheck source=lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
 
-KRO_VERSION="${REFERABLE_KRO_VERSION:-v0.9.3}"
+# The pinned versions: the one place they are written (README.md and docs/consuming.md name
+# them; test/unit/consumer-versions.test.ts checks that they agree).
+KRO_VERSION="${REFERABLE_KRO_VERSION:-v0.9.4}"
 PK_VERSION="${REFERABLE_PROVIDER_KUBERNETES_VERSION:-v1.2.1}"
 KRO_MODULE=github.com/kubernetes-sigs/kro
 PK_MODULE=github.com/crossplane-contrib/provider-kubernetes

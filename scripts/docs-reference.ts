@@ -7,8 +7,11 @@
  *                                             link in the docs to a missing file or heading, a
  *                                             TypeScript example in docs/library.md that does not
  *                                             type-check against the package's exports, or a Helm
- *                                             chart README whose values table is stale
- *   node scripts/docs-reference.ts --update   regenerate docs/reference/ (npm run docs:update)
+ *                                             chart README whose values table is stale, or package
+ *                                             figures in docs/library.md that no longer match
+ *                                             `npm pack` (scripts/lib/package-figures.ts)
+ *   node scripts/docs-reference.ts --update   regenerate docs/reference/ and those figures
+ *                                             (npm run docs:update)
  *
  * TypeDoc's options are in typedoc.json: `validation` with `treatWarningsAsErrors` makes an
  * export without documentation, or a link TypeDoc cannot resolve, fail the run.
@@ -22,6 +25,7 @@ import { fileURLToPath } from "node:url";
 import { promisify, stripVTControlCharacters } from "node:util";
 import { parseOrExit } from "../src/cli.ts";
 import { renderChartReadme } from "./lib/chart-readme.ts";
+import { packInfo, renderPackageFigures } from "./lib/package-figures.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const REFERENCE = join(root, "docs", "reference");
@@ -214,8 +218,14 @@ try {
     await cp(built, REFERENCE, { recursive: true });
     console.log(`generated: ${relative(root, REFERENCE)}/ (${(await files(REFERENCE)).length} files)`);
   }
+  const figures = await renderPackageFigures(root, await packInfo(root));
+  if (args.update && figures.current !== figures.wanted) {
+    await writeFile(figures.path, figures.wanted);
+    console.log(`updated: ${relative(root, figures.path)} (the package's figures)`);
+  }
   const problems = [
     ...(args.update ? [] : await compare(REFERENCE, built)),
+    ...(args.update ? [] : figures.stale),
     ...(await brokenLinks()),
     ...(await brokenExamples()),
     ...(await staleChartReadme()),

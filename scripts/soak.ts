@@ -38,6 +38,7 @@ import {
 } from "../test/harness/oracle.ts";
 import {
   freePort,
+  isErrorLine,
   metricValue,
   parseMetrics,
   startControllerProcess,
@@ -740,8 +741,7 @@ function readLogs(logs: readonly LogLine[]) {
     .filter((l) => BUG_MESSAGES.some((m) => String(l.msg).includes(m)))
     .map((l) => JSON.stringify(l).slice(0, 300));
   const errorLines: Record<string, number> = {};
-  for (const l of logs)
-    if ((l.level ?? 0) >= 50) errorLines[String(l.msg)] = (errorLines[String(l.msg)] ?? 0) + 1;
+  for (const l of logs) if (isErrorLine(l)) errorLines[String(l.msg)] = (errorLines[String(l.msg)] ?? 0) + 1;
   return { unhandled, bugLines, errorLines };
 }
 

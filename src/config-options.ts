@@ -2,6 +2,8 @@
  * The controller's options, as data: every option's flag, environment variable, kind, default
  * and help text, read by config.ts (parsing) and by `--help`.
  */
+import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "./informers/label-keys.ts";
+import { READ_BUDGET_DEFAULTS } from "./outputs/read-budget.ts";
 import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
 
 /** The parsed configuration. */
@@ -25,6 +27,9 @@ export interface Config {
   readonly statusWriteBudget: number;
   readonly statusWriteBudgetBurst: number;
   readonly maxValueBytes: number;
+  readonly maxLabelKeysPerKind: number;
+  readonly driftReadBudget: number;
+  readonly maxLabelBytesPerObject: number;
   readonly transformWorkers: number;
   readonly transformTimeoutMs: number;
   readonly transformMaxHeapMiB: number;
@@ -40,6 +45,18 @@ export interface Config {
   readonly referableSelector: string | undefined;
   readonly webhookBindAddress: string;
   readonly webhookCertDir: string;
+  /**
+   * The Secret (in {@link Config.webhookCertNamespace}) where the controller keeps the webhook's
+   * CA and serving certificate, made and rotated by itself; undefined: read them from
+   * {@link Config.webhookCertDir} (cert-manager).
+   */
+  readonly webhookCertSecret: string | undefined;
+  /** The namespace of the webhook's Service and of the certificate Secret. */
+  readonly webhookCertNamespace: string;
+  /** The webhook's Service: the serving certificate's DNS names. */
+  readonly webhookService: string | undefined;
+  /** The ValidatingWebhookConfiguration whose caBundle the controller keeps current. */
+  readonly webhookConfiguration: string | undefined;
   /** text: one readable line per record; json: one JSON object per line (pino's). */
   readonly logFormat: "json" | "text";
   /** Serve /metrics over HTTPS, to callers a TokenReview and a SubjectAccessReview allow. */
@@ -263,6 +280,24 @@ export const OPTIONS: OptionSpec[] = [
     help: "largest value (bytes of JSON) projected; larger gives ValueTooLarge",
   },
   {
+    key: "maxLabelKeysPerKind",
+    flag: "max-label-keys-per-kind",
+    group: "Sources",
+    env: "REFERABLE_MAX_LABEL_KEYS_PER_KIND",
+    kind: "int",
+    default: String(MAX_LABEL_KEYS_PER_KIND),
+    help: "most label keys the cached objects of one watched kind keep, over every selector on it; a Referable whose selector names keys new to the kind that do not fit is TooManyLabelKeys, the others are unaffected",
+  },
+  {
+    key: "maxLabelBytesPerObject",
+    flag: "max-label-bytes-per-object",
+    group: "Sources",
+    env: "REFERABLE_MAX_LABEL_BYTES_PER_OBJECT",
+    kind: "int",
+    default: String(MAX_LABEL_BYTES_PER_OBJECT),
+    help: "most bytes of labels (keys and values) one cached object keeps; the values past it match Exists and NotIn but no In or matchLabels value",
+  },
+  {
     key: "transformWorkers",
     group: "Transforms",
     flag: "transform-workers",
@@ -297,6 +332,15 @@ export const OPTIONS: OptionSpec[] = [
     kind: "bool",
     default: "false",
     help: "allow Secret sources (RBAC must allow them too)",
+  },
+  {
+    key: "driftReadBudget",
+    flag: "drift-read-budget",
+    group: "Export",
+    env: "REFERABLE_DRIFT_READ_BUDGET",
+    kind: "int",
+    default: String(READ_BUDGET_DEFAULTS.rate),
+    help: "reads a second the whole controller makes on its own initiative (drift reads of the objects fields are exported into, missing ones read again), shared fairly between Referables, each waiting its turn as a requeue; 0 for no budget",
   },
   {
     key: "allowSecretExport",
@@ -377,7 +421,43 @@ export const OPTIONS: OptionSpec[] = [
     env: "REFERABLE_WEBHOOK_CERT_DIR",
     kind: "string",
     default: "/tmp/k8s-webhook-server/serving-certs",
-    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation)",
+    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation); unused with --webhook-cert-secret",
+  },
+  {
+    key: "webhookCertSecret",
+    flag: "webhook-cert-secret",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_CERT_SECRET",
+    kind: "string",
+    default: "",
+    help: "manage the webhook's certificate without cert-manager: a CA and a serving certificate for --webhook-service, kept in this Secret of --webhook-cert-namespace (made when missing, renewed before expiry) and put in the caBundle of --webhook-configuration; empty: read --webhook-cert-dir",
+  },
+  {
+    key: "webhookCertNamespace",
+    flag: "webhook-cert-namespace",
+    group: "Admission webhook",
+    env: "POD_NAMESPACE",
+    kind: "string",
+    default: "referable-system",
+    help: "namespace of --webhook-cert-secret and --webhook-service (the pod's own)",
+  },
+  {
+    key: "webhookService",
+    flag: "webhook-service",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_SERVICE",
+    kind: "string",
+    default: "",
+    help: "the webhook's Service, whose DNS names (<service>.<namespace>.svc and .svc.cluster.local) the managed certificate is for; needed with --webhook-cert-secret",
+  },
+  {
+    key: "webhookConfiguration",
+    flag: "webhook-configuration",
+    group: "Admission webhook",
+    env: "REFERABLE_WEBHOOK_CONFIGURATION",
+    kind: "string",
+    default: "",
+    help: "the ValidatingWebhookConfiguration whose caBundle the controller keeps set to the managed CA; needed with --webhook-cert-secret",
   },
   {
     key: "referableSelector",

@@ -33,6 +33,9 @@ describe("parseConfig", () => {
       statusWriteBudget: 500,
       statusWriteBudgetBurst: 1000,
       maxValueBytes: 32_768,
+      maxLabelKeysPerKind: 256,
+      maxLabelBytesPerObject: 4096,
+      driftReadBudget: 10,
       transformWorkers: 1,
       transformTimeoutMs: 50,
       transformMaxHeapMiB: 64,
@@ -43,6 +46,10 @@ describe("parseConfig", () => {
       watchdogMs: 90_000,
       webhookBindAddress: "0",
       webhookCertDir: "/tmp/k8s-webhook-server/serving-certs",
+      webhookCertSecret: undefined,
+      webhookCertNamespace: "referable-system",
+      webhookService: undefined,
+      webhookConfiguration: undefined,
       informerLingerMs: 10_000,
       logLevel: "info",
       shutdownTimeoutMs: 20_000,
@@ -77,7 +84,12 @@ describe("parseConfig", () => {
       reason: "the environment variable is used when the flag is absent",
       argv: [],
       env: { REFERABLE_CONCURRENCY: "5", POD_NAMESPACE: "ops", POD_NAME: "referable-0" },
-      want: { concurrency: 5, leaderElectionNamespace: "ops", identity: "referable-0" },
+      want: {
+        concurrency: 5,
+        leaderElectionNamespace: "ops",
+        webhookCertNamespace: "ops",
+        identity: "referable-0",
+      },
     },
     {
       reason: "an empty environment variable counts as unset",
@@ -320,6 +332,16 @@ describe("parseConfig", () => {
       want: "--status-write-budget-burst must be at least 1",
     },
     {
+      reason: "a managed webhook certificate without the Service it is for",
+      argv: ["--webhook-cert-secret=s", "--webhook-configuration=v"],
+      want: "--webhook-cert-secret needs --webhook-service: the Service the API server calls, whose DNS names the certificate is for",
+    },
+    {
+      reason: "a managed webhook certificate without the configuration whose caBundle holds its CA",
+      argv: ["--webhook-cert-secret=s", "--webhook-service=svc"],
+      want: "--webhook-cert-secret needs --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle must hold the CA",
+    },
+    {
       reason: "an unknown log level",
       argv: ["--log-level=trace"],
       want: '--log-level (env REFERABLE_LOG_LEVEL): "trace" is not debug, info, warn or error',
@@ -464,6 +486,8 @@ describe("helpText", () => {
 
   const documented: Array<{ reason: string; flag: string; want: string }> = [
     { reason: "metrics default", flag: "--metrics-bind-address=VALUE", want: "default :8080" },
+    { reason: "label-key total", flag: "--max-label-keys-per-kind=VALUE", want: "default 256" },
+    { reason: "read budget", flag: "--drift-read-budget=VALUE", want: "default 10" },
     { reason: "probe default", flag: "--health-probe-bind-address=VALUE", want: "default :8081" },
     { reason: "bool syntax and default", flag: "--leader-elect[=true|false]", want: "default false" },
     { reason: "duration default", flag: "--leader-election-lease-duration=VALUE", want: "default 15s" },
@@ -522,8 +546,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
-    // 35 options, --help and --version, each on two lines, under headings.
-    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(37);
+    // 42 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(44);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

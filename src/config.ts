@@ -107,6 +107,10 @@ export function parseConfig(
   if (!out.identity) out.identity = `${hostname()}_${randomBytes(4).toString("hex")}`;
   const config = out as unknown as Config;
   if (config.concurrency < 1) throw new ConfigError("--concurrency must be at least 1");
+  if (config.driftReadBudget < 0) throw new ConfigError("--drift-read-budget must not be negative");
+  if (config.maxLabelKeysPerKind < 0) throw new ConfigError("--max-label-keys-per-kind must not be negative");
+  if (config.maxLabelBytesPerObject < 0)
+    throw new ConfigError("--max-label-bytes-per-object must not be negative");
   if (config.statusWriteRate < 1) throw new ConfigError("--status-write-rate must be at least 1");
   if (config.statusWriteBurst < 1) throw new ConfigError("--status-write-burst must be at least 1");
   if (config.statusWriteBudget > 0 && config.statusWriteBudgetBurst < 1)
@@ -123,6 +127,16 @@ export function parseConfig(
   if (config.shards > 0 && config.leaderElectionId.length > 40)
     throw new ConfigError("--leader-election-id must be at most 40 characters with --shards");
   if (config.leaderElect || config.shards > 0) validateLeaderElection(config);
+  if (config.webhookCertSecret !== undefined) {
+    if (config.webhookService === undefined)
+      throw new ConfigError(
+        "--webhook-cert-secret needs --webhook-service: the Service the API server calls, whose DNS names the certificate is for",
+      );
+    if (config.webhookConfiguration === undefined)
+      throw new ConfigError(
+        "--webhook-cert-secret needs --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle must hold the CA",
+      );
+  }
   return Object.freeze(out) as unknown as Config;
 }
 

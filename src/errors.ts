@@ -28,6 +28,8 @@ const RETRYABLE: Record<FailureReason, boolean> = {
   ValueTooLarge: true,
   // The data may change into something the expression handles; the author may fix it too.
   TransformFailed: true,
+  // Another selector of the kind may go, or the author may select on keys already kept.
+  TooManyLabelKeys: true,
   Pending: true,
 };
 

@@ -29,6 +29,11 @@ describe("formatTextLine", () => {
       record: { level: 20, time, msg: "reconciled", referable: "db" },
       want: "2026-11-25T09:49:18.012Z  DEBUG  reconciled  referable=db\n",
     },
+    {
+      reason: "a string level and an ISO time, as the JSON form writes them",
+      record: { level: "warn", time: "2026-11-25T09:49:18.012Z", msg: "slow", part: "resolver" },
+      want: "2026-11-25T09:49:18.012Z  WARN   resolver  slow\n",
+    },
   ];
   it.each(cases)("$reason", ({ record, want }) => {
     expect(formatTextLine(`${JSON.stringify(record)}\n`)).toBe(want);
@@ -61,15 +66,41 @@ describe("createProcessLogger", () => {
     );
   });
 
-  it("json: pino's lines, one object each, with the base fields", () => {
+  it("json: one object per line, with the base fields", () => {
     const [line, ...rest] = logTwice("json");
     expect(rest).toEqual([]);
     expect(JSON.parse(line!)).toMatchObject({
-      level: 30,
       component: "x",
       part: "resolver",
       kind: "ConfigMap",
       msg: "informer started",
     });
+  });
+
+  it("json: the level as a string and the time in ISO 8601 UTC, as klog and zap write them", () => {
+    const lines: string[] = [];
+    const logger = createProcessLogger({
+      level: "debug",
+      format: "json",
+      base: {},
+      write: (l) => lines.push(l),
+    });
+    const before = Date.now();
+    logger.debug({}, "d");
+    logger.info({}, "i");
+    logger.warn({}, "w");
+    logger.error({}, "e");
+    const records = lines.map((l) => JSON.parse(l) as { level: unknown; time: unknown; msg: string });
+    expect(records.map((r) => [r.level, r.msg])).toEqual([
+      ["debug", "d"],
+      ["info", "i"],
+      ["warn", "w"],
+      ["error", "e"],
+    ]);
+    for (const { time } of records) {
+      expect(time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(Date.parse(time as string)).toBeGreaterThanOrEqual(before - 1);
+    }
+    expect(lines[3]).toContain('"level":"error"');
   });
 });

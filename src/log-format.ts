@@ -1,6 +1,8 @@
 /**
- * The process's logger: pino, writing either its JSON lines or, with `--log-format=text`, one
- * readable line per record as controller-runtime's `--zap-devel` does:
+ * The process's logger: pino, writing JSON lines as klog and zap write them (the level as a
+ * string, `"level":"error"`, and the time in ISO 8601 UTC, `"time":"2026-11-25T09:49:18.012Z"`),
+ * so log pipelines parse them without a mapping of pino's numbers; or, with `--log-format=text`,
+ * one readable line per record as controller-runtime's `--zap-devel` does:
  *
  *     2026-11-25T09:49:18.012Z  INFO  controller  controller started  leaderElect=false concurrency=16
  *
@@ -19,6 +21,7 @@ export interface ProcessLoggerOptions {
   write?: (line: string) => void;
 }
 
+// pino's numbers, for lines written before the levels were strings (old logs fed to the text form).
 const LEVEL_NAMES: Record<number, string> = {
   10: "TRACE",
   20: "DEBUG",
@@ -27,6 +30,16 @@ const LEVEL_NAMES: Record<number, string> = {
   50: "ERROR",
   60: "FATAL",
 };
+
+function levelName(level: unknown): string {
+  if (typeof level === "string") return level.toUpperCase();
+  return LEVEL_NAMES[level as number] ?? String(level ?? "");
+}
+
+function timeText(time: unknown): string {
+  if (typeof time === "string") return time;
+  return typeof time === "number" ? new Date(time).toISOString() : "";
+}
 
 // Fields every line carries in JSON that a reader at a terminal does not need on each line.
 const OMITTED = new Set(["level", "time", "msg", "pid", "hostname", "component", "identity", "part"]);
@@ -39,8 +52,8 @@ export function formatTextLine(json: string): string {
   } catch {
     return json.endsWith("\n") ? json : `${json}\n`;
   }
-  const time = typeof record.time === "number" ? new Date(record.time).toISOString() : "";
-  const level = LEVEL_NAMES[record.level as number] ?? String(record.level ?? "");
+  const time = timeText(record.time);
+  const level = levelName(record.level);
   const part = typeof record.part === "string" ? record.part : "";
   const fields = Object.entries(record)
     .filter(([key]) => !OMITTED.has(key))
@@ -62,7 +75,13 @@ function formatValue(value: unknown): string {
 /** A pino logger writing JSON lines, or text lines made from them. */
 export function createProcessLogger(options: ProcessLoggerOptions): PinoLogger {
   const write = options.write ?? ((line: string) => void process.stdout.write(line));
-  const pinoOptions = { level: options.level, base: options.base };
+  const pinoOptions = {
+    level: options.level,
+    base: options.base,
+    // "level":"info" rather than pino's 30, and "time":"...Z" rather than epoch milliseconds.
+    formatters: { level: (label: string) => ({ level: label }) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
   if (options.format === "json" && !options.write) return pino(pinoOptions);
   // pino writes each record whole, one `write` call per line.
   const destination = {

@@ -6,17 +6,23 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Server } from "node:http";
-import { pathToFileURL } from "node:url";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { buildController, type Built } from "./referable/build.ts";
 import { Manager, type ManagedElector } from "./runtime/manager.ts";
 import { ShardGate } from "./runtime/shard-gate.ts";
 import { ShardCoordinator } from "./runtime/shards.ts";
 import { asError } from "./errors.ts";
+import { isMainModule } from "./main-module.ts";
 import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
 import { KubeClient } from "./kube/client.ts";
 import { Discovery } from "./kube/discovery.ts";
-import { createAdmissionHandler, rememberedSelfUsername, startWebhookServer } from "./webhook/index.ts";
+import {
+  CertRotator,
+  createAdmissionHandler,
+  rememberedSelfUsername,
+  startWebhookServer,
+  type OpenCertificate,
+} from "./webhook/index.ts";
 import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -237,6 +243,9 @@ async function serveMetricsAndProbes(
         metrics.leaderStatus.labels(config.leaderElectionId).set(parts.shards.held.size > 0 ? 1 : 0);
       }
       metrics.sourceInformers.set(resolver.informerCount);
+      metrics.labelKeysKept.set(resolver.labelKeysKept);
+      metrics.driftReadsWaiting.set(controller.readsWaiting());
+      metrics.setTransformQuarantine(resolver.transformQuarantine());
       metrics.subscriptions.set(resolver.subscriptionCount);
       metrics.watchesOpen.set(client.activeWatches);
     },
@@ -286,11 +295,30 @@ async function serveWebhook(
 ): Promise<Awaited<ReturnType<typeof startWebhookServer>> | undefined | "failed"> {
   if (!parseBindAddress(config.webhookBindAddress)) return undefined;
   const webhookLogger = logger.child({ part: "webhook" });
+  // With --webhook-cert-secret the controller makes and rotates its own certificate; otherwise
+  // it reads cert-manager's from --webhook-cert-dir.
+  const managed: OpenCertificate | undefined =
+    config.webhookCertSecret !== undefined
+      ? (onChange) =>
+          CertRotator.start({
+            client,
+            namespace: config.webhookCertNamespace,
+            secretName: config.webhookCertSecret!,
+            serviceName: config.webhookService!,
+            webhookConfigurationName: config.webhookConfiguration!,
+            logger: logger.child({ part: "webhook-certificate" }),
+            onChange,
+          })
+      : undefined;
   try {
     return await startWebhookServer({
       address: config.webhookBindAddress,
-      certFile: join(config.webhookCertDir, "tls.crt"),
-      keyFile: join(config.webhookCertDir, "tls.key"),
+      ...(managed
+        ? { certificate: managed }
+        : {
+            certFile: join(config.webhookCertDir, "tls.crt"),
+            keyFile: join(config.webhookCertDir, "tls.key"),
+          }),
       handler: createAdmissionHandler({
         client,
         discovery,
@@ -303,7 +331,10 @@ async function serveWebhook(
     });
   } catch (err) {
     logger.error(
-      { err: asError(err).message, certDir: config.webhookCertDir },
+      {
+        err: asError(err).message,
+        ...(managed ? { certSecret: config.webhookCertSecret } : { certDir: config.webhookCertDir }),
+      },
       "cannot serve the admission webhook",
     );
     return "failed";
@@ -391,7 +422,7 @@ function shardElector(
   };
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (isMainModule(import.meta.url, process.argv[1])) {
   main(process.argv.slice(2), process.env).then(
     (code) => process.exit(code),
     (err: unknown) => {

@@ -70,6 +70,8 @@ const HELP = {
   rest_client_request_duration_seconds: "Request latency in seconds, broken down by verb",
   referable_referables: "Referables by the status and reason of their Ready condition",
   referable_source_informers: "Source informers open (one per source resource and scope)",
+  referable_label_keys_kept:
+    "Label keys the cached objects of the watched kind that keeps the most keep (at most --max-label-keys-per-kind)",
   referable_watches_open:
     "Watch streams the controller holds open (its own on Referables, plus one per source informer)",
   referable_informer_restarts_total:
@@ -81,6 +83,14 @@ const HELP = {
     "Status writes that put back a status someone else had changed (only the controller writes it)",
   referable_status_writes_deferred_total:
     "Status writes the write policy made wait, by reason: rate (one Referable over its rate; coalesced) or budget (the controller over its budget; queued)",
+  referable_transform_quarantined:
+    "Transform expressions quarantined after hitting their time or memory limit: they run in a lane of their own, backing off (at most 1024 remembered)",
+  referable_transform_quarantine_evaluations_total:
+    "Transform evaluations run in the quarantine's lane, apart from the healthy expressions",
+  referable_drift_reads_total:
+    "Reads the controller made on its own initiative (drift reads of field targets, missing targets read again), within --drift-read-budget",
+  referable_drift_reads_waiting:
+    "Referables waiting for their turn in the read budget (--drift-read-budget; each holds at most one place)",
   referable_export_writes_total:
     "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
   referable_events_total: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
@@ -251,6 +261,7 @@ function referableMetrics(m: MetricMaker) {
       Object.entries(READY_OF_REASON).map(([reason, ready]) => [ready, reason]),
     ),
     sourceInformers: m.gauge("referable_source_informers"),
+    labelKeysKept: m.gauge("referable_label_keys_kept"),
     watchesOpen: m.gauge("referable_watches_open"),
     informerSignals: m.counter(
       "referable_informer_restarts_total",
@@ -290,6 +301,10 @@ function writeMetrics(m: MetricMaker) {
       ["result"],
       [["allowed"], ["denied"], ["error"]],
     ),
+    driftReads: m.counter("referable_drift_reads_total"),
+    transformQuarantined: m.gauge("referable_transform_quarantined"),
+    transformQuarantineEvaluations: m.counter("referable_transform_quarantine_evaluations_total"),
+    driftReadsWaiting: m.gauge("referable_drift_reads_waiting"),
   };
 }
 
@@ -322,6 +337,7 @@ export class ControllerMetrics {
   readonly restLatency: Histogram<"verb">;
   readonly referables: Gauge<"ready" | "reason">;
   readonly sourceInformers: Gauge;
+  readonly labelKeysKept: Gauge;
   readonly watchesOpen: Gauge;
   readonly informerSignals: Counter<"signal" | "reason">;
   readonly propagation: Histogram;
@@ -329,8 +345,14 @@ export class ControllerMetrics {
   readonly statusRepairs: Counter;
   readonly statusWritesDeferred: Counter<"reason">;
   readonly exportWrites: Counter<"result">;
+  readonly driftReads: Counter;
+  readonly transformQuarantined: Gauge;
+  readonly transformQuarantineEvaluations: Counter;
+  readonly driftReadsWaiting: Gauge;
   readonly events: Counter<"type">;
   readonly accessReviews: Counter<"result">;
+  /** The quarantine's evaluations already counted. */
+  private laneEvaluationsSeen = 0;
 
   constructor(
     options: {
@@ -372,6 +394,7 @@ export class ControllerMetrics {
       restLatency: this.restLatency,
       referables: this.referables,
       sourceInformers: this.sourceInformers,
+      labelKeysKept: this.labelKeysKept,
       watchesOpen: this.watchesOpen,
       informerSignals: this.informerSignals,
       propagation: this.propagation,
@@ -379,6 +402,10 @@ export class ControllerMetrics {
       statusRepairs: this.statusRepairs,
       statusWritesDeferred: this.statusWritesDeferred,
       exportWrites: this.exportWrites,
+      driftReads: this.driftReads,
+      transformQuarantined: this.transformQuarantined,
+      transformQuarantineEvaluations: this.transformQuarantineEvaluations,
+      driftReadsWaiting: this.driftReadsWaiting,
       events: this.events,
       accessReviews: this.accessReviews,
     } = {
@@ -417,6 +444,14 @@ export class ControllerMetrics {
   setUnfinishedWork(work: UnfinishedWork): void {
     this.workqueueUnfinishedWork.labels(...QUEUE).set(work.unfinishedWorkSeconds);
     this.workqueueLongestRunningProcessor.labels(...QUEUE).set(work.longestRunningProcessorSeconds);
+  }
+
+  /** Sets the transform quarantine's figures from the pool's, at scrape time. */
+  setTransformQuarantine(figures: { quarantined: number; evaluations: number }): void {
+    this.transformQuarantined.set(figures.quarantined);
+    const delta = figures.evaluations - this.laneEvaluationsSeen;
+    if (delta > 0) this.transformQuarantineEvaluations.inc(delta);
+    this.laneEvaluationsSeen = Math.max(this.laneEvaluationsSeen, figures.evaluations);
   }
 
   /** Observes one API request, client-go style. */

@@ -1,10 +1,19 @@
 /**
- * A self-signed serving certificate made in process (EC P-256, ECDSA with SHA-256), for secure
- * metrics when no certificate folder is given: controller-runtime's metrics server does the
- * same. Node's crypto signs but has no certificate builder, and the image has no openssl, so
+ * Certificates made in process (EC P-256, ECDSA with SHA-256): a self-signed serving certificate
+ * for secure metrics when no certificate folder is given (controller-runtime's metrics server
+ * does the same), and a CA with the serving certificates it signs for the webhook when the
+ * controller manages its own (./webhook/cert-rotator.ts). Node's crypto signs but has no certificate builder, and the image has no openssl, so
  * the few DER structures of RFC 5280 that a certificate needs are written here.
  */
-import { generateKeyPairSync, randomBytes, sign } from "node:crypto";
+import {
+  createHash,
+  createPrivateKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  X509Certificate,
+  type KeyObject,
+} from "node:crypto";
 
 /** A PEM certificate and its PEM private key. */
 export interface SelfSignedPair {
@@ -64,54 +73,159 @@ function name(commonName: string): Buffer {
 }
 
 const ECDSA_WITH_SHA256 = sequence(oid("1.2.840.10045.4.3.2"));
+const CRITICAL = tlv(0x01, Buffer.from([0xff]));
 
-/** A fresh key pair and a self-signed certificate for it, valid for serving TLS to the given names. */
-export function selfSignedCertificate(options: SelfSignedOptions = {}): SelfSignedPair {
-  const now = options.now ?? new Date();
-  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+function pem(der: Buffer): string {
+  const base64 = der.toString("base64").replace(/.{64}/g, "$&\n");
+  return `-----BEGIN CERTIFICATE-----\n${base64.trimEnd()}\n-----END CERTIFICATE-----\n`;
+}
+
+/** The key identifier of a public key: SHA-1 of its SubjectPublicKeyInfo (RFC 7093, method 4's idea). */
+function keyIdentifier(publicKey: KeyObject): Buffer {
+  return createHash("sha1")
+    .update(publicKey.export({ type: "spki", format: "der" }))
+    .digest();
+}
+
+interface CertificateFields {
+  subject: string;
+  issuer: { name: string; key: KeyObject; keyId: Buffer };
+  publicKey: KeyObject;
+  isCA: boolean;
+  dnsNames: readonly string[];
+  ipAddresses: readonly string[];
+  now: Date;
+  validForMs: number;
+}
+
+function certificate(fields: CertificateFields): string {
+  const { now } = fields;
   const serial = randomBytes(16);
   // Positive and minimal: the first byte in 0x01..0x7f.
   serial[0] = (serial[0]! & 0x7f) | 0x01;
-  const altNames = [
-    ...(options.dnsNames ?? ["localhost"]).map((dns) => tlv(0x82, Buffer.from(dns, "ascii"))),
-    ...(options.ipAddresses ?? ["127.0.0.1"]).map((ip) => tlv(0x87, Buffer.from(ip.split(".").map(Number)))),
-  ];
-  const extensions = tlv(
-    0xa3,
-    sequence(
-      // basicConstraints: not a CA (critical).
-      sequence(oid("2.5.29.19"), tlv(0x01, Buffer.from([0xff])), tlv(0x04, sequence())),
-      // keyUsage: digitalSignature (critical).
+  const extensions: Buffer[] = [];
+  if (fields.isCA) {
+    // basicConstraints: a CA, no intermediates below it (critical); keyUsage: keyCertSign, cRLSign.
+    extensions.push(
       sequence(
-        oid("2.5.29.15"),
-        tlv(0x01, Buffer.from([0xff])),
-        tlv(0x04, tlv(0x03, Buffer.from([0x07, 0x80]))),
+        oid("2.5.29.19"),
+        CRITICAL,
+        tlv(0x04, sequence(tlv(0x01, Buffer.from([0xff])), tlv(0x02, Buffer.from([0])))),
       ),
+      sequence(oid("2.5.29.15"), CRITICAL, tlv(0x04, tlv(0x03, Buffer.from([0x01, 0x06])))),
+    );
+  } else {
+    const altNames = [
+      ...fields.dnsNames.map((dns) => tlv(0x82, Buffer.from(dns, "ascii"))),
+      ...fields.ipAddresses.map((ip) => tlv(0x87, Buffer.from(ip.split(".").map(Number)))),
+    ];
+    extensions.push(
+      // basicConstraints: not a CA (critical).
+      sequence(oid("2.5.29.19"), CRITICAL, tlv(0x04, sequence())),
+      // keyUsage: digitalSignature (critical).
+      sequence(oid("2.5.29.15"), CRITICAL, tlv(0x04, tlv(0x03, Buffer.from([0x07, 0x80])))),
       // extKeyUsage: serverAuth.
       sequence(oid("2.5.29.37"), tlv(0x04, sequence(oid("1.3.6.1.5.5.7.3.1")))),
       // subjectAltName.
       sequence(oid("2.5.29.17"), tlv(0x04, sequence(...altNames))),
-    ),
+    );
+  }
+  // subjectKeyIdentifier and authorityKeyIdentifier: how a verifier finds the issuer among several CAs.
+  extensions.push(
+    sequence(oid("2.5.29.14"), tlv(0x04, tlv(0x04, keyIdentifier(fields.publicKey)))),
+    sequence(oid("2.5.29.35"), tlv(0x04, sequence(tlv(0x80, fields.issuer.keyId)))),
   );
-  const subject = name(options.commonName ?? "referable-controller");
   const tbs = sequence(
     tlv(0xa0, tlv(0x02, Buffer.from([2]))), // version 3
     tlv(0x02, serial),
     ECDSA_WITH_SHA256,
-    subject, // issuer: itself
+    name(fields.issuer.name),
     sequence(
       utcTime(new Date(now.getTime() - 3_600_000)),
-      utcTime(new Date(now.getTime() + (options.validForMs ?? 365 * 24 * 3_600_000))),
+      utcTime(new Date(now.getTime() + fields.validForMs)),
     ),
-    subject,
-    publicKey.export({ type: "spki", format: "der" }),
-    extensions,
+    name(fields.subject),
+    fields.publicKey.export({ type: "spki", format: "der" }),
+    tlv(0xa3, sequence(...extensions)),
   );
-  const signature = sign("sha256", tbs, privateKey); // DER-encoded ECDSA signature
-  const der = sequence(tbs, ECDSA_WITH_SHA256, tlv(0x03, Buffer.from([0]), signature));
-  const base64 = der.toString("base64").replace(/.{64}/g, "$&\n");
+  const signature = sign("sha256", tbs, fields.issuer.key); // DER-encoded ECDSA signature
+  return pem(sequence(tbs, ECDSA_WITH_SHA256, tlv(0x03, Buffer.from([0]), signature)));
+}
+
+const YEAR_MS = 365 * 24 * 3_600_000;
+
+/** A fresh key pair and a self-signed certificate for it, valid for serving TLS to the given names. */
+export function selfSignedCertificate(options: SelfSignedOptions = {}): SelfSignedPair {
+  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+  const subject = options.commonName ?? "referable-controller";
   return {
-    cert: `-----BEGIN CERTIFICATE-----\n${base64.trimEnd()}\n-----END CERTIFICATE-----\n`,
+    cert: certificate({
+      subject,
+      issuer: { name: subject, key: privateKey, keyId: keyIdentifier(publicKey) },
+      publicKey,
+      isCA: false,
+      dnsNames: options.dnsNames ?? ["localhost"],
+      ipAddresses: options.ipAddresses ?? ["127.0.0.1"],
+      now: options.now ?? new Date(),
+      validForMs: options.validForMs ?? YEAR_MS,
+    }),
     key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
   };
+}
+
+/** Options for {@link certificateAuthority}. */
+export interface CertificateAuthorityOptions {
+  /** The CA's common name. @default "referable-ca" */
+  commonName?: string;
+  /** Validity from now (and an hour back). @default ten years */
+  validForMs?: number;
+  /** @default now */
+  now?: Date;
+}
+
+/** A fresh self-signed CA (EC P-256) that signs nothing but leaf certificates. */
+export function certificateAuthority(options: CertificateAuthorityOptions = {}): SelfSignedPair {
+  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+  const subject = options.commonName ?? "referable-ca";
+  return {
+    cert: certificate({
+      subject,
+      issuer: { name: subject, key: privateKey, keyId: keyIdentifier(publicKey) },
+      publicKey,
+      isCA: true,
+      dnsNames: [],
+      ipAddresses: [],
+      now: options.now ?? new Date(),
+      validForMs: options.validForMs ?? 10 * YEAR_MS,
+    }),
+    key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+  };
+}
+
+/** A fresh key pair and a serving certificate for it, signed by `ca` (a pair of {@link certificateAuthority}). */
+export function signedCertificate(ca: SelfSignedPair, options: SelfSignedOptions = {}): SelfSignedPair {
+  const caCert = new X509Certificate(ca.cert);
+  const caKey = createPrivateKey(ca.key);
+  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+  return {
+    cert: certificate({
+      subject: options.commonName ?? "referable-controller",
+      // The issuer's name as the CA's subject, which is a single common name when made here.
+      issuer: { name: commonNameOf(caCert), key: caKey, keyId: keyIdentifier(caCert.publicKey) },
+      publicKey,
+      isCA: false,
+      dnsNames: options.dnsNames ?? ["localhost"],
+      ipAddresses: options.ipAddresses ?? [],
+      now: options.now ?? new Date(),
+      validForMs: options.validForMs ?? YEAR_MS,
+    }),
+    key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+  };
+}
+
+function commonNameOf(cert: X509Certificate): string {
+  const cn = /^CN=(.*)$/m.exec(cert.subject)?.[1];
+  if (cn === undefined || cert.subject.trim() !== `CN=${cn}`)
+    throw new Error(`the CA's subject must be one common name, not ${JSON.stringify(cert.subject)}`);
+  return cn;
 }

@@ -31,6 +31,11 @@ export const Reasons = {
   ValueTooLarge: "ValueTooLarge",
   /** The `transform` failed on this value. */
   TransformFailed: "TransformFailed",
+  /**
+   * The selector names label keys the controller does not keep for its kind yet, and they do not
+   * fit the kind's total of label keys (`--max-label-keys-per-kind`), which other selectors hold.
+   */
+  TooManyLabelKeys: "TooManyLabelKeys",
   /** The kind's first list has not completed. */
   Pending: "Pending",
 } as const;

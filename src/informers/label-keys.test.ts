@@ -127,6 +127,29 @@ describe("keptLabels", () => {
   });
 });
 
+describe("keptLabels: the bytes one object keeps", () => {
+  it("keeps the values past the cap as the marker: the key exists, no value matches", () => {
+    const keys = new LabelKeys(["a", "b", "c"]);
+    const labels = { a: "x".repeat(60), b: "y".repeat(60), c: "z" };
+    // 61 bytes for a, 122 with b: b and c are past a cap of 100.
+    expect({ ...keptLabels(labels, keys, undefined, 100) }).toEqual({
+      a: "x".repeat(60),
+      b: UNSELECTABLE_VALUE,
+      c: UNSELECTABLE_VALUE,
+    });
+    const exists = compileLabelSelector({ matchExpressions: [{ key: "c", operator: "Exists" }] });
+    const equals = compileLabelSelector({ matchLabels: { c: "z" } });
+    const kept = keptLabels(labels, keys, undefined, 100);
+    expect(exists.matches(kept)).toBe(true);
+    expect(equals.matches(kept)).toBe(false);
+  });
+
+  it("keeps everything under the cap as it is", () => {
+    const keys = new LabelKeys(["a", "b"]);
+    expect({ ...keptLabels({ a: "1", b: "2" }, keys, undefined, 4) }).toEqual({ a: "1", b: "2" });
+  });
+});
+
 describe("LabelSetPool", () => {
   it("shares equal kept sets, and tells apart sets made with different keys", () => {
     const pool = new LabelSetPool();

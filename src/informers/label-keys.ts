@@ -14,6 +14,13 @@
  * entry per key the kind's selectors name, the key being the selector's own string (shared, not
  * copied per object), the value at most 63 characters (a longer or malformed value, which no
  * selector value can equal, is kept as one shared marker).
+ *
+ * And bounded whatever the authors do, since many authors together multiply it: a kind keeps at
+ * most {@link MAX_LABEL_KEYS_PER_KIND} keys (the source cache refuses a selector whose new keys
+ * do not fit, and only that selector), and one object keeps at most
+ * {@link MAX_LABEL_BYTES_PER_OBJECT} bytes of label values (with their keys' length): the values
+ * past that are kept as the marker too, so the key still exists for `Exists` and `NotIn`, but no
+ * `In` or `matchLabels` value equals it. A tenant's object can never cost more than that.
  */
 
 /** Kubernetes' longest label value (apimachinery `IsValidLabelValue`). */
@@ -26,6 +33,14 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
  * valid selector value, and the key still exists, so every operator decides as on the original.
  */
 export const UNSELECTABLE_VALUE = "\u0000";
+
+/** The most label keys the objects of one watched kind keep (--max-label-keys-per-kind). @default */
+export const MAX_LABEL_KEYS_PER_KIND = 256;
+/**
+ * The most bytes of labels (key and value lengths) one object keeps (--max-label-bytes-per-object);
+ * the values past it are kept as {@link UNSELECTABLE_VALUE}. @default
+ */
+export const MAX_LABEL_BYTES_PER_OBJECT = 4096;
 
 let nextId = 1;
 
@@ -111,22 +126,27 @@ export class LabelSetPool {
 
 /**
  * The labels of `raw` (an object's `metadata.labels`, as decoded) that `keys` names, with values
- * bounded as the module comment says; undefined when none is kept. The result has no prototype,
- * so `constructor` or `toString` are ordinary keys in it.
+ * bounded as the module comment says, at most `maxBytes` of them (keys and values; the values
+ * past it are the marker); undefined when none is kept. The result has no prototype, so
+ * `constructor` or `toString` are ordinary keys in it.
  */
 export function keptLabels(
   raw: unknown,
   keys: LabelKeys,
   pool?: LabelSetPool,
+  maxBytes: number = MAX_LABEL_BYTES_PER_OBJECT,
 ): Readonly<Record<string, string>> | undefined {
   if (keys.size === 0 || typeof raw !== "object" || raw === null || Array.isArray(raw)) return undefined;
   const labels = raw as Record<string, unknown>;
   let out: Record<string, string> | undefined;
+  let bytes = 0;
   // Walk the kept keys, not the object's: the work is bounded by the selectors, not the tenant.
   for (const k of keys.keys) {
     if (!Object.hasOwn(labels, k)) continue;
     out ??= Object.create(null) as Record<string, string>;
-    out[k] = boundedValue(labels[k]);
+    const value = boundedValue(labels[k]);
+    bytes += k.length + value.length;
+    out[k] = bytes <= maxBytes ? value : UNSELECTABLE_VALUE;
   }
   if (!out) return undefined;
   return pool ? pool.intern(keys, out) : Object.freeze(out);

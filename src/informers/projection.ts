@@ -192,6 +192,8 @@ export interface ProjectOptions {
   pool?: StringPool | undefined;
   /** The label keys to keep (only these: see label-keys.ts). @default none */
   labelKeys?: LabelKeys | undefined;
+  /** The most bytes of labels one projection keeps (see label-keys.ts). @default MAX_LABEL_BYTES_PER_OBJECT */
+  maxLabelBytes?: number | undefined;
 }
 
 /** The identity part of `obj`, sharing recurring values through the options' pool. */
@@ -205,7 +207,7 @@ export function projectMeta(obj: KubeObject, options: ProjectOptions = {}): Proj
     uid: str(m.uid),
     resourceVersion: str(m.resourceVersion),
     generation: typeof m.generation === "number" ? m.generation : undefined,
-    labels: keptLabels(m.labels, labelKeys, pool?.labelSets),
+    labels: keptLabels(m.labels, labelKeys, pool?.labelSets, options.maxLabelBytes),
     labelKeys,
     deletionTimestamp: str(m.deletionTimestamp),
   };
@@ -250,14 +252,19 @@ export function projectFor(
  * Narrows what `projection` keeps of its labels to `keys`, which must be a subset of the keys it
  * was made with (a selector went away): no read of the object is needed to drop labels.
  */
-export function narrowLabels(projection: Projection, keys: LabelKeys, pool?: StringPool): void {
+export function narrowLabels(
+  projection: Projection,
+  keys: LabelKeys,
+  pool?: StringPool,
+  maxLabelBytes?: number,
+): void {
   const p = projection as Proj | Bare;
   if (p.labelKeys === keys) return;
   if (p instanceof Bare) {
     p.labelKeys = keys; // it kept no label: none to drop
     return;
   }
-  p.labels = keptLabels(p.labels, keys, pool?.labelSets);
+  p.labels = keptLabels(p.labels, keys, pool?.labelSets, maxLabelBytes);
   p.labelKeys = keys;
 }
 

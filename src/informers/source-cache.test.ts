@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "@jest/globals";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
+import type { KubeClient, KubeObject, RequestOptions, WatchEvent, WatchStream } from "../kube/client.ts";
 import type { KindResolver } from "../kube/discovery.ts";
 import { Resolver } from "../resolver/resolver.ts";
 import type { AnyReference } from "../resolver/request.ts";
@@ -49,7 +49,7 @@ class FakeServer implements Pick<KubeClient, "request" | "watch"> {
     return answerAsJson<T>({ metadata: { resourceVersion: String(this.rv) }, items }, options);
   }
 
-  readonly watch = silentWatch;
+  readonly watch: KubeClient["watch"] = silentWatch;
 }
 
 const discovery: KindResolver = {
@@ -94,6 +94,29 @@ async function until(what: string, ok: () => boolean): Promise<void> {
   }
   throw new Error(`never: ${what}`);
 }
+
+describe("InformerSourceCache label-key total", () => {
+  it("refuses keys new to the kind past its total, and nothing else; keys already kept always fit", async () => {
+    const server = new FakeServer();
+    server.put("a", { a1: "x", a2: "y", b1: "z" });
+    const cache = new InformerSourceCache({ client: server, lingerMs: 0, maxLabelKeys: 3 });
+    stops.push(() => cache.stop());
+    const handle = await claim(cache, ["a1", "a2"]);
+    expect(cache.labelKeysKept()).toBe(2);
+    // Two new keys: over the total of 3, refused whole.
+    expect(handle.addLabelKeys(["b1", "b2"])).toBe(false);
+    expect(cache.labelKeysKept()).toBe(2);
+    // Keys already kept fit whatever the total; one new key fits.
+    expect(handle.addLabelKeys(["a1"])).toBe(true);
+    expect(handle.addLabelKeys(["b1"])).toBe(true);
+    expect(cache.labelKeysKept()).toBe(3);
+    expect(handle.addLabelKeys(["b2"])).toBe(false);
+    // A key let go of makes room.
+    handle.removeLabelKeys(["a2"]);
+    expect(handle.addLabelKeys(["b2"])).toBe(true);
+    expect(cache.labelKeysKept()).toBe(3);
+  });
+});
 
 describe("InformerSourceCache labels", () => {
   it("keeps no label of a kind no selector reads, whatever the objects carry", async () => {
@@ -266,4 +289,83 @@ describe("an object nobody reads", () => {
     });
     expect(handle.get("team-a", "a")?.metadata.uid).toBe("uid-a");
   });
+});
+
+/**
+ * A server whose lists arrive item by item across turns of the event loop (as a large list does
+ * over the network), and whose watch tells every change: a selector can compute in the middle of
+ * a read of the kind.
+ */
+class StreamingServer extends FakeServer {
+  private readonly watchers = new Set<(event: WatchEvent) => void>();
+
+  change(name: string, labels: Record<string, string> | undefined, v = name): void {
+    const type = this.objects.has(`team-a/${name}`) ? "MODIFIED" : "ADDED";
+    this.put(name, labels ?? {}, v);
+    const object = structuredClone(this.objects.get(`team-a/${name}`)!);
+    for (const w of this.watchers) w({ type, object });
+  }
+
+  override async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const body = await super.request<{ metadata: unknown; items: KubeObject[] }>(method, path, {
+      ...options,
+      onItem: undefined,
+    });
+    if (!options.onItem) return body as T;
+    for (const item of body.items) {
+      options.onItem(item);
+      await nextTurn();
+    }
+    return { ...body, items: [] } as T;
+  }
+
+  override readonly watch = (
+    _path: string,
+    _query: unknown,
+    onEvent: (e: WatchEvent) => void,
+  ): WatchStream => {
+    let end!: () => void;
+    const done = new Promise<void>((resolve) => (end = resolve));
+    this.watchers.add(onEvent);
+    return {
+      done,
+      close: () => {
+        this.watchers.delete(onEvent);
+        end();
+      },
+    };
+  };
+}
+
+describe("a selector joining a kind decoded without its label keys", () => {
+  it("answers when objects it does not select are read again after it computed (the kind's informer lingering after a resolve by name)", async () => {
+    const server = new StreamingServer();
+    server.change("first", undefined, "first");
+    const cache = new InformerSourceCache({ client: server, lingerMs: 10_000 });
+    stops.push(() => cache.stop());
+    const resolver = new Resolver({ cache, discovery, resolveTimeoutMs: 5_000 });
+    stops.push(() => resolver.stop());
+    const ref = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: "team-a",
+      name: "first",
+      fieldPath: "data.v",
+    };
+    expect((await resolver.resolve(ref)).value).toBe("first");
+    // After the first request: two labelled (one of them afterwards), and some that are not.
+    server.change("a-x", { app: "mixed" });
+    server.change("a-y", undefined);
+    server.change("a-y", { app: "mixed" });
+    for (let i = 0; i < 5; i++) server.change(`z-${i}`, undefined);
+    const many = await resolver.resolveSelector({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: "team-a",
+      matchLabels: { app: "mixed" },
+      fieldPath: "data.v",
+      mode: "Multiple",
+    });
+    expect(many.values).toEqual(["a-x", "a-y"]);
+  }, 15_000);
 });

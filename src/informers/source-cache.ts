@@ -15,6 +15,11 @@
  * (one list, paged), since those decoded before kept no such label; until then a projection's
  * {@link ProjectedMeta.labelKeys} says what it lacks, so no selector decides on a label that was
  * not kept. A key nobody names any more is dropped from the projections in place.
+ *
+ * The keys of a kind are bounded in total ({@link InformerSourceCacheOptions.maxLabelKeys}): a
+ * user whose new keys do not fit is refused ({@link KindHandle.addLabelKeys} says so), and keeps
+ * nothing; the users that came before it are unaffected. So many authors together cannot make
+ * every object of a kind keep thousands of labels.
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
@@ -22,7 +27,12 @@ import { nameFieldSelector } from "../kube/field-selector.ts";
 import type { Logger } from "../log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
 import type { Informer } from "./informer.ts";
-import { LabelKeys, NO_LABEL_KEYS } from "./label-keys.ts";
+import {
+  LabelKeys,
+  MAX_LABEL_BYTES_PER_OBJECT,
+  MAX_LABEL_KEYS_PER_KIND,
+  NO_LABEL_KEYS,
+} from "./label-keys.ts";
 import { informerKey, InformerPool, type InformerLease } from "./pool.ts";
 import {
   narrowLabels,
@@ -65,9 +75,10 @@ export interface KindHandle extends SourceView {
   prune(target: RefreshTarget): void;
   /**
    * Keeps, from now on, the labels with these keys (a selector that reads them joined); counted,
-   * so each call needs one {@link removeLabelKeys} with the same keys.
+   * so each call that returns true needs one {@link removeLabelKeys} with the same keys. False
+   * when the keys new to the kind do not fit its total of label keys: then nothing is counted.
    */
-  addLabelKeys(keys: readonly string[]): void;
+  addLabelKeys(keys: readonly string[]): boolean;
   /** Undoes one {@link addLabelKeys}. */
   removeLabelKeys(keys: readonly string[]): void;
   /** Ends the claim (the interest stops being asked); idempotent. */
@@ -95,6 +106,8 @@ export interface SourceCache {
   readonly size: number;
   /** Keys of the cached kinds, e.g. `/v1/configmaps@*`. */
   keys(): string[];
+  /** The most label keys one cached kind keeps now (a figure for metrics). */
+  labelKeysKept?(): number;
   /** Stops every informer. */
   stop(): Promise<void>;
 }
@@ -110,6 +123,13 @@ export interface InformerSourceCacheOptions {
    * `ValueTooLarge`). @default 32768
    */
   maxReadBytes?: number;
+  /**
+   * The most label keys the objects of one kind (and scope) keep, over all its users; a user whose
+   * new keys do not fit is refused. @default 256
+   */
+  maxLabelKeys?: number;
+  /** The most bytes of labels one object keeps (see label-keys.ts). @default 4096 */
+  maxLabelBytes?: number;
   /** Passed to every informer. */
   informer?: Pick<
     InformerOptions,
@@ -162,10 +182,14 @@ export class InformerSourceCache implements SourceCache {
   private readonly interests = new Map<string, Set<KindInterest>>();
   private readonly labels = new Map<string, KindLabels>();
   private readonly maxReadBytes: number;
+  private readonly maxLabelKeys: number;
+  private readonly maxLabelBytes: number;
   private readonly strings = new StringPool();
 
   constructor(options: InformerSourceCacheOptions) {
     this.maxReadBytes = options.maxReadBytes ?? 32 * 1024;
+    this.maxLabelKeys = options.maxLabelKeys ?? MAX_LABEL_KEYS_PER_KIND;
+    this.maxLabelBytes = options.maxLabelBytes ?? MAX_LABEL_BYTES_PER_OBJECT;
     this.client = options.client;
     const poolOptions: ConstructorParameters<typeof InformerPool<Projection>>[0] = {
       client: options.client,
@@ -175,6 +199,7 @@ export class InformerSourceCache implements SourceCache {
             projectFor(obj, (meta) => this.extractorsFor(key, meta), this.maxReadBytes, {
               pool: this.strings,
               labelKeys: this.labelKeysOf(key),
+              maxLabelBytes: this.maxLabelBytes,
             }),
           same: sameProjection,
           // The labels decode keeps, asked as the same object is scanned (decode follows in the
@@ -202,6 +227,12 @@ export class InformerSourceCache implements SourceCache {
 
   keys(): string[] {
     return this.pool.keys();
+  }
+
+  labelKeysKept(): number {
+    let most = 0;
+    for (const labels of this.labels.values()) most = Math.max(most, labels.counts.size);
+    return most;
   }
 
   async stop(): Promise<void> {
@@ -241,11 +272,15 @@ export class InformerSourceCache implements SourceCache {
         else informer.refresh(target);
       },
       addLabelKeys: (keys) => {
-        if (released) return;
+        if (released) return false;
+        let fresh = 0;
+        for (const k of new Set(keys)) if (!labels.counts.has(k)) fresh++;
+        if (fresh > 0 && labels.counts.size + fresh > this.maxLabelKeys) return false;
         for (const k of keys) {
           mine.set(k, (mine.get(k) ?? 0) + 1);
           this.countLabelKey(key, labels, k, 1);
         }
+        return true;
       },
       removeLabelKeys: (keys) => {
         if (released) return;
@@ -307,7 +342,12 @@ export class InformerSourceCache implements SourceCache {
       // No resourceVersion: "most recent", never served from a stale cache. Later pages are
       // served at the first page's snapshot, so the pages together are one consistent list.
       const project = (item: KubeObject) =>
-        out.push(projectFor(item, () => extractors, this.maxReadBytes, { labelKeys: keys }));
+        out.push(
+          projectFor(item, () => extractors, this.maxReadBytes, {
+            labelKeys: keys,
+            maxLabelBytes: this.maxLabelBytes,
+          }),
+        );
       const page = await this.client.request<{ metadata?: { continue?: string }; items?: KubeObject[] }>(
         "GET",
         path,
@@ -365,7 +405,8 @@ export class InformerSourceCache implements SourceCache {
         const keys = this.labelKeysOf(key);
         for (const p of informer.list()) {
           // A projection still lacking some kept key waits for its read; the rest drop labels.
-          if (p.metadata.labelKeys.includesAll(keys.keys)) narrowLabels(p, keys, this.strings);
+          if (p.metadata.labelKeys.includesAll(keys.keys))
+            narrowLabels(p, keys, this.strings, this.maxLabelBytes);
         }
       }).unref?.();
     }

@@ -9,7 +9,8 @@ import { silentLogger, type Logger } from "../log.ts";
 import { ControllerMetrics } from "../metrics.ts";
 import { parseServiceAccount } from "../api/service-account.ts";
 import { AccessReviews } from "../resolver/access-reviews.ts";
-import { Resolver, type ResolverOptions, type ResolverWiring } from "../resolver/resolver.ts";
+import type { ResolverWiring } from "../resolver/options.ts";
+import { Resolver, type ResolverOptions } from "../resolver/resolver.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import { ReferableController } from "./controller.ts";
 import { EventRecorder } from "./events.ts";
@@ -63,6 +64,10 @@ export interface BuildOptions {
   transformMaxHeapMiB?: number;
   /** See {@link ResolverOptions.informerLingerMs}. */
   informerLingerMs?: number;
+  /** See {@link ResolverOptions.maxLabelKeysPerKind} (--max-label-keys-per-kind). */
+  maxLabelKeysPerKind?: number;
+  /** See {@link ResolverOptions.maxLabelBytesPerObject} (--max-label-bytes-per-object). */
+  maxLabelBytesPerObject?: number;
   /** A silent watch (sources and Referables) is reopened after this long. */
   watchdogMs?: number;
   /** See {@link ResolverOptions.kindRetryMs}. */
@@ -77,6 +82,8 @@ export interface BuildOptions {
   statusWriteBudgetBurst?: number;
   /** Longest time between two reads of an object a field is exported into. @default 30000 */
   fieldRereadMs?: number;
+  /** Reads a second on the controller's own initiative (--drift-read-budget). @default 10 */
+  driftReadBudget?: number;
   /** Only Referables with these labels (--selector). */
   referableSelector?: string;
   /** Name of the Lease (--leader-election-id), the label of the leader gauge. */
@@ -125,6 +132,8 @@ export function buildController(options: BuildOptions): Built {
   copyDefined(resolverOptions, options, [
     "maxValueBytes",
     "informerLingerMs",
+    "maxLabelKeysPerKind",
+    "maxLabelBytesPerObject",
     "watchdogMs",
     "kindRetryMs",
     "watchTimeoutSeconds",
@@ -161,6 +170,7 @@ export function buildController(options: BuildOptions): Built {
     discovery,
     ...definedOnly({
       fieldRereadMs: options.fieldRereadMs,
+      driftReadBudget: options.driftReadBudget,
       concurrency: options.concurrency,
       watchdogMs: options.watchdogMs,
       labelSelector: options.referableSelector,

@@ -24,6 +24,7 @@ import { KeysOutput } from "../outputs/keys/output.ts";
 import { KeyOwnership } from "../outputs/keys/ownership.ts";
 import { objectKey, parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
 import { TargetWatch } from "../outputs/keys/target-watch.ts";
+import { ReadBudget } from "../outputs/read-budget.ts";
 import { StatusOutput } from "../outputs/status.ts";
 import { WritePolicy, type WritePolicyOptions } from "../outputs/write-policy.ts";
 import type { Resolver } from "../resolver/resolver.ts";
@@ -76,6 +77,12 @@ export interface ReferableControllerOptions {
   /** Longest time between two reads of an object a field is exported into. @default 30000 */
   fieldRereadMs?: number;
   /**
+   * Reads a second the whole controller makes on its own initiative (drift reads of field
+   * targets, missing targets read again), shared fairly between Referables; 0: no budget.
+   * @default 10
+   */
+  driftReadBudget?: number;
+  /**
    * How often the targets of a namespace where the controller may not watch them (no list or
    * watch granted there) are read again for drift. @default 30000
    */
@@ -113,6 +120,8 @@ export class ReferableController {
   private readonly targets: TargetWatch;
   /** The field output (made with the reconciler), whose claims a bucket handed over lets go of. */
   private fields: FieldOutput | undefined;
+  /** The budget of reads on the controller's own initiative (made with the reconciler). */
+  private reads: ReadBudget | undefined;
   private graphFlushScheduled = false;
   /** What the reconciler reads of leadership, once per reconcile. */
   private readonly leadership = { leading: false };
@@ -198,6 +207,11 @@ export class ReferableController {
     this.states.changeLeadership();
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     if (leader) for (const obj of this.informer.list()) this.runtime.enqueue(obj.metadata?.name ?? "");
+  }
+
+  /** Referables waiting for their turn in the read budget now. */
+  readsWaiting(): number {
+    return this.reads?.waiting ?? 0;
   }
 
   /** The work queue's work in progress (the stuck-worker gauges), measured now. */
@@ -341,6 +355,9 @@ export class ReferableController {
         actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
         allowSecrets: options.allowSecretExport ?? false,
+        reads: (this.reads = new ReadBudget(options.driftReadBudget, () => policy.clock(), {
+          onRead: () => metrics?.driftReads.inc(),
+        })),
         ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
       })),
       ...(options.events && { events: options.events }),

@@ -1,5 +1,6 @@
 import type { InformerEvent } from "../informers/informer.ts";
-import type { Projection } from "../informers/projection.ts";
+import { LabelKeys, NO_LABEL_KEYS } from "../informers/label-keys.ts";
+import { projectMeta, type Projection } from "../informers/projection.ts";
 import type { KindHandle, SourceCache } from "../informers/source-cache.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { CONFIGMAPS } from "../../test/harness/fake-kube.ts";
@@ -9,7 +10,13 @@ import { Sub } from "./subscription.ts";
 
 /** A cache of our own interface that only hands out a handle. */
 const cache = {
-  acquire: () => ({ prune: () => undefined, release: () => undefined }) as unknown as KindHandle,
+  acquire: () =>
+    ({
+      prune: () => undefined,
+      release: () => undefined,
+      addLabelKeys: () => undefined,
+      removeLabelKeys: () => undefined,
+    }) as unknown as KindHandle,
 };
 const NODES: ResourceInfo = { ...CONFIGMAPS, resource: "nodes", kind: "Node", namespaced: false };
 
@@ -54,5 +61,66 @@ describe("KindIndex routes an object's event to the subscriptions that name it",
     const node = sub("ignored", "n1", "Node");
     index.add(node);
     expect(reached(index, undefined, "n1")).toEqual([node]);
+  });
+});
+
+describe("KindIndex routes an event to the selectors it may concern", () => {
+  const selectorSub = (matchLabels: Record<string, string>) =>
+    new Sub(
+      compileRequest({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        namespace: "ns",
+        matchLabels,
+        fieldPath: "data.v",
+      }),
+      () => undefined,
+      () => undefined,
+    );
+  /** A projection of `ns/name` with `labels`, made keeping `keys`. */
+  const projection = (name: string, labels: Record<string, string>, keys: LabelKeys) =>
+    ({
+      metadata: projectMeta({ metadata: { namespace: "ns", name, labels } }, { labelKeys: keys }),
+    }) as Projection;
+
+  function reachedBy(index: KindIndex, object: Projection, old: Projection): Sub[] {
+    const scheduled: Sub[] = [];
+    (index as unknown as { schedule: (s: Sub) => void }).schedule = (s) => void scheduled.push(s);
+    index.onEvent({ type: "MODIFIED", object, old } as InformerEvent<Projection>);
+    return scheduled;
+  }
+
+  it("those it matches now or matched before; not the others", () => {
+    const index = new KindIndex(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
+    const [web, db] = [selectorSub({ app: "web" }), selectorSub({ app: "db" })];
+    index.add(web);
+    index.add(db);
+    const keys = new LabelKeys(["app"]);
+    expect(
+      reachedBy(index, projection("o", { app: "web" }, keys), projection("o", { app: "web" }, keys)),
+    ).toEqual([web]);
+    expect(
+      reachedBy(index, projection("o", { app: "db" }, keys), projection("o", { app: "web" }, keys)),
+    ).toEqual([web, db]);
+    expect(
+      reachedBy(index, projection("o", { app: "x" }, keys), projection("o", { app: "x" }, keys)),
+    ).toEqual([]);
+  });
+
+  it("every selector whose keys the object lacked before: read again, it decides now, matching or not", () => {
+    const index = new KindIndex(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
+    const [web, tier] = [selectorSub({ app: "web" }), selectorSub({ tier: "gold" })];
+    index.add(web);
+    index.add(tier);
+    const before = new LabelKeys(["tier"]);
+    const now = new LabelKeys(["app", "tier"]);
+    // Decoded keeping no label, read again keeping both: neither selector matches it, both hear.
+    expect(
+      reachedBy(index, projection("o", { app: "x" }, now), projection("o", { app: "x" }, NO_LABEL_KEYS)),
+    ).toEqual([web, tier]);
+    // Decoded keeping "tier" only: the selector on "app" could not judge it; the one on "tier" could.
+    expect(
+      reachedBy(index, projection("o", { app: "x" }, now), projection("o", { app: "x" }, before)),
+    ).toEqual([web]);
   });
 });

@@ -22,6 +22,12 @@ export class KindIndex implements KindInterest {
   /** Selector subscriptions by namespace ("" for all namespaces or a cluster-scoped kind). */
   readonly selectors = new Map<string, Set<Sub>>();
   readonly all = new Set<Sub>();
+  /**
+   * Selector subscriptions whose new label keys did not fit the kind's total (in the order they
+   * came): they keep nothing and resolve to `TooManyLabelKeys`, and are let in, first come first,
+   * when a selector that held keys goes.
+   */
+  private readonly refused = new Set<Sub>();
   readonly handle: KindHandle;
   private readonly namespaced: boolean;
   private readonly schedule: (sub: Sub) => void;
@@ -47,9 +53,14 @@ export class KindIndex implements KindInterest {
     if (req.target === "name") this.addName(this.scopeOf(sub), req.name!, sub);
     else {
       // Before anything is decoded for it: the labels it selects on are kept from now on.
-      this.handle.addLabelKeys(req.selector!.keys);
-      addTo(this.selectors, this.scopeOf(sub), sub);
+      if (this.handle.addLabelKeys(req.selector!.keys)) addTo(this.selectors, this.scopeOf(sub), sub);
+      else this.refused.add(sub);
     }
+  }
+
+  /** Whether `sub`'s label keys did not fit the kind's total: it resolves to `TooManyLabelKeys`. */
+  isRefused(sub: Sub): boolean {
+    return this.refused.has(sub);
   }
 
   /** Removes `sub` and drops the reads nobody else wants from the objects it read. */
@@ -58,11 +69,22 @@ export class KindIndex implements KindInterest {
     if (seesLabels(sub)) this.seeingLabels--;
     const req = sub.request;
     if (req.target === "name") this.removeName(this.scopeOf(sub), req.name!, sub);
-    else {
+    else if (!this.refused.delete(sub)) {
       removeFrom(this.selectors, this.scopeOf(sub), sub);
       this.handle.removeLabelKeys(req.selector!.keys);
+      this.admitRefused();
     }
     if (this.all.size > 0) this.handle.prune(this.targetOf(sub));
+  }
+
+  /** Lets in the refused selectors whose keys fit now, in the order they came. */
+  private admitRefused(): void {
+    for (const sub of this.refused) {
+      if (!this.handle.addLabelKeys(sub.request.selector!.keys)) continue;
+      this.refused.delete(sub);
+      addTo(this.selectors, this.scopeOf(sub), sub);
+      this.schedule(sub);
+    }
   }
 
   /** Asks the cache to read again what `sub` reads (its data was not kept). */
@@ -89,11 +111,18 @@ export class KindIndex implements KindInterest {
   onEvent(event: InformerEvent<Projection>): void {
     const meta = event.object.metadata;
     for (const sub of this.namedFor(meta)) this.schedule(sub);
+    const old = event.old?.metadata;
+    // The object was decoded before with other label keys kept: a selector whose keys it lacked
+    // could not tell whether it selects it, and computed nothing (NOT_KEPT) until it is read
+    // again. That read is this event, whether the object matches or not: a selector that it
+    // does not match must hear of it too, or it waits for an event that never comes.
+    const unjudged = old !== undefined && old.labelKeys !== meta.labelKeys ? old.labelKeys : undefined;
     for (const sub of this.selectorsFor(meta.namespace)) {
       const selector = sub.request.selector!;
       if (
         selector.matches(meta.labels) ||
-        (event.old !== undefined && selector.matches(event.old.metadata.labels))
+        (old !== undefined && selector.matches(old.labels)) ||
+        (unjudged !== undefined && !unjudged.includesAll(selector.keys))
       )
         this.schedule(sub);
     }

@@ -43,6 +43,17 @@ export interface ResolverOptions {
   informerScope?: "Cluster" | "Namespace";
   /** How long an informer no subscription uses is kept before it is closed. @default 10000 */
   informerLingerMs?: number;
+  /**
+   * The most label keys the objects of one watched kind keep, over every selector on it: a
+   * selector whose keys new to the kind do not fit resolves to `TooManyLabelKeys` (the others are
+   * unaffected), until a selector of the kind goes. @default 256
+   */
+  maxLabelKeysPerKind?: number;
+  /**
+   * The most bytes of labels (keys and values) one cached object keeps; the values past it match
+   * `Exists` and `NotIn` but no `In` or `matchLabels` value. @default 4096
+   */
+  maxLabelBytesPerObject?: number;
   /** A watch silent this long is reopened. @default 90000 */
   watchdogMs?: number;
   /**
@@ -144,7 +155,10 @@ export interface ResolveOptions {
   consistent?: boolean;
 }
 
-/** The options of the client a resolver makes for itself. */
+/**
+ * The options of the client a resolver makes for itself.
+ * @internal
+ */
 export function clientOptions(options: ResolverWiring): ConstructorParameters<typeof KubeClient>[0] {
   const out: ConstructorParameters<typeof KubeClient>[0] = { kubeConfig: options.kubeConfig! };
   if (options.context !== undefined) out.context = options.context;
@@ -160,6 +174,8 @@ export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
   "maxValues",
   "informerScope",
   "informerLingerMs",
+  "maxLabelKeysPerKind",
+  "maxLabelBytesPerObject",
   "watchdogMs",
   "watchTimeoutSeconds",
   "resolveTimeoutMs",
@@ -174,7 +190,7 @@ const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
   "workers",
   "timeoutMs",
   "maxHeapMiB",
-  "cooldownMs",
+  "quarantineBackoffMs",
   "keepAlive",
 ]);
 /** Every key of {@link ResolveOptions}. */

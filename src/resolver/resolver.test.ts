@@ -131,6 +131,7 @@ class FakeCache implements SourceCache {
       prune: (target) => void kind.prunes.push(target),
       addLabelKeys: (keys) => {
         for (const k of keys) kind.labelKeys.set(k, (kind.labelKeys.get(k) ?? 0) + 1);
+        return true;
       },
       removeLabelKeys: (keys) => {
         for (const k of keys) {

@@ -13,6 +13,7 @@ import type { ServiceAccountRef } from "../api/referable.ts";
 import { serviceAccountProblem } from "../api/service-account.ts";
 import { asError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
+import { MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
@@ -53,7 +54,7 @@ import type {
 } from "./types.ts";
 
 export type { Subscription, WatchCallback } from "./subscription.ts";
-export type { ResolveOptions, ResolverOptions, ResolverWiring, WatchOptions } from "./options.ts";
+export type { ResolveOptions, ResolverOptions, WatchOptions } from "./options.ts";
 
 /** The resolver; make one with {@link createResolver}. */
 export class Resolver {
@@ -121,6 +122,10 @@ export class Resolver {
         logger: this.logger,
         lingerMs: options.informerLingerMs ?? 10_000,
         maxReadBytes: this.limits.maxValueBytes,
+        ...(options.maxLabelKeysPerKind !== undefined && { maxLabelKeys: options.maxLabelKeysPerKind }),
+        ...(options.maxLabelBytesPerObject !== undefined && {
+          maxLabelBytes: options.maxLabelBytesPerObject,
+        }),
         informer,
         confirmGone: (resource) => this.kindChanges.confirmGone(resource),
       });
@@ -222,6 +227,25 @@ export class Resolver {
   /** How many informers are open (lingering ones included). */
   get informerCount(): number {
     return this.cache.size;
+  }
+
+  /**
+   * The most label keys the objects of one watched kind keep now (at most `maxLabelKeysPerKind`).
+   * @internal
+   */
+  get labelKeysKept(): number {
+    return this.cache.labelKeysKept?.() ?? 0;
+  }
+
+  /**
+   * The transform quarantine (src/transform/pool.ts): expressions quarantined now, and
+   * evaluations run in its lane so far. Zeros before the first transform.
+   * @internal
+   */
+  transformQuarantine(): { quarantined: number; evaluations: number } {
+    const runner = this.options.transformRunner ?? this.ownPool;
+    if (!(runner instanceof TransformPool)) return { quarantined: 0, evaluations: 0 };
+    return { quarantined: runner.quarantined, evaluations: runner.quarantineEvaluations };
   }
 
   /** Keys of the open informers, e.g. `/v1/configmaps@*`. */
@@ -478,6 +502,10 @@ export class Resolver {
         return;
       }
     }
+    if (index?.isRefused(sub)) {
+      this.deliver(sub, { ok: false, error: this.tooManyLabelKeys(sub) });
+      return;
+    }
     const result = computeResult(sub.request, index ? index.handle : PENDING_VIEW, this.limits);
     if ("notKept" in result) {
       // Some object it reads was decoded before it wanted it: read it again; the refresh's event
@@ -499,14 +527,41 @@ export class Resolver {
     }
     sub.transforming = true;
     const generation = sub.generation;
-    void applyTransform(sub.request, result, this.limits, this.runner).then((transformed) => {
+    const runner = this.runner;
+    void applyTransform(sub.request, result, this.limits, runner).then((transformed) => {
       sub.transforming = false;
       if (sub.closed || this.stopped) return;
+      if (!transformed.ok && transformed.error.reason === "TransformFailed") this.retryLater(sub, runner);
       if (sub.retransform) {
         sub.retransform = false;
         this.recompute(sub);
       } else if (generation === sub.generation) this.deliver(sub, transformed);
     });
+  }
+
+  /**
+   * Computes `sub` again when its quarantined transform is evaluated again (see the pool): a
+   * failure given at once must not outlive the input it was given for. One timer per
+   * subscription (the kind waiter's, unused while attached), cleared when it closes.
+   */
+  private retryLater(sub: Sub, runner: TransformRunner): void {
+    const transform = sub.request.transform!;
+    const wait = runner.retryAfterMs?.(transform.text, transform.shape);
+    if (wait === undefined) return;
+    clearTimeout(sub.retryTimer);
+    sub.retryTimer = setTimeout(() => {
+      if (!sub.closed && !this.stopped && sub.index) this.schedule(sub);
+    }, wait + 1);
+    sub.retryTimer.unref?.();
+  }
+
+  /** Why `sub`'s selector keeps nothing: its kind's label keys are all taken. */
+  private tooManyLabelKeys(sub: Sub): ResolutionError {
+    const total = this.options.maxLabelKeysPerKind ?? MAX_LABEL_KEYS_PER_KIND;
+    return new ResolutionError(
+      "TooManyLabelKeys",
+      `${sub.request.describe}: its selector names label keys that no other selector of ${sub.request.kind} uses, and the controller keeps at most ${total} label keys per watched kind (--max-label-keys-per-kind), all taken by selectors that came first: select on label keys other selectors of this kind already use, or name fewer keys (it is retried when a selector of the kind goes)`,
+    );
   }
 
   private deliver(sub: Sub, result: ResolutionResult): void {

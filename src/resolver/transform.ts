@@ -29,6 +29,11 @@ export interface TransformRunner {
     input: TransformInput,
     limits: EvaluateLimits,
   ): Promise<TransformOutput>;
+  /**
+   * How long until an expression that failed is evaluated again rather than failed at once (the
+   * pool's quarantine); undefined when it is not held back. The resolver computes again then.
+   */
+  retryAfterMs?(text: string, shape: TransformShape): number | undefined;
 }
 
 /** Whether `result` of `request` goes through a transform (else {@link applyTransform} returns it as it is). */

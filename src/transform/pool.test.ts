@@ -46,7 +46,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran past its time limit of 50 ms: make it do less work (it is not evaluated again for 30 s)",
+        "the transform ran past its time limit of 50 ms: make it do less work (quarantined: evaluated again in 1 s, apart from the other transforms)",
     });
     // At most the hard wall-clock deadline (10x), whatever the machine's load.
     expect(Date.now() - started).toBeLessThan(50 * 10 + 2000);
@@ -58,7 +58,7 @@ describe("TransformPool", () => {
     expect(await outcome(pool.evaluate(HOG, S, input(null), UNMETERED))).toEqual({
       reason: "TransformFailed",
       message:
-        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (it is not evaluated again for 30 s)",
+        "the transform ran out of its memory limit of 16 MiB: make it build smaller values (quarantined: evaluated again in 1 s, apart from the other transforms)",
     });
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
@@ -73,15 +73,86 @@ describe("TransformPool", () => {
     expect(await Promise.all(canaries)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
   });
 
-  it("fails an expression that overran at once, for the cool-down, and only that expression", async () => {
-    pool = new TransformPool({ timeoutMs: 50, cooldownMs: 60_000 });
+  it("fails an expression that overran at once, for its backoff, and only that expression", async () => {
+    pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [60_000, 300_000] });
     const first = await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    expect(pool.quarantined).toBe(1);
     const started = Date.now();
     // The same message, so a status does not change for it; no worker spent on it.
     expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toEqual(first);
     expect(Date.now() - started).toBeLessThan(50);
+    // Another input too, until the backoff (now at most its first step again) ends; it says when.
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toEqual(first);
+    expect(pool.quarantineEvaluations).toBe(0);
+    expect(pool.retryAfterMs(SPIN, S)).toBeGreaterThan(50_000);
+    expect(pool.retryAfterMs("value + 1", S)).toBeUndefined();
     await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
   });
+
+  it("evaluates a quarantined expression again after its backoff, in its own lane, doubling the backoff on the same input and restarting it on a new one", async () => {
+    pool = new TransformPool({ timeoutMs: 50, quarantineBackoffMs: [200, 300_000] });
+    await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    // Past the backoff, the same input: evaluated again (in the quarantine's lane), twice as long.
+    expect(await outcome(pool.evaluate(SPIN, S, input(null), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("evaluated again in 400 ms"),
+    });
+    expect(pool.quarantineEvaluations).toBe(1);
+    // A new input brings the wait back to its first step at most.
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
+      reason: "TransformFailed",
+    });
+    expect(pool.retryAfterMs(SPIN, S)).toBeLessThanOrEqual(200);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await outcome(pool.evaluate(SPIN, S, input(1), UNMETERED))).toMatchObject({
+      message: expect.stringContaining("evaluated again in 200 ms"),
+    });
+    expect(pool.quarantineEvaluations).toBe(2);
+  }, 30_000);
+
+  it("never makes a healthy expression wait behind quarantined ones", async () => {
+    pool = new TransformPool({ workers: 1, timeoutMs: 50, quarantineBackoffMs: [100, 300_000] });
+    // Ten expressions quarantined, then each evaluated again after its backoff: ten deadlines
+    // (and ten worker starts) of work in the quarantine's lane.
+    const bad = Array.from({ length: 10 }, (_, i) => `${SPIN} + ${i}`);
+    await Promise.all(bad.map((text) => outcome(pool.evaluate(text, S, input(0), UNMETERED))));
+    expect(pool.quarantined).toBe(10);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const again = bad.map((text) => outcome(pool.evaluate(text, S, input(1), UNMETERED)));
+    let healthyDone = 0;
+    const healthy = Array.from({ length: 20 }, (_, i) =>
+      pool.evaluate("value * 2", S, input(i), LIMITS).then((out) => {
+        healthyDone++;
+        return out.value;
+      }),
+    );
+    let badDone = 0;
+    const badSettled = again.map((p) => p.then(() => badDone++));
+    expect(await Promise.all(healthy)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+    // Every healthy one answered before the quarantine's lane got through its ten.
+    expect(healthyDone).toBe(20);
+    expect(badDone).toBeLessThan(10);
+    await Promise.all(badSettled);
+    expect(pool.quarantineEvaluations).toBe(10);
+  }, 60_000);
+
+  it("never makes a trusted expression wait behind the first evaluations of new ones", async () => {
+    pool = new TransformPool({ workers: 1, timeoutMs: 50 });
+    // Evaluated within its limits once: trusted, in the healthy lane from now on.
+    await expect(pool.evaluate("value * 2", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+    // Ten new expressions that each run to the deadline, on probation.
+    let badDone = 0;
+    const bad = Array.from({ length: 10 }, (_, i) =>
+      outcome(pool.evaluate(`${SPIN} + ${i}`, S, input(0), UNMETERED)).then(() => badDone++),
+    );
+    const healthy = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => pool.evaluate("value * 2", S, input(i), LIMITS)),
+    );
+    expect(healthy.map((h) => h.value)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2));
+    expect(badDone).toBeLessThan(10);
+    await Promise.all(bad);
+    expect(pool.quarantined).toBe(10);
+  }, 60_000);
 
   it("keeps a key named __proto__, constructor or prototype, in and out", async () => {
     pool = new TransformPool();

@@ -13,8 +13,26 @@
  * Jobs cross as structured clones (bounded: the input is at most `maxValueBytes` of JSON per
  * value, the result is sized in the worker before it is sent) and are batched per turn of the
  * event loop, so many evaluations share one message each way.
+ *
+ * Fair scheduling, in three lanes, each with workers and a queue of its own. An expression's
+ * first evaluations run in a probation lane; once one ends within the limits (a value or an
+ * error of its own), the expression is trusted and runs in the healthy lane ({@link MAX_TRUSTED}
+ * remembered). An expression that hits the deadline or the heap ceiling is quarantined: its later
+ * evaluations run in a lane of their own (one worker). So an expression that never failed never
+ * waits behind one that did, however many such expressions there are (150 of them, each costing
+ * a worker and a deadline, once kept the one worker stalled all the time), and many new hostile
+ * expressions cost only the first evaluations of other new ones. Within the
+ * quarantine each expression backs off: it fails at once (the same message) for 1 s after its
+ * first failure, then 2, 4, ... up to 5 min while it fails on the same input; a new input brings
+ * the wait back to at most 1 s. {@link TransformPool.retryAfterMs} says when it is evaluated
+ * again (the resolver asks again then), so a source rewritten faster than the expression fails
+ * still gets its failure published, and a good input is taken within a second. The quarantine
+ * remembers at most {@link MAX_QUARANTINED} expressions, the least recently used forgotten first
+ * (one forgotten starts again on probation, and is quarantined again by its next failure).
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { stableStringify } from "../api/stable-json.ts";
 import { Worker } from "node:worker_threads";
 import { ResolutionError } from "../errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
@@ -32,10 +50,12 @@ export interface TransformPoolOptions {
   /** The heap ceiling of each worker (V8's old generation), in MiB. @default 64 */
   maxHeapMiB?: number;
   /**
-   * How long an expression that hit the deadline or the heap ceiling is failed at once, with
-   * the same message, rather than evaluated again (each time would cost a worker). @default 30000
+   * The quarantine's backoff of an expression that hit the deadline or the heap ceiling, as
+   * [first, longest] in milliseconds: with the same input it fails at once, with the same message,
+   * for `first` after its first failure, twice as long after each next one, at most `longest`.
+   * @default [1000, 300000]
    */
-  cooldownMs?: number;
+  quarantineBackoffMs?: [number, number];
   /**
    * Whether idle workers keep the process alive. The library's pool does not: a worker holds
    * the process only while it has evaluations to finish, so a process with nothing else to do
@@ -49,11 +69,35 @@ export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
   workers: 1,
   timeoutMs: 50,
   maxHeapMiB: 64,
-  cooldownMs: 30_000,
+  quarantineBackoffMs: Object.freeze([1000, 300_000] as const),
 });
 
-/** Expressions remembered as having hit a hard limit (oldest forgotten first). */
-const MAX_REMEMBERED = 1024;
+/** Expressions the quarantine remembers (the least recently used forgotten first). */
+export const MAX_QUARANTINED = 1024;
+
+/** Expressions remembered as having been evaluated within their limits (the least recently used forgotten first). */
+export const MAX_TRUSTED = 4096;
+
+/**
+ * The lanes: expressions that have been evaluated within their limits before, those not yet
+ * (their first evaluations), and the quarantine.
+ */
+const HEALTHY = 0;
+const PROBATION = 1;
+const QUARANTINE = 2;
+type Lane = typeof HEALTHY | typeof PROBATION | typeof QUARANTINE;
+
+/** What the quarantine knows of one expression. */
+interface Quarantined {
+  /** The backoff after its last failure (ms). */
+  backoffMs: number;
+  /** Until when it fails at once with the input it failed on (ms since the epoch). */
+  until: number;
+  /** A digest of the input its last evaluation failed on. */
+  input: string;
+  /** Its last failure's message. */
+  message: string;
+}
 
 /** Wall-clock time, as a multiple of the deadline, after which an evaluation stops even if its thread was starved of CPU. */
 export const HARD_DEADLINE_FACTOR = 10;
@@ -66,12 +110,16 @@ const YOUNG_GENERATION_MIB = 16;
 const TICK_MS = 10;
 
 interface Pending {
+  lane: Lane;
+  /** The expression's key (shape and text). */
+  key: string;
   job: Job;
   resolve: (output: TransformOutput) => void;
   reject: (error: ResolutionError) => void;
 }
 
 interface Slot {
+  lane: Lane;
   worker: Worker;
   /** Int32 at 0: the job running (0: none); Float64 at 8: when it started (ms since the epoch). */
   running: Int32Array;
@@ -98,11 +146,16 @@ export class TransformPool {
   private readonly timeoutMs: number;
   private readonly maxHeapMiB: number;
   private readonly keepAlive: boolean;
-  private readonly cooldownMs: number;
-  /** Expressions (by shape and text) that hit a hard limit: until when they fail at once, and why. */
-  private readonly overran = new Map<string, { until: number; message: string }>();
+  private readonly backoff: readonly [number, number];
+  /** Expressions (by shape and text) that hit a hard limit: the quarantine, least recently used first. */
+  private readonly quarantine = new Map<string, Quarantined>();
   private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  /** Expressions (by shape and text) evaluated within their limits before: the healthy lane's. */
+  private readonly trusted = new Map<string, true>();
+  /** The jobs waiting for a worker, per lane. */
+  private readonly queues: [Pending[], Pending[], Pending[]] = [[], [], []];
+  /** Evaluations run in the quarantine's lane so far. */
+  private laneEvaluations = 0;
   private nextId = 1;
   /**
    * A started worker kept idle, so a worker retired for a limit is replaced at once rather than
@@ -118,7 +171,28 @@ export class TransformPool {
     this.timeoutMs = Math.max(1, options.timeoutMs ?? TRANSFORM_POOL_DEFAULTS.timeoutMs);
     this.maxHeapMiB = Math.max(8, options.maxHeapMiB ?? TRANSFORM_POOL_DEFAULTS.maxHeapMiB);
     this.keepAlive = options.keepAlive ?? true;
-    this.cooldownMs = Math.max(0, options.cooldownMs ?? TRANSFORM_POOL_DEFAULTS.cooldownMs);
+    const [first, longest] = options.quarantineBackoffMs ?? TRANSFORM_POOL_DEFAULTS.quarantineBackoffMs;
+    this.backoff = [Math.max(0, first), Math.max(0, first, longest)];
+  }
+
+  /** How many expressions are quarantined now (at most {@link MAX_QUARANTINED}). */
+  get quarantined(): number {
+    return this.quarantine.size;
+  }
+
+  /**
+   * How long until the quarantined expression `text` (compiled for `shape`) is evaluated again
+   * rather than failed at once; undefined when it is not backing off.
+   */
+  retryAfterMs(text: string, shape: TransformShape): number | undefined {
+    const known = this.quarantine.get(overrunKey(text, shape));
+    const left = known ? known.until - Date.now() : 0;
+    return left > 0 ? left : undefined;
+  }
+
+  /** How many evaluations ran in the quarantine's lane since the pool was made. */
+  get quarantineEvaluations(): number {
+    return this.laneEvaluations;
   }
 
   /** The deadline of one evaluation, in ms. */
@@ -140,14 +214,28 @@ export class TransformPool {
     if (this.closed)
       return Promise.reject(new ResolutionError("TransformFailed", "the transform pool is closed"));
     const key = overrunKey(text, shape);
-    const known = this.overran.get(key);
-    if (known && known.until > Date.now())
-      return Promise.reject(new ResolutionError("TransformFailed", known.message));
-    if (known) this.overran.delete(key);
+    const known = this.quarantine.get(key);
+    let lane: Lane = this.trusted.has(key) ? HEALTHY : PROBATION;
+    if (known) {
+      // Most recently used last: the first key is the one to forget.
+      this.quarantine.delete(key);
+      this.quarantine.set(key, known);
+      const now = Date.now();
+      if (known.until > now) {
+        // A new input: the wait goes back to its first step (never longer than it was).
+        if (known.input !== inputDigest(input)) {
+          known.backoffMs = this.backoff[0];
+          known.until = Math.min(known.until, now + this.backoff[0]);
+        }
+        return Promise.reject(new ResolutionError("TransformFailed", known.message));
+      }
+      lane = QUARANTINE;
+      this.laneEvaluations++;
+    }
     return new Promise<TransformOutput>((resolve, reject) => {
       const id = this.nextId;
       this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
-      this.queue.push({ job: { id, text, shape, input, limits }, resolve, reject });
+      this.queues[lane].push({ lane, key, job: { id, text, shape, input, limits }, resolve, reject });
       this.scheduleFlush();
     });
   }
@@ -167,7 +255,7 @@ export class TransformPool {
       stopping.push(slot.worker.terminate());
     }
     this.slots.length = 0;
-    for (const p of this.queue.splice(0)) p.reject(closedError());
+    for (const queue of this.queues) for (const p of queue.splice(0)) p.reject(closedError());
     await Promise.allSettled(stopping);
   }
 
@@ -182,18 +270,34 @@ export class TransformPool {
   }
 
   private flush(): void {
-    if (this.closed || this.queue.length === 0) return;
-    while (this.slots.length < this.workers) {
-      this.slots.push(this.spare ?? this.spawn());
-      this.spare = undefined;
+    if (this.closed) return;
+    this.flushLane(HEALTHY, this.workers);
+    // As many for the first evaluations of expressions, made when they first have work: a new
+    // expression that runs to a limit costs the others new like it, never the trusted ones.
+    this.flushLane(PROBATION, this.workers);
+    // One worker for the quarantine: its expressions wait for each other, never for or in front
+    // of the others.
+    this.flushLane(QUARANTINE, 1);
+  }
+
+  private flushLane(lane: Lane, workers: number): void {
+    const queue = this.queues[lane];
+    if (queue.length === 0) return;
+    const slots = () => this.slots.filter((s) => s.lane === lane);
+    while (slots().length < workers) {
+      // A spare is kept for the healthy lane only: a quarantined expression may wait for a start.
+      const spare = lane === HEALTHY ? this.spare : undefined;
+      this.slots.push(spare ?? this.spawn(lane));
+      if (spare) this.spare = undefined;
     }
-    this.spare ??= this.spawn();
+    if (lane === HEALTHY) this.spare ??= this.spawn(HEALTHY);
+    const mine = slots();
     const batches = new Map<Slot, Pending[]>();
-    while (this.queue.length > 0) {
+    while (queue.length > 0) {
       let best: Slot | undefined;
-      for (const s of this.slots) if (!best || s.outstanding.size < best.outstanding.size) best = s;
+      for (const s of mine) if (!best || s.outstanding.size < best.outstanding.size) best = s;
       if (!best || best.outstanding.size >= MAX_IN_FLIGHT) break;
-      const p = this.queue.shift()!;
+      const p = queue.shift()!;
       best.outstanding.set(p.job.id, p);
       let batch = batches.get(best);
       if (!batch) batches.set(best, (batch = []));
@@ -208,7 +312,7 @@ export class TransformPool {
     }
   }
 
-  private spawn(): Slot {
+  private spawn(lane: Lane): Slot {
     const state = new SharedArrayBuffer(24);
     const worker = new Worker(WORKER_URL, {
       workerData: { state } satisfies WorkerData,
@@ -222,6 +326,7 @@ export class TransformPool {
       stderr: false,
     });
     const slot: Slot = {
+      lane,
       worker,
       running: new Int32Array(state, 0, 1),
       startedAt: new Float64Array(state, 8, 1),
@@ -254,6 +359,8 @@ export class TransformPool {
       const p = slot.outstanding.get(r.id);
       if (!p) continue;
       slot.outstanding.delete(r.id);
+      // Evaluated within its limits (whatever the outcome): from now on in the healthy lane.
+      if (p.lane === PROBATION) this.trust(p.key);
       if (r.ok) p.resolve({ value: r.value, cost: r.cost });
       else p.reject(new ResolutionError(r.reason, r.message));
     }
@@ -262,7 +369,7 @@ export class TransformPool {
       slot.timer = undefined;
       if (!this.keepAlive) slot.worker.unref();
     }
-    if (this.queue.length > 0) this.scheduleFlush();
+    if (this.queues[slot.lane].length > 0) this.scheduleFlush();
   }
 
   private onExit(slot: Slot): void {
@@ -270,7 +377,7 @@ export class TransformPool {
     const err = slot.error;
     const oom = (err as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY";
     const message = oom
-      ? `the transform ran out of its memory limit of ${this.maxHeapMiB} MiB: make it build smaller values${this.cooldownNote()}`
+      ? `the transform ran out of its memory limit of ${this.maxHeapMiB} MiB: make it build smaller values`
       : slot.ready
         ? `the transform worker stopped unexpectedly${err ? `: ${err.message}` : ""}`
         : `the transform worker could not start${err ? `: ${err.message}` : ""}`;
@@ -307,25 +414,37 @@ export class TransformPool {
     this.retire(
       slot,
       id,
-      `the transform ran past its time limit of ${this.timeoutMs} ms: make it do less work${this.cooldownNote()}`,
+      `the transform ran past its time limit of ${this.timeoutMs} ms: make it do less work`,
       false,
       true,
     );
   }
 
-  private cooldownNote(): string {
-    return this.cooldownMs > 0
-      ? ` (it is not evaluated again for ${Math.round(this.cooldownMs / 1000)} s)`
-      : "";
+  /** Moves `key` to the healthy lane (the most recently trusted last: the first is forgotten first). */
+  private trust(key: string): void {
+    if (this.trusted.has(key) || this.quarantine.has(key)) return;
+    this.trusted.set(key, true);
+    if (this.trusted.size > MAX_TRUSTED) this.trusted.delete(this.trusted.keys().next().value!);
   }
 
-  /** Fails `job`'s expression at once for the cool-down, so one hostile expression costs one worker. */
-  private remember(job: Job, message: string): void {
-    if (this.cooldownMs === 0) return;
+  /**
+   * Quarantines `job`'s expression (or backs it off further, when it failed again on the same
+   * input): it fails at once with that input for the backoff, and runs in the quarantine's lane.
+   * Returns the message its evaluations fail with meanwhile.
+   */
+  private remember(job: Job, message: string): string {
     const key = overrunKey(job.text, job.shape);
-    this.overran.delete(key);
-    this.overran.set(key, { until: Date.now() + this.cooldownMs, message });
-    if (this.overran.size > MAX_REMEMBERED) this.overran.delete(this.overran.keys().next().value!);
+    this.trusted.delete(key);
+    const input = inputDigest(job.input);
+    const known = this.quarantine.get(key);
+    const [first, longest] = this.backoff;
+    const backoffMs = known?.input === input ? Math.min(longest, Math.max(1, known.backoffMs) * 2) : first;
+    const seconds = backoffMs < 1000 ? `${backoffMs} ms` : `${Math.round(backoffMs / 1000)} s`;
+    const said = `${message} (quarantined: evaluated again in ${seconds}, apart from the other transforms)`;
+    this.quarantine.delete(key);
+    this.quarantine.set(key, { backoffMs, until: Date.now() + backoffMs, input, message: said });
+    if (this.quarantine.size > MAX_QUARANTINED) this.quarantine.delete(this.quarantine.keys().next().value!);
+    return said;
   }
 
   /**
@@ -346,17 +465,22 @@ export class TransformPool {
     const again: Pending[] = [];
     for (const p of held) {
       if (failAll || p.job.id === suspect) {
-        if (limitHit && p.job.id === suspect) this.remember(p.job, message);
-        p.reject(new ResolutionError("TransformFailed", message));
+        const said = limitHit && p.job.id === suspect ? this.remember(p.job, message) : message;
+        p.reject(new ResolutionError("TransformFailed", said));
       } else again.push(p);
     }
-    this.queue.unshift(...again);
-    if (this.queue.length > 0) this.scheduleFlush();
+    this.queues[slot.lane].unshift(...again);
+    if (again.length > 0) this.scheduleFlush();
   }
 }
 
 function overrunKey(text: string, shape: TransformShape): string {
   return `${shape.mode}/${shape.hasDefault}/${text}`;
+}
+
+/** A digest of an evaluation's input (asked only of quarantined expressions). */
+function inputDigest(input: TransformInput): string {
+  return createHash("sha256").update(stableStringify(input)).digest("base64url");
 }
 
 function closedError(): ResolutionError {

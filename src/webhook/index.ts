@@ -16,4 +16,6 @@ export type { AdmissionRequest, AdmissionResponse, AdmissionReview, UserInfo } f
 export { describePermission } from "./access-review.ts";
 export type { Permission } from "./access-review.ts";
 export { startWebhookServer, WEBHOOK_PATH } from "./server.ts";
-export type { WebhookServerOptions } from "./server.ts";
+export type { CertificateSource, OpenCertificate, WebhookServerOptions } from "./server.ts";
+export { CertRotator } from "./cert-rotator.ts";
+export type { CertRotatorOptions } from "./cert-rotator.ts";

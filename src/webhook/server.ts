@@ -2,7 +2,8 @@
  * The webhook's HTTPS endpoint: `POST /validate-referable` takes an AdmissionReview and answers
  * with the handler's verdict; `GET /healthz` says the server answers. The serving certificate is
  * reloaded from its files when they change (see ./serving-certificate.ts), so cert-manager's
- * rotation works without a restart.
+ * rotation works without a restart; or it comes from a {@link CertificateSource} such as the
+ * controller's own certificate management (./cert-rotator.ts).
  *
  * Every replica serves this, leader or not: admission must not wait for an election.
  */
@@ -13,19 +14,30 @@ import { asError } from "../errors.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { AdmissionHandler } from "./admission.ts";
 import { isInvalidAdmissionReview } from "./admission-review.ts";
-import { describeCertificate, ServingCertificate } from "./serving-certificate.ts";
+import { describeCertificate, ServingCertificate, type KeyPair } from "./serving-certificate.ts";
 
 /** The path the ValidatingWebhookConfiguration calls. */
 export const WEBHOOK_PATH = "/validate-referable";
+
+/** Where the serving pair comes from, other than files: the pair now, until closed. */
+export interface CertificateSource {
+  readonly current: KeyPair;
+  close(): void;
+}
+
+/** Opens a {@link CertificateSource} that calls `onChange` with each new pair. */
+export type OpenCertificate = (onChange: (pair: KeyPair) => void) => Promise<CertificateSource>;
 
 /** Options for {@link startWebhookServer}. */
 export interface WebhookServerOptions {
   /** Where to listen, `[host]:port` (":9443" for every interface, as controller-runtime). */
   address: string;
-  /** PEM certificate chain (`tls.crt` of a cert-manager Secret). */
-  certFile: string;
-  /** PEM private key (`tls.key`). */
-  keyFile: string;
+  /** PEM certificate chain (`tls.crt` of a cert-manager Secret); unused with `certificate`. */
+  certFile?: string;
+  /** PEM private key (`tls.key`); unused with `certificate`. */
+  keyFile?: string;
+  /** The serving pair from elsewhere than files (the controller's own CA). */
+  certificate?: OpenCertificate;
   /** Judges each AdmissionReview. */
   handler: AdmissionHandler;
   /** @default a silent logger */
@@ -55,14 +67,19 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
 
   // The certificate is read before the server exists; changes after that go to the server.
   const target: { server?: Server } = {};
-  const certificate = await ServingCertificate.open({
-    certFile: options.certFile,
-    keyFile: options.keyFile,
-    logger,
-    ...(options.certCheckIntervalMs !== undefined ? { checkIntervalMs: options.certCheckIntervalMs } : {}),
-    // New connections get the new pair; open ones keep theirs until they close.
-    onChange: (pair) => target.server?.setSecureContext({ ...TLS, ...pair }),
-  });
+  // New connections get the new pair; open ones keep theirs until they close.
+  const onChange = (pair: KeyPair) => target.server?.setSecureContext({ ...TLS, ...pair });
+  const certificate: CertificateSource = options.certificate
+    ? await options.certificate(onChange)
+    : await ServingCertificate.open({
+        certFile: required(options.certFile, "certFile"),
+        keyFile: required(options.keyFile, "keyFile"),
+        logger,
+        ...(options.certCheckIntervalMs !== undefined
+          ? { checkIntervalMs: options.certCheckIntervalMs }
+          : {}),
+        onChange,
+      });
   const server = createServer({ ...TLS, ...certificate.current }, (req, res) => {
     void serve(req, res, options.handler, maxBodyBytes, logger);
   });
@@ -91,6 +108,11 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     "webhook server listening",
   );
   return server;
+}
+
+function required(value: string | undefined, name: string): string {
+  if (value === undefined) throw new Error(`the webhook needs ${name} or a certificate source`);
+  return value;
 }
 
 async function serve(

@@ -14,8 +14,13 @@ export { freePort };
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
 
-/** One stdout line, as pino wrote it (`level` is pino's number: 20 debug, 30 info, 40 warn, 50 error). */
-export type LogLine = Record<string, unknown> & { level?: number; msg?: string };
+/** One stdout line, as the controller wrote it (`level` a name: debug, info, warn, error, fatal). */
+export type LogLine = Record<string, unknown> & { level?: string; msg?: string };
+
+/** Whether a log line is at error level or above. */
+export function isErrorLine(line: LogLine): boolean {
+  return line.level === "error" || line.level === "fatal";
+}
 
 /** How a process ended. */
 export interface Exit {

@@ -1,9 +1,11 @@
 /**
  * The real consumers read a Referable on the first try, from the manifests docs/consuming.md
- * shows (examples/consumers/): kro v0.9.3 through `${ref.status.text}` in a
- * ResourceGraphDefinition, and provider-kubernetes v1.2.1 through an Object's
+ * shows (examples/consumers/): kro through `${ref.status.text}` in a
+ * ResourceGraphDefinition, and provider-kubernetes through an Object's
  * `patchesFrom: status.text` of a number value, each following a change of the source. Both are
- * built from the Go module proxy (scripts/consumer-binaries.sh) and run as their own processes;
+ * built from the Go module proxy at the versions scripts/consumer-binaries.sh pins (the one place
+ * they are written; README.md and docs/consuming.md name them, test/unit/consumer-versions.test.ts
+ * checks) and run as their own processes;
  * provider-kubernetes in a network namespace of its own, as the only identity that reads
  * Referables with exactly the consumer roles of deploy/base/rbac-consumer.yaml.
  */

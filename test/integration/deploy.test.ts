@@ -472,8 +472,11 @@ describe("deploy/ on the real API server", () => {
     const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
     const added = overlay.filter((o) => !base.some((b) => JSON.stringify(b) === JSON.stringify(o)));
     expect(added.map((o) => `${o.kind} ${o.metadata?.namespace}/${o.metadata?.name}`).sort()).toEqual([
+      "ClusterRoleBinding undefined/referable-metrics-scraper",
       "ConfigMap referable-system/referable-controller-dashboard",
       "PrometheusRule referable-system/referable-controller",
+      "Secret referable-system/referable-metrics-scraper-token",
+      "ServiceAccount referable-system/referable-metrics-scraper",
       "ServiceMonitor referable-system/referable-controller",
     ]);
     expect(overlay).toHaveLength(base.length + added.length);
@@ -491,10 +494,26 @@ describe("deploy/ on the real API server", () => {
         path: "/metrics",
         interval: "30s",
         scheme: "https",
-        bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        // A token from a Secret (prometheus-operator deprecates bearerTokenFile): the scraper
+        // ServiceAccount's, bound to the metrics reader role.
+        authorization: {
+          type: "Bearer",
+          credentials: { name: "referable-metrics-scraper-token", key: "token" },
+        },
         tlsConfig: { insecureSkipVerify: true },
       },
     ]);
+    const tokenSecret = find(overlay, "Secret", "referable-metrics-scraper-token") as Obj & { type: string };
+    expect(tokenSecret.type).toBe("kubernetes.io/service-account-token");
+    expect(tokenSecret.metadata?.annotations?.["kubernetes.io/service-account.name"]).toBe(
+      "referable-metrics-scraper",
+    );
+    expect(find(overlay, "ClusterRoleBinding", "referable-metrics-scraper")).toMatchObject({
+      roleRef: { kind: "ClusterRole", name: "referable-metrics-reader" },
+      subjects: [
+        { kind: "ServiceAccount", name: "referable-metrics-scraper", namespace: "referable-system" },
+      ],
+    });
     // The role the ServiceMonitor's Prometheus needs, and nothing else.
     const metricsReader = find(base, "ClusterRole", "referable-metrics-reader") as Obj & { rules: unknown };
     expect(metricsReader.rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);

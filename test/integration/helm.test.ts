@@ -24,13 +24,16 @@
  * no controller-manager, so the test fills the aggregated source-reader role as the
  * clusterrole-aggregation controller would.
  */
+import { X509Certificate } from "node:crypto";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
+import { connect as tlsConnect } from "node:tls";
+import { KubeConfig } from "@kubernetes/client-node";
 import { dirname, join } from "node:path";
 import { load, loadAll } from "js-yaml";
 import { parseConfig } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { getReferable, SHARD_LABEL } from "../harness/controller.ts";
 import { kustomize } from "../harness/kubectl.ts";
@@ -48,7 +51,15 @@ import {
   createConfigMap,
   createSecret,
 } from "../harness/kube.ts";
-import { killAllProcesses, startControllerProcess, type ControllerProcess } from "../harness/process.ts";
+import {
+  freePort,
+  isErrorLine,
+  killAllProcesses,
+  startControllerProcess,
+  type ControllerProcess,
+} from "../harness/process.ts";
+import { bindRole, createRole, user } from "../harness/rbac.ts";
+import { REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
 const WAIT = { timeoutMs: 60_000, intervalMs: 100 };
@@ -82,9 +93,18 @@ afterAll(async () => {
   await closeTestClients();
 });
 
-/** Every value of the chart set at once (the webhook needs cert-manager, so a real install turns it off). */
+/** Every value of the chart set at once. */
 const EVERY_VALUE = {
-  global: { imageRegistry: "unused.example" },
+  global: {
+    imageRegistry: "unused.example",
+    imagePullSecrets: [{ name: "umbrella" }],
+    priorityClassName: "platform-critical",
+  },
+  imagePullSecrets: [{ name: "regcred" }],
+  strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } },
+  extraVolumes: [{ name: "metrics-cert", secret: { secretName: "metrics-tls" } }],
+  extraVolumeMounts: [{ name: "metrics-cert", mountPath: "/certs/metrics", readOnly: true }],
+  extraObjects: [{ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "{{ .Release.Name }}-extra" } }],
   nameOverride: "refs",
   commonLabels: { "cost-center": "c42" },
   crds: { enabled: true, keep: false },
@@ -103,7 +123,7 @@ const EVERY_VALUE = {
     runbookBaseURL: "https://wiki.example/referable",
   },
   grafanaDashboard: { enabled: true, annotations: { grafana_folder: "Platform" } },
-  podDisruptionBudget: { enabled: true, minAvailable: 2 },
+  podDisruptionBudget: { enabled: true, minAvailable: 2, maxUnavailable: 1 },
   serviceAccount: { create: true, name: "referable", annotations: { a: "b" } },
   podLabels: { team: "platform" },
   podAnnotations: { "example.com/x": "y" },
@@ -115,7 +135,7 @@ const EVERY_VALUE = {
     { maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway" },
   ],
   networkPolicy: { enabled: true, metricsFrom: [{ podSelector: {} }], extraIngress: [] },
-  webhook: { enabled: true },
+  webhook: { enabled: true, certManager: { enabled: true } },
 };
 
 /** The Prometheus Operator's kinds, as a cluster with its CRDs reports them to Helm. */
@@ -181,9 +201,9 @@ function controllerContainer(d: Deployment): Container {
 
 describe("helm template", () => {
   it(
-    "with its defaults renders what deploy/ renders, the Namespace aside",
+    "with webhook.enabled=false renders what deploy/ renders, the Namespace aside",
     async () => {
-      const chart = await template("referable", "referable-system");
+      const chart = await template("referable", "referable-system", "webhook.enabled=false");
       const kustomized = (await kustomize<Obj>("deploy")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(kustomized.map(key).sort());
       for (const o of kustomized) {
@@ -205,9 +225,60 @@ describe("helm template", () => {
   );
 
   it(
-    "with webhook.enabled renders what deploy/overlays/webhook renders",
+    "with its defaults adds to deploy/ the webhook with a certificate the controller manages: no cert-manager",
     async () => {
-      const chart = await template("referable", "referable-system", "webhook.enabled=true");
+      const chart = await template("referable", "referable-system");
+      const kustomized = (await kustomize<Obj>("deploy")).filter((o) => o.kind !== "Namespace");
+      const added = chart.filter((o) => !kustomized.some((k) => key(k) === key(o)));
+      expect(added.map(key).sort()).toEqual([
+        "ClusterRole /referable-webhook",
+        "ClusterRoleBinding /referable-webhook",
+        "Role referable-system/referable-webhook-cert",
+        "RoleBinding referable-system/referable-webhook-cert",
+        "Service referable-system/referable-webhook",
+        "ValidatingWebhookConfiguration /referable-validating-webhook",
+      ]);
+      expect(chart.filter((o) => o.apiVersion?.startsWith("cert-manager.io/"))).toEqual([]);
+      const vwc = find(chart, "ValidatingWebhookConfiguration", "referable-validating-webhook");
+      expect(vwc.metadata?.annotations?.["cert-manager.io/inject-ca-from"]).toBeUndefined();
+      const d = find<Deployment>(chart, "Deployment", "referable-controller");
+      const args = controllerContainer(d).args ?? [];
+      expect(args).toEqual(
+        expect.arrayContaining([
+          "--webhook-bind-address=:9443",
+          "--webhook-cert-secret=referable-webhook-cert",
+          "--webhook-service=referable-webhook",
+          "--webhook-configuration=referable-validating-webhook",
+        ]),
+      );
+      expect(parseConfig(args, {})).toMatchObject({ webhookCertSecret: "referable-webhook-cert" });
+      // No Secret to mount: the controller reads its own from the API server.
+      expect(d.spec.template.spec.volumes).toBeUndefined();
+      // RBAC by name: get and update of its one Secret and its one webhook configuration;
+      // create of Secrets only in its own namespace.
+      expect(find(chart, "Role", "referable-webhook-cert").rules).toEqual([
+        {
+          apiGroups: [""],
+          resources: ["secrets"],
+          resourceNames: ["referable-webhook-cert"],
+          verbs: ["get", "update"],
+        },
+        { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+      ]);
+      expect(find(chart, "ClusterRole", "referable-webhook").rules).toContainEqual({
+        apiGroups: ["admissionregistration.k8s.io"],
+        resources: ["validatingwebhookconfigurations"],
+        resourceNames: ["referable-validating-webhook"],
+        verbs: ["get", "update"],
+      });
+    },
+    STEP_MS,
+  );
+
+  it(
+    "with webhook.certManager.enabled renders what deploy/overlays/webhook renders",
+    async () => {
+      const chart = await template("referable", "referable-system", "webhook.certManager.enabled=true");
       const overlay = (await kustomize<Obj>("deploy/overlays/webhook")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(overlay.map(key).sort());
       for (const o of overlay.filter((x) => x.kind !== "Deployment")) {
@@ -236,7 +307,13 @@ describe("helm template", () => {
   it(
     "with sharding.shards=16 and three replicas renders what deploy/overlays/sharded renders",
     async () => {
-      const chart = await template("referable", "referable-system", "sharding.shards=16", "replicaCount=3");
+      const chart = await template(
+        "referable",
+        "referable-system",
+        "sharding.shards=16",
+        "replicaCount=3",
+        "webhook.enabled=false",
+      );
       const overlay = (await kustomize<Obj>("deploy/overlays/sharded")).filter((o) => o.kind !== "Namespace");
       expect(chart.map(key).sort()).toEqual(overlay.map(key).sort());
       for (const o of overlay)
@@ -265,6 +342,7 @@ describe("helm template", () => {
         "serviceMonitor.enabled=true",
         "prometheusRule.enabled=true",
         "grafanaDashboard.enabled=true",
+        "webhook.enabled=false",
         ...MONITORING_APIS.map((api) => `--api-versions=${api}`),
       );
       const overlay = await kustomize<Obj>("deploy/overlays/prometheus-operator");
@@ -278,6 +356,16 @@ describe("helm template", () => {
         expect(essence(find(chart, kind, "referable-controller"))).toEqual(
           essence(find(overlay, kind, "referable-controller")),
         );
+      }
+      for (const [kind, name] of [
+        ["ServiceAccount", "referable-metrics-scraper"],
+        ["Secret", "referable-metrics-scraper-token"],
+        ["ClusterRoleBinding", "referable-metrics-scraper"],
+      ] as const) {
+        const mine = find(chart, kind, name);
+        const theirs = find(overlay, kind, name);
+        expect(essence(mine)).toEqual(essence(theirs));
+        expect(mine.metadata?.annotations).toEqual(theirs.metadata?.annotations);
       }
       // The same dashboard, labelled for Grafana's sidecar in both.
       const mine = find(chart, "ConfigMap", "referable-controller-dashboard");
@@ -524,6 +612,18 @@ describe("helm template", () => {
         ),
     },
     {
+      reason: "maxLabelKeysPerKind, maxLabelBytesPerObject and driftReadBudget become the flags",
+      set: ["maxLabelKeysPerKind=512", "maxLabelBytesPerObject=8192", "driftReadBudget=0"],
+      check: (o) =>
+        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toEqual(
+          expect.arrayContaining([
+            "--max-label-keys-per-kind=512",
+            "--max-label-bytes-per-object=8192",
+            "--drift-read-budget=0",
+          ]),
+        ),
+    },
+    {
       reason: "priorityClassName and topologySpreadConstraints go on the pod",
       set: [
         "priorityClassName=system-cluster-critical",
@@ -564,7 +664,7 @@ describe("helm template", () => {
         // The selector never takes them (it must not change across upgrades).
         expect(d.spec.selector).toEqual({
           matchLabels: {
-            "app.kubernetes.io/name": "rel-controller",
+            "app.kubernetes.io/name": "referable-controller",
             "app.kubernetes.io/component": "controller",
           },
         });
@@ -664,12 +764,179 @@ describe("helm template", () => {
       },
     },
     {
-      reason: "global is accepted (Helm passes it to every chart) and changes nothing",
+      reason:
+        "global keys of other charts are accepted (Helm passes global to every chart) and change nothing",
       set: ["global.imageRegistry=registry.example"],
       check: (o) =>
         expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).image).toBe(
           "referable-controller:0.1.0",
         ),
+    },
+    {
+      reason: "global.imagePullSecrets come before imagePullSecrets, each name once",
+      set: [
+        "global.imagePullSecrets[0].name=umbrella",
+        "global.imagePullSecrets[1].name=shared",
+        "imagePullSecrets[0].name=shared",
+        "imagePullSecrets[1].name=mine",
+      ],
+      check: (o) =>
+        expect(
+          find<Deployment>(o, "Deployment", "rel-controller").spec.template.spec.imagePullSecrets,
+        ).toEqual([{ name: "umbrella" }, { name: "shared" }, { name: "mine" }]),
+    },
+    {
+      reason: "global.imagePullSecrets alone are the pods' pull secrets",
+      set: ["global.imagePullSecrets[0].name=umbrella"],
+      check: (o) =>
+        expect(
+          find<Deployment>(o, "Deployment", "rel-controller").spec.template.spec.imagePullSecrets,
+        ).toEqual([{ name: "umbrella" }]),
+    },
+    {
+      reason: "no pull secrets anywhere renders none",
+      set: [],
+      check: (o) =>
+        expect(
+          find<Deployment>(o, "Deployment", "rel-controller").spec.template.spec.imagePullSecrets,
+        ).toBeUndefined(),
+    },
+    {
+      reason: "global.priorityClassName is the pods' when priorityClassName is empty",
+      set: ["global.priorityClassName=platform-critical"],
+      check: (o) =>
+        expect(find<Deployment>(o, "Deployment", "rel-controller").spec.template.spec.priorityClassName).toBe(
+          "platform-critical",
+        ),
+    },
+    {
+      reason: "priorityClassName wins over global.priorityClassName",
+      set: ["global.priorityClassName=platform-critical", "priorityClassName=mine"],
+      check: (o) =>
+        expect(find<Deployment>(o, "Deployment", "rel-controller").spec.template.spec.priorityClassName).toBe(
+          "mine",
+        ),
+    },
+    {
+      reason:
+        "podLabels naming the app leave one app.kubernetes.io/name, the app's, so the selector still matches",
+      set: ["podLabels.app\\.kubernetes\\.io/name=other", "podLabels.team=platform"],
+      check: (o) => {
+        const d = find<Deployment>(o, "Deployment", "rel-controller");
+        const labels = (d.spec.template as unknown as { metadata: { labels: Record<string, string> } })
+          .metadata.labels;
+        expect(labels["app.kubernetes.io/name"]).toBe("referable-controller");
+        expect(labels.team).toBe("platform");
+        expect(labels["app.kubernetes.io/instance"]).toBe("rel");
+      },
+    },
+    {
+      reason: "commonLabels naming the app leave one app.kubernetes.io/name on every object",
+      set: ["commonLabels.app\\.kubernetes\\.io/name=other"],
+      check: (o) => {
+        for (const x of o)
+          expect({ object: key(x), name: x.metadata?.labels?.["app.kubernetes.io/name"] }).toEqual({
+            object: key(x),
+            name: "referable-controller",
+          });
+      },
+    },
+    {
+      reason: "podDisruptionBudget.maxUnavailable budgets by maxUnavailable instead of minAvailable",
+      set: ["podDisruptionBudget.maxUnavailable=1"],
+      check: (o) => {
+        const spec = find(o, "PodDisruptionBudget", "rel-controller").spec as Record<string, unknown>;
+        expect(spec.maxUnavailable).toBe(1);
+        expect(spec.minAvailable).toBeUndefined();
+      },
+    },
+    {
+      reason: "podDisruptionBudget.maxUnavailable takes a percentage",
+      set: ["podDisruptionBudget.maxUnavailable=50%"],
+      check: (o) =>
+        expect(
+          (find(o, "PodDisruptionBudget", "rel-controller").spec as Record<string, unknown>).maxUnavailable,
+        ).toBe("50%"),
+    },
+    {
+      reason: "strategy replaces the Deployment's rolling update",
+      set: ["strategy.type=Recreate"],
+      check: (o) =>
+        expect(find<Deployment>(o, "Deployment", "rel-controller").spec.strategy).toEqual({
+          type: "Recreate",
+        }),
+    },
+    {
+      reason: "without strategy the rollout never goes below the replica count",
+      set: [],
+      check: (o) =>
+        expect(find<Deployment>(o, "Deployment", "rel-controller").spec.strategy).toEqual({
+          type: "RollingUpdate",
+          rollingUpdate: { maxUnavailable: 0, maxSurge: 1 },
+        }),
+    },
+    {
+      reason:
+        "extraVolumes and extraVolumeMounts mount a metrics certificate, with the webhook's cert-manager volume",
+      set: [
+        "extraVolumes[0].name=metrics-cert",
+        "extraVolumes[0].secret.secretName=metrics-tls",
+        "extraVolumeMounts[0].name=metrics-cert",
+        "extraVolumeMounts[0].mountPath=/certs/metrics",
+        "extraVolumeMounts[0].readOnly=true",
+        "extraArgs[0]=--metrics-cert-dir=/certs/metrics",
+        "webhook.certManager.enabled=true",
+      ],
+      check: (o) => {
+        const d = find<Deployment>(o, "Deployment", "rel-controller");
+        expect(d.spec.template.spec.volumes).toEqual([
+          { name: "webhook-serving-cert", secret: { secretName: "rel-webhook-serving-cert" } },
+          { name: "metrics-cert", secret: { secretName: "metrics-tls" } },
+        ]);
+        const c = controllerContainer(d);
+        expect(c.volumeMounts).toEqual([
+          {
+            name: "webhook-serving-cert",
+            mountPath: "/tmp/k8s-webhook-server/serving-certs",
+            readOnly: true,
+          },
+          { name: "metrics-cert", mountPath: "/certs/metrics", readOnly: true },
+        ]);
+        expect(c.args).toContain("--metrics-cert-dir=/certs/metrics");
+      },
+    },
+    {
+      reason: "extraVolumes alone, with the webhook's own certificate, are the pods' only volumes",
+      set: ["extraVolumes[0].name=scratch", "extraVolumes[0].emptyDir.medium=Memory"],
+      check: (o) => {
+        const d = find<Deployment>(o, "Deployment", "rel-controller");
+        expect(d.spec.template.spec.volumes).toEqual([{ name: "scratch", emptyDir: { medium: "Memory" } }]);
+        expect(controllerContainer(d).volumeMounts).toBeUndefined();
+      },
+    },
+    {
+      reason: "extraObjects install more objects, as templates, given as objects or strings",
+      // --set would read "{{" as the start of a list: JSON instead.
+      set: [
+        `--set-json=extraObjects=${JSON.stringify([
+          {
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            metadata: { name: "{{ .Release.Name }}-extra", namespace: "{{ .Release.Namespace }}" },
+            data: { k: "v" },
+          },
+          "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-extra-secret",
+        ])}`,
+      ],
+      check: (o) => {
+        expect(find(o, "ConfigMap", "rel-extra")).toEqual({
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: "rel-extra", namespace: "ops" },
+          data: { k: "v" },
+        });
+        find(o, "Secret", "rel-extra-secret");
+      },
     },
     {
       reason: "networkPolicy admits the metrics port from metricsFrom, and the webhook port",
@@ -683,7 +950,7 @@ describe("helm template", () => {
         expect(np.spec).toEqual({
           podSelector: {
             matchLabels: {
-              "app.kubernetes.io/name": "rel-controller",
+              "app.kubernetes.io/name": "referable-controller",
               "app.kubernetes.io/component": "controller",
             },
           },
@@ -734,7 +1001,8 @@ describe("helm template", () => {
       },
     },
     {
-      reason: "metrics.secure makes the ServiceMonitor scrape over HTTPS with Prometheus's token",
+      reason:
+        "metrics.secure makes the ServiceMonitor scrape over HTTPS with a token from a Secret (authorization, not bearerTokenFile)",
       set: ["metrics.secure=true", "serviceMonitor.enabled=true", `--api-versions=${MONITORING_APIS[0]}`],
       check: (o) =>
         expect(
@@ -745,10 +1013,50 @@ describe("helm template", () => {
             path: "/metrics",
             interval: "30s",
             scheme: "https",
-            bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            authorization: {
+              type: "Bearer",
+              credentials: { name: "rel-metrics-scraper-token", key: "token" },
+            },
             tlsConfig: { insecureSkipVerify: true },
           },
         ]),
+    },
+    {
+      reason:
+        "the ServiceMonitor's token is a ServiceAccount's of the release, bound to the metrics reader role",
+      set: ["metrics.secure=true", "serviceMonitor.enabled=true", `--api-versions=${MONITORING_APIS[0]}`],
+      check: (o) => {
+        const secret = find(o, "Secret", "rel-metrics-scraper-token") as Obj & { type: string };
+        expect(secret.type).toBe("kubernetes.io/service-account-token");
+        expect(secret.metadata?.namespace).toBe("ops");
+        expect(secret.metadata?.annotations?.["kubernetes.io/service-account.name"]).toBe(
+          "rel-metrics-scraper",
+        );
+        expect(find(o, "ServiceAccount", "rel-metrics-scraper").metadata?.namespace).toBe("ops");
+        expect(find(o, "ClusterRoleBinding", "rel-metrics-scraper")).toMatchObject({
+          roleRef: { kind: "ClusterRole", name: "rel-metrics-reader" },
+          subjects: [{ kind: "ServiceAccount", name: "rel-metrics-scraper", namespace: "ops" }],
+        });
+      },
+    },
+    {
+      reason: "serviceMonitor.authorization names a Secret of your own, and the chart makes no token",
+      set: [
+        "metrics.secure=true",
+        "serviceMonitor.enabled=true",
+        "serviceMonitor.authorization.secretName=prom-token",
+        "serviceMonitor.authorization.key=jwt",
+        `--api-versions=${MONITORING_APIS[0]}`,
+      ],
+      check: (o) => {
+        const [endpoint] = (find(o, "ServiceMonitor", "rel-controller").spec as { endpoints: Obj[] })
+          .endpoints;
+        expect(endpoint!.authorization).toEqual({
+          type: "Bearer",
+          credentials: { name: "prom-token", key: "jwt" },
+        });
+        expect(o.filter((x) => x.metadata?.name?.startsWith("rel-metrics-scraper"))).toEqual([]);
+      },
     },
     {
       reason:
@@ -820,11 +1128,12 @@ describe("helm template", () => {
   );
 
   it(
-    "helm lint passes, and helm template renders, with every value set at once",
+    "helm lint --strict passes with the defaults and with every value set at once, and helm template renders",
     async () => {
       const file = join(await mkdtemp(join(tmpdir(), "referable-helm-values-")), "values.yaml");
       await writeFile(file, JSON.stringify(EVERY_VALUE));
       try {
+        expect(await runHelm(helm, ["lint", CHART, "--strict"])).toContain("0 chart(s) failed");
         const lint = await runHelm(helm, ["lint", CHART, "--strict", "--values", file]);
         expect(lint).toContain("0 chart(s) failed");
         const objects = await template(
@@ -877,6 +1186,22 @@ describe("helm template refuses values the chart does not know, saying which (va
     },
     { reason: "a digest that is not one", set: "image.digest=latest", says: "/image/digest" },
     { reason: "a log format the controller does not have", set: "logFormat=pretty", says: "/logFormat" },
+    {
+      reason: "a pull secret given as a string",
+      set: "imagePullSecrets[0]=regcred",
+      says: "/imagePullSecrets/0",
+    },
+    {
+      reason: "a global pull secret given as a string",
+      set: "global.imagePullSecrets[0]=regcred",
+      says: "/global/imagePullSecrets/0",
+    },
+    {
+      reason: "a typo inside webhook.certManager",
+      set: "webhook.certManager.enable=true",
+      says: "'enable' not allowed",
+    },
+    { reason: "a strategy that is not one", set: "strategy.type=Rolling", says: "/strategy/type" },
   ];
   it.each(refused)(
     "$reason",
@@ -928,6 +1253,11 @@ describe("helm template refuses contradictory values, saying the fix", () => {
       reason: "a heap cap above a limit given in bytes",
       set: ["heapCapMiB=300", "resources.limits.memory=268435456"],
       says: "heapCapMiB=300 is at or above resources.limits.memory=268435456 (256 MiB)",
+    },
+    {
+      reason: "a PodDisruptionBudget with maxUnavailable 0 blocks every node drain",
+      set: ["podDisruptionBudget.maxUnavailable=0"],
+      says: "podDisruptionBudget.maxUnavailable=0 lets no pod be evicted, so every node drain blocks",
     },
     {
       reason: "an existing ServiceAccount without its name",
@@ -1038,6 +1368,10 @@ describe("helm install on the control plane", () => {
         // test's: managed outside this release (the CRD's own upgrade is tested below).
         "--set",
         "crds.enabled=false",
+        // A webhook here would judge every test's Referables on the shared control plane; the
+        // chart's default webhook is installed on a control plane of its own below.
+        "--set",
+        "webhook.enabled=false",
       ]);
       installed = true;
       const status = load(
@@ -1275,6 +1609,10 @@ describe("helm upgrade upgrades the CRD", () => {
           "serviceMonitor.enabled=true",
           "--set",
           "prometheusRule.enabled=true",
+          // No controller runs here to serve the webhook (the test after "without cert-manager"
+          // below runs one), and the CRD is what this test is about.
+          "--set",
+          "webhook.enabled=false",
         ),
       );
       expect(notes).toContain("no monitoring.coreos.com/v1 ServiceMonitor");
@@ -1490,3 +1828,250 @@ describe("the docs' helm commands", () => {
     STEP_MS,
   );
 });
+
+// ---------------------------------------------------------------------------------------------
+// The chart's default webhook, installed on a control plane of its own (a webhook that refuses
+// Referables must not judge other test files' on the shared one): the controller makes its own
+// certificate, and the API server calls it through the chart's Service.
+
+/** This machine's first non-loopback IPv4 address: the API server reaches the webhook's Endpoints there. */
+function hostAddress(): string | undefined {
+  for (const addresses of Object.values(networkInterfaces()))
+    for (const a of addresses ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
+  return undefined;
+}
+
+const HOST_ADDRESS = hostAddress();
+
+describe("the chart's default webhook without cert-manager", () => {
+  let plane: PrivateControlPlane | undefined;
+  let admin: KubeClient;
+  let controller: ControllerProcess | undefined;
+  let tmp: string;
+
+  afterAll(async () => {
+    await controller?.stop().catch(() => undefined);
+    await admin?.close();
+    await plane?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  itIf(HOST_ADDRESS ? undefined : "no non-loopback IPv4 address for the webhook's Endpoints")(
+    "serves with a certificate the controller made and put in the caBundle, and the API server's admission calls it",
+    async () => {
+      // Webhook calls resolved through Endpoints (as the aggregator's), since no kube-proxy routes
+      // the Service's ClusterIP here.
+      ({ plane, admin } = await startPrivatePlane("helm-webhook", {
+        installCrds: false,
+        extraFlags: { apiServer: ["--enable-aggregator-routing=true"] },
+      }));
+      tmp = await mkdtemp(join(tmpdir(), "referable-helm-webhook-"));
+      const release = "rf";
+      const ns = "referable-system";
+      const kubeconfig = plane.kubeconfigPath;
+      // The chart's defaults: nothing set.
+      await runHelm(helm, [
+        "install",
+        release,
+        CHART,
+        "--namespace",
+        ns,
+        "--create-namespace",
+        `--kubeconfig=${kubeconfig}`,
+      ]);
+      // No cert-manager anywhere: neither its API nor any object of it.
+      await expect(admin.request("GET", "/apis/cert-manager.io")).rejects.toThrow(/404/);
+      const vwcPath = `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${release}-validating-webhook`;
+      type Vwc = Obj & { webhooks: Array<{ clientConfig: { caBundle?: string } }> };
+      expect((await admin.request<Vwc>("GET", vwcPath)).webhooks[0]!.clientConfig.caBundle).toBeUndefined();
+      await waitFor(
+        "the Referable CRD established",
+        async () => {
+          const crd = await admin.request<{
+            status?: { conditions?: Array<{ type: string; status: string }> };
+          }>("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/referables.referable.dev");
+          return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
+        },
+        WAIT,
+      );
+
+      // The "pod": the installed Deployment's args and env, the installed ServiceAccount's token.
+      const deployment = await admin.request<Deployment>(
+        "GET",
+        `/apis/apps/v1/namespaces/${ns}/deployments/${release}-controller`,
+      );
+      const container = controllerContainer(deployment);
+      const token = (
+        await admin.request<{ status: { token: string } }>(
+          "POST",
+          `/api/v1/namespaces/${ns}/serviceaccounts/${release}-controller/token`,
+          {
+            body: {
+              apiVersion: "authentication.k8s.io/v1",
+              kind: "TokenRequest",
+              spec: { expirationSeconds: 3600 },
+            },
+          },
+        )
+      ).status.token;
+      const config = JSON.parse(await readFile(kubeconfig, "utf8")) as {
+        users: Array<{ user: Record<string, unknown> }>;
+      };
+      for (const u of config.users) u.user = { token };
+      const saKubeconfig = join(tmp, "kubeconfig");
+      await writeFile(saKubeconfig, JSON.stringify(config));
+      const port = await freePort();
+      const env: Record<string, string> = {};
+      for (const e of container.env ?? []) {
+        const field = e.valueFrom?.fieldRef?.fieldPath;
+        if (e.value !== undefined) env[e.name] = e.value;
+        else if (field === "metadata.name") env[e.name] = `${release}-controller-a`;
+        else if (field === "metadata.namespace") env[e.name] = ns;
+      }
+      const args = (container.args ?? [])
+        .filter((a) => !/^--(metrics|health-probe|webhook)-bind-address=/.test(a))
+        .concat(`--webhook-bind-address=:${port}`, `--kubeconfig=${saKubeconfig}`);
+      controller = await startControllerProcess(args, { kubeconfig: false, env });
+
+      // What the endpoints controllers would write for the Service's one ready pod.
+      const service = `${release}-webhook`;
+      await admin.request("POST", `/api/v1/namespaces/${ns}/endpoints`, {
+        body: {
+          apiVersion: "v1",
+          kind: "Endpoints",
+          metadata: { name: service },
+          subsets: [
+            { addresses: [{ ip: HOST_ADDRESS }], ports: [{ name: "webhook", port, protocol: "TCP" }] },
+          ],
+        },
+      });
+      await admin.request("POST", `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`, {
+        body: {
+          apiVersion: "discovery.k8s.io/v1",
+          kind: "EndpointSlice",
+          metadata: { name: `${service}-a`, labels: { "kubernetes.io/service-name": service } },
+          addressType: "IPv4",
+          endpoints: [{ addresses: [HOST_ADDRESS], conditions: { ready: true } }],
+          ports: [{ name: "webhook", port, protocol: "TCP" }],
+        },
+      });
+
+      const logs = () => controller!.stdout().split("\n").slice(-20).join("\n");
+      try {
+        // The controller made the CA and the certificate, and set the caBundle to the CA.
+        type Secret = Obj & { type: string; data: Record<string, string> };
+        const secret = await waitFor(
+          "the webhook certificate Secret",
+          async () => {
+            try {
+              return await admin.request<Secret>("GET", `/api/v1/namespaces/${ns}/secrets/${service}-cert`);
+            } catch {
+              return undefined;
+            }
+          },
+          WAIT,
+        );
+        expect(secret.type).toBe("kubernetes.io/tls");
+        expect(Object.keys(secret.data).sort()).toEqual(["ca.crt", "ca.key", "tls.crt", "tls.key"]);
+        const caBundle = await waitFor(
+          "the caBundle set",
+          async () => (await admin.request<Vwc>("GET", vwcPath)).webhooks[0]!.clientConfig.caBundle,
+          WAIT,
+        );
+        expect(caBundle).toBe(secret.data["ca.crt"]);
+        const ca = new X509Certificate(Buffer.from(caBundle, "base64"));
+        const cert = new X509Certificate(Buffer.from(secret.data["tls.crt"]!, "base64"));
+        expect(ca.ca).toBe(true);
+        expect(cert.checkIssued(ca) && cert.verify(ca.publicKey)).toBe(true);
+        expect(cert.checkHost(`${service}.${ns}.svc`)).toBe(`${service}.${ns}.svc`);
+        // The certificate the webhook serves is that one.
+        await waitFor(
+          "the webhook serving the Secret's certificate",
+          async () => (await presentedCertificate(port, `${service}.${ns}.svc`)) === cert.fingerprint256,
+          WAIT,
+        );
+
+        // Admission through the API server: an author who may not read the source is refused
+        // with the webhook's reason (a call that failed TLS would fail with "failed calling
+        // webhook" instead), and one who may is admitted.
+        const src = await createNamespace(admin, "helm-webhook-src");
+        await createConfigMap(admin, src, "db", { host: "db.example" });
+        const author = uniqueName("author");
+        await createRole(admin, "referable-author", [
+          { apiGroups: ["referable.dev"], resources: ["referables"], verbs: ["create", "get"] },
+        ]);
+        await bindRole(admin, "referable-author", "referable-author", [user(author)]);
+        const referable = (name: string) => ({
+          apiVersion: "referable.dev/v1alpha1",
+          kind: "Referable",
+          metadata: { name },
+          spec: {
+            source: {
+              apiVersion: "v1",
+              kind: "ConfigMap",
+              namespace: src,
+              name: "db",
+              fieldPath: "data.host",
+            },
+          },
+        });
+        const asAuthor = impersonating(kubeconfig, author);
+        try {
+          await waitFor(
+            "the webhook refusing an author who may not read the source",
+            async () => {
+              try {
+                await asAuthor.request("POST", RF, { body: referable(uniqueName("refused")) });
+                throw new Error("a Referable of an author who may not read its source was admitted");
+              } catch (err) {
+                const message = (err as Error).message;
+                if (message.includes(REFUSAL_SUFFIX)) return true;
+                if (message.includes("admitted")) throw err;
+                // The API server's webhook client may not have seen the caBundle yet.
+                return undefined;
+              }
+            },
+            WAIT,
+          );
+        } finally {
+          await asAuthor.close();
+        }
+        await admin.request("POST", RF, { body: referable(uniqueName("admitted")) });
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\n${logs()}`);
+      }
+      expect(controller.logs().filter(isErrorLine)).toEqual([]);
+      expect(await controller.stop()).toEqual({ code: 0, signal: null });
+      controller = undefined;
+    },
+    STEP_MS * 2,
+  );
+});
+
+/** The SHA-256 fingerprint of the certificate served on 127.0.0.1:`port` for `servername`. */
+function presentedCertificate(port: number, servername: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = tlsConnect({ host: "127.0.0.1", port, servername, rejectUnauthorized: false }, () => {
+      const fingerprint = socket.getPeerX509Certificate()?.fingerprint256;
+      socket.end();
+      resolve(fingerprint);
+    });
+    socket.on("error", () => resolve(undefined));
+  });
+}
+
+/** A client of the control plane at `kubeconfigPath` acting as `username` (impersonation by its admin). */
+function impersonating(kubeconfigPath: string, username: string): KubeClient {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const cluster = kc.getCurrentCluster()!;
+  const admin = kc.getCurrentUser()!;
+  const as = new KubeConfig();
+  as.loadFromOptions({
+    clusters: [cluster],
+    users: [{ ...admin, name: "impersonating", impersonateUser: username }],
+    contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
+    currentContext: "impersonating",
+  });
+  return new KubeClient({ kubeConfig: as });
+}

@@ -175,6 +175,83 @@ describe("installed into a new project", () => {
     STEP_MS,
   );
 
+  it.each([
+    { resolution: "node16", module: "node16" },
+    { resolution: "bundler", module: "esnext" },
+  ])(
+    "from the npm pack tarball: its declarations compile in the strictest consumer (moduleResolution $resolution, skipLibCheck false, exactOptionalPropertyTypes)",
+    async ({ resolution, module }) => {
+      const project = await mkdtemp(join(tmp, `strict-${resolution}-`));
+      await writeFile(
+        join(project, "package.json"),
+        JSON.stringify({ name: "consumer", private: true, type: "module" }),
+      );
+      // @types/ws: client-node's own declarations import "ws", which a consumer checking every
+      // declaration needs the types of (nothing of this package's).
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball, "@types/ws@^8");
+      // Every declaration the entry point reaches is checked (skipLibCheck: false), the
+      // namespace import making sure none is left out.
+      await writeFile(
+        join(project, "consumer.ts"),
+        `${TYPED_CONSUMER}\nimport * as everything from "referable";\nexport const api = everything;\n`,
+      );
+      await writeFile(
+        join(project, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2023",
+            module,
+            moduleResolution: resolution,
+            strict: true,
+            exactOptionalPropertyTypes: true,
+            noUncheckedIndexedAccess: true,
+            skipLibCheck: false,
+            noEmit: true,
+            types: ["node"],
+            typeRoots: [join(repoRoot, "node_modules", "@types")],
+          },
+          files: ["consumer.ts"],
+        }),
+      );
+      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
+        () => "compiles",
+        (err: { stdout?: string }) => err.stdout ?? String(err),
+      );
+      expect(result).toBe("compiles");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "from the npm pack tarball: only what the library loads is installed (no pino, no prom-client), its dependencies in caret ranges",
+    async () => {
+      const project = await mkdtemp(join(tmp, "installs-"));
+      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
+      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      const lock = JSON.parse(await readFile(join(project, "package-lock.json"), "utf8")) as {
+        packages: Record<string, { peer?: boolean }>;
+      };
+      const installed = Object.keys(lock.packages).filter((p) => p.startsWith("node_modules/"));
+      const controllerOnly = installed.filter((p) => /(^|\/)node_modules\/(pino|prom-client)$/.test(p));
+      expect(controllerOnly).toEqual([]);
+      expect(installed).toContain("node_modules/referable");
+      const manifest = JSON.parse(
+        await readFile(join(project, "node_modules", "referable", "package.json"), "utf8"),
+      ) as { dependencies: Record<string, string> };
+      expect(Object.keys(manifest.dependencies).sort()).toEqual([
+        "@marcbachmann/cel-js",
+        "js-yaml",
+        "jsonpath-plus",
+        "lru-cache",
+        "undici",
+      ]);
+      for (const [name, range] of Object.entries(manifest.dependencies))
+        expect({ name, range }).toEqual({ name, range: expect.stringMatching(/^\^\d+\.\d+\.\d+$/) });
+    },
+    STEP_MS,
+  );
+
   it(
     "beside the consumer's own @kubernetes/client-node, it uses that one copy (a peer dependency)",
     async () => {

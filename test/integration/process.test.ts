@@ -559,7 +559,7 @@ describe("logs", () => {
 
     expect(p.unparsed()).toEqual([]);
     const logs = p.logs();
-    const malformed = logs.filter((l) => typeof l.level !== "number" || typeof l.msg !== "string" || !l.msg);
+    const malformed = logs.filter((l) => typeof l.level !== "string" || typeof l.msg !== "string" || !l.msg);
     expect(malformed).toEqual([]);
     expect(logs.some((l) => l.msg === "stopped")).toBe(true);
 

@@ -14,6 +14,7 @@ import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts"
 import { startPrivatePlane } from "../harness/faults.ts";
 import { serviceAccountToken, uniqueName, waitFor } from "../harness/kube.ts";
 import {
+  isErrorLine,
   killAllProcesses,
   startControllerProcess,
   type ControllerProcess,
@@ -23,7 +24,6 @@ import {
 const execFileAsync = promisify(execFile);
 /** Deadline of every wait: generous, for a loaded 2-core machine. */
 const WAIT_MS = 60_000;
-const ERROR = 50;
 
 let plane: PrivateControlPlane;
 let admin: KubeClient;
@@ -53,7 +53,7 @@ function start(kubeconfig: string, ...args: string[]): Promise<ControllerProcess
 
 /** The error lines of `p` so far. */
 function errors(p: ControllerProcess): LogLine[] {
-  return p.logs().filter((l) => (l.level ?? 0) >= ERROR);
+  return p.logs().filter(isErrorLine);
 }
 
 /**
@@ -61,7 +61,7 @@ function errors(p: ControllerProcess): LogLine[] {
  * re-checks (so "one line" is not just "too early for a second"); returns the line.
  */
 async function expectOneProblem(p: ControllerProcess, pattern: RegExp): Promise<LogLine> {
-  const line = await p.waitForLog((l) => (l.level ?? 0) >= ERROR && pattern.test(l.msg ?? ""), WAIT_MS);
+  const line = await p.waitForLog((l) => isErrorLine(l) && pattern.test(l.msg ?? ""), WAIT_MS);
   const probe = await readyz(p);
   expect(probe.status).toBe(503);
   expect(probe.body).toBe(line.msg);

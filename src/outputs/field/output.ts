@@ -29,6 +29,7 @@ import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
 import { fieldManagerFor } from "../keys/target.ts";
 import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
+import { ReadBudget } from "../read-budget.ts";
 import type { WritePolicy } from "../write-policy.ts";
 import { decide, FieldClaims } from "./ownership.ts";
 import {
@@ -46,6 +47,7 @@ import {
   type FieldsMemory,
   type FieldsStep,
   type Gathered,
+  type Known,
   type ObjectPlan,
   type Problem,
 } from "./plan.ts";
@@ -80,6 +82,10 @@ export {
 
 /** The longest time an object written into goes without being read again. */
 export const FIELD_REREAD_MS = 30_000;
+/** The first wait before a missing object is read again; doubles at each read that finds it missing. */
+export const MISSING_FIRST_MS = 1000;
+/** The longest wait before a missing object is read again. */
+export const MISSING_MAX_MS = 300_000;
 
 /** Options for {@link FieldOutput}. */
 export interface FieldOutputOptions {
@@ -109,6 +115,11 @@ export interface FieldOutputOptions {
    * but the release of what was written before the flag was turned off. @default false
    */
   allowSecrets?: boolean;
+  /**
+   * The controller's budget for drift reads, shared with whatever else reads on its own
+   * initiative. @default a budget of its own, of 10 reads a second
+   */
+  reads?: ReadBudget;
   /** Told of every write and failure, for metrics. Must not throw. */
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
@@ -119,10 +130,12 @@ export class FieldOutput
   implements Output<ResolutionResult, FieldsStep, FieldsMemory>
 {
   private readonly claims: FieldClaims;
+  private readonly reads: ReadBudget;
 
   constructor(options: FieldOutputOptions) {
     super(options, FIELD_EXPORT_FINALIZER);
     this.claims = new FieldClaims(options.enqueue);
+    this.reads = options.reads ?? new ReadBudget(undefined, () => this.pacing.policy.clock());
   }
 
   /** Forgets a Referable that is gone (its claims). */
@@ -365,12 +378,23 @@ export class FieldOutput
     const name = obj.metadata.name;
     if (this.withheld(p.object)) return this.withhold(name, key, p, memory, previous, gathered, writer);
     const hash = hashOf(p, value);
+    const generation = obj.metadata.generation;
     const known = memory.objects.get(key);
     const now = this.pacing.policy.clock();
-    if (known?.hash === hash && now - known.verifiedAt < (this.options.rereadMs ?? FIELD_REREAD_MS)) {
-      gathered.records.push(...known.records);
-      gathered.problems.push(...known.problems);
-      return;
+    // Nothing changed since the last read (the value, the fields, the Referable's spec): a read
+    // now is a drift read, on the controller's own initiative.
+    const unchanged = known?.hash === hash && known.generation === generation;
+    if (unchanged) {
+      const interval = known.missingMs ?? this.options.rereadMs ?? FIELD_REREAD_MS;
+      const left = interval - (now - known.verifiedAt);
+      const wait = left > 0 ? left : this.reads.admit(memory.reads);
+      if (wait > 0) {
+        gathered.records.push(...known.records);
+        gathered.problems.push(...known.problems);
+        if (known.missingMs !== undefined || left <= 0)
+          gathered.dueMs = Math.min(gathered.dueMs ?? wait, wait);
+        return;
+      }
     }
     if (!this.pacing.admit(key, memory, gathered)) {
       // Held back: what the status says of this object stays until the write.
@@ -393,8 +417,18 @@ export class FieldOutput
     }
     gathered.records.push(...records);
     gathered.problems.push(...problems);
-    if (problems.every((x) => !x.retry))
-      memory.objects.set(key, { hash, verifiedAt: now, records, problems });
+    if (problems.every((x) => !x.retry)) {
+      const entry: Known = { hash, verifiedAt: now, records, problems, generation };
+      if (problems.some((x) => x.reason === "TargetNotFound")) {
+        // Missing again, with nothing changed: twice as long as last time; else from the start.
+        entry.missingMs =
+          unchanged && known.missingMs !== undefined
+            ? Math.min(MISSING_MAX_MS, known.missingMs * 2)
+            : MISSING_FIRST_MS;
+        gathered.dueMs = Math.min(gathered.dueMs ?? entry.missingMs, entry.missingMs);
+      }
+      memory.objects.set(key, entry);
+    }
   }
 
   /** Reads the object, then applies (and fills) what differs. Throws what the status reports for the whole object. */

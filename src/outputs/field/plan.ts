@@ -7,6 +7,7 @@ import type { ExportRecord, Referable } from "../../api/referable.ts";
 import { stableStringify } from "../../api/stable-json.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { ExportStep } from "../export-output.ts";
+import type { ReadGate } from "../read-budget.ts";
 import type { WriteGate } from "../write-policy.ts";
 import {
   fieldKey,
@@ -23,6 +24,13 @@ export interface Known {
   verifiedAt: number;
   records: ExportRecord[];
   problems: Problem[];
+  /**
+   * The object did not exist: how long until it is read again (1 s, doubling up to 5 min at each
+   * read that finds it still missing), instead of the reread interval.
+   */
+  missingMs?: number;
+  /** The Referable's generation when it was read: a spec change reads it again at once. */
+  generation?: number | undefined;
 }
 
 /** What the field output remembers of one Referable; dropped on a change of leader. */
@@ -30,11 +38,13 @@ export interface FieldsMemory {
   objects: Map<string, Known>;
   gates: Map<string, WriteGate>;
   failures: number;
+  /** Its place in the line of the controller's read budget (read-budget.ts). */
+  reads: ReadGate;
 }
 
 /** A Referable's empty memory. */
 export function newFieldsMemory(): FieldsMemory {
-  return { objects: new Map(), gates: new Map(), failures: 0 };
+  return { objects: new Map(), gates: new Map(), failures: 0, reads: { readUntil: undefined } };
 }
 
 /** What the field output asks of the reconcile: the key output's shape. */
@@ -51,6 +61,8 @@ export interface Gathered {
   records: ExportRecord[];
   problems: Problem[];
   deferredMs: number | undefined;
+  /** The soonest a missing object is due to be read again, in ms. */
+  dueMs?: number | undefined;
 }
 
 /** The fields of one object this pass is about. */

@@ -57,7 +57,7 @@ export function summarize(
   reread: number,
   backoff: (memory: FieldsMemory) => number,
 ): FieldsStep {
-  const { records, problems, deferredMs } = gathered;
+  const { records, problems, deferredMs, dueMs } = gathered;
   if (targets.length === 0 && problems.length === 0 && deferredMs === undefined) {
     // spec names no field any more, and every recorded one is released.
     return { state: null, retryAfterMs: undefined };
@@ -65,7 +65,8 @@ export function summarize(
   // Some object waits for the write policy: the status keeps saying what the fields hold until then.
   if (deferredMs !== undefined && problems.length === 0)
     return { state: undefined, retryAfterMs: deferredMs };
-  const next = (ms: number | undefined) => Math.min(reread, ms ?? reread, deferredMs ?? reread);
+  const next = (ms: number | undefined) =>
+    Math.min(reread, ms ?? reread, deferredMs ?? reread, dueMs ?? reread);
   records.sort(compareFieldRecords);
   if (problems.length === 0) {
     memory.failures = 0;

@@ -28,29 +28,71 @@ referable), `<release>-<nameOverride>` with nameOverride, or fullnameOverride as
 {{- end -}}
 {{- end -}}
 
-{{/* Labels of every object: deploy/'s, Helm's own, and commonLabels. */}}
+{{/*
+The app's name, app.kubernetes.io/name: referable-controller, as deploy/ names it, whatever
+the release is called (the release is app.kubernetes.io/instance).
+*/}}
+{{- define "referable.appName" -}}
+referable-controller
+{{- end -}}
+
+{{/*
+Labels of every object: deploy/'s, Helm's own, and commonLabels, one key each (the chart's
+own win over a commonLabels entry of the same key).
+*/}}
 {{- define "referable.labels" -}}
-app.kubernetes.io/name: {{ include "referable.controller" . }}
-app.kubernetes.io/component: controller
-app.kubernetes.io/part-of: referable
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $own := dict
+  "app.kubernetes.io/name" (include "referable.appName" .)
+  "app.kubernetes.io/component" "controller"
+  "app.kubernetes.io/part-of" "referable"
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/version" (.Chart.AppVersion | toString)
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version) -}}
+{{- toYaml (merge $own (.Values.commonLabels | default dict)) -}}
 {{- end -}}
 
 {{/* The pods' selector: never changes across upgrades. */}}
 {{- define "referable.selector" -}}
-app.kubernetes.io/name: {{ include "referable.controller" . }}
+app.kubernetes.io/name: {{ include "referable.appName" . }}
 app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/*
+The pods' pull secrets: global.imagePullSecrets (an umbrella chart's) then imagePullSecrets,
+each name once, as a YAML list.
+*/}}
+{{- define "referable.imagePullSecrets" -}}
+{{- $all := concat (dig "imagePullSecrets" list (.Values.global | default dict)) (.Values.imagePullSecrets | default list) -}}
+{{- $seen := dict -}}
+{{- $out := list -}}
+{{- range $all -}}
+{{- if not (hasKey $seen .name) -}}
+{{- $_ := set $seen .name true -}}
+{{- $out = append $out (dict "name" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
 {{- end -}}
 
 {{/* The webhook Service's name (deploy/: referable-webhook). */}}
 {{- define "referable.webhook" -}}
 {{- printf "%s-webhook" (include "referable.name" .) -}}
+{{- end -}}
+
+{{/* The ValidatingWebhookConfiguration's name (deploy/: referable-validating-webhook). */}}
+{{- define "referable.webhookConfiguration" -}}
+{{- printf "%s-validating-webhook" (include "referable.name" .) -}}
+{{- end -}}
+
+{{/* The Secret where the controller keeps the webhook's CA and certificate (without cert-manager). */}}
+{{- define "referable.webhookCertSecret" -}}
+{{- printf "%s-cert" (include "referable.webhook" .) -}}
+{{- end -}}
+
+{{/* The Secret the ServiceMonitor's bearer token comes from. */}}
+{{- define "referable.scrapeTokenSecret" -}}
+{{- .Values.serviceMonitor.authorization.secretName | default (printf "%s-metrics-scraper-token" (include "referable.name" .)) -}}
 {{- end -}}
 
 {{/* The container image: repository@digest with image.digest, else repository:tag. */}}
@@ -88,10 +130,15 @@ here): each would render, install, and then fail in a way that is hard to trace 
 */}}
 {{- define "referable.guards" -}}
 {{- $replicas := int .Values.replicaCount -}}
-{{- if and .Values.podDisruptionBudget.enabled (kindIs "string" .Values.podDisruptionBudget.minAvailable) (eq .Values.podDisruptionBudget.minAvailable "100%") -}}
+{{- $maxUnavailable := toString .Values.podDisruptionBudget.maxUnavailable -}}
+{{- if and .Values.podDisruptionBudget.enabled (has $maxUnavailable (list "0" "0%")) -}}
+{{- fail (printf "podDisruptionBudget.maxUnavailable=%s lets no pod be evicted, so every node drain blocks: set 1 (or a percentage above 0), or leave it empty for minAvailable" $maxUnavailable) -}}
+{{- end -}}
+{{- $byMin := and .Values.podDisruptionBudget.enabled (eq $maxUnavailable "") -}}
+{{- if and $byMin (kindIs "string" .Values.podDisruptionBudget.minAvailable) (eq .Values.podDisruptionBudget.minAvailable "100%") -}}
 {{- fail "podDisruptionBudget.minAvailable=100% lets no pod be evicted, so every node drain blocks: set a lower minAvailable (1 with two replicas), or podDisruptionBudget.enabled=false" -}}
 {{- end -}}
-{{- if and .Values.podDisruptionBudget.enabled (not .Values.sharding.shards) (not (kindIs "string" .Values.podDisruptionBudget.minAvailable)) (ge (int .Values.podDisruptionBudget.minAvailable) $replicas) -}}
+{{- if and $byMin (not .Values.sharding.shards) (not (kindIs "string" .Values.podDisruptionBudget.minAvailable)) (ge (int .Values.podDisruptionBudget.minAvailable) $replicas) -}}
 {{- fail (printf "podDisruptionBudget.minAvailable=%v with replicaCount=%d lets no pod be evicted, so every node drain blocks: set replicaCount=%d or more, or a lower minAvailable, or podDisruptionBudget.enabled=false" .Values.podDisruptionBudget.minAvailable $replicas (add (int .Values.podDisruptionBudget.minAvailable) 1)) -}}
 {{- end -}}
 {{- $shards := int .Values.sharding.shards -}}
