@@ -49,8 +49,8 @@ import {
 // ---------- options ----------
 
 const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
-/** Scenarios run only when named: the scale scenario takes most of an hour at its default size. */
-const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale`;
+/** Scenarios run only when named: the scale scenario takes most of an hour at its default size, accounts minutes of rest. */
+const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale,accounts`;
 const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
@@ -204,6 +204,27 @@ const flags = parseOrExit({
       default: "100 (quick: 20)",
       help: "Referables exporting into ConfigMap keys",
     },
+    "account-refs": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "1000 (quick: 100)",
+      help: "Referables of the accounts scenario (--scenarios accounts), each naming one of --accounts ServiceAccounts",
+    },
+    accounts: {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "10",
+      help: "ServiceAccounts the accounts scenario's Referables share",
+    },
+    "account-rest-seconds": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N",
+      default: "150 (quick: 70)",
+      help: "how long the accounts scenario counts SubjectAccessReviews at rest (over 60 s: answers expire after 60)",
+    },
     referables: {
       type: "string",
       group: "Scenario sizes",
@@ -316,6 +337,10 @@ const idleSeconds = num("idle-seconds", quick ? 10 : 60);
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
+/** The accounts scenario: Referables sharing ServiceAccounts, and how long reviews are counted at rest. */
+const accountRefs = num("account-refs", quick ? 100 : 1000);
+const accountCount = num("accounts", 10);
+const accountRestSeconds = num("account-rest-seconds", quick ? 70 : 150);
 const hostileLoadSizes: HostileLoadSizes = {
   rounds: quick ? 20 : 60,
   labelReferables: num("hostile-label-referables", quick ? 40 : 160),
@@ -347,7 +372,7 @@ if (scalePhases.has("failover") && !scalePhases.has("sharded")) {
   process.exit(2);
 }
 const scalePhase = (name: ScalePhaseName) => scalePhases.has(name);
-/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile (and scale, only when named). @default all but scale */
+/** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile (and scale and accounts, only when named). @default all but scale and accounts */
 const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
 for (const s of scenarios) {
   if (!KNOWN_SCENARIOS.split(",").includes(s)) {
@@ -368,6 +393,7 @@ const controllerScenarios = [
   "idle",
   "export",
   "field-export",
+  "accounts",
   "hostile",
   "scale",
 ].filter((s) => scenarios.has(s));
@@ -1598,6 +1624,134 @@ async function runExport(client: BenchClient, plane: ControlPlane, n: number): P
   await deleteFixtures(client, label);
   await client.request("DELETE", `/api/v1/namespaces/${exportNs}`).catch(() => undefined);
   return { refs: n, status: stats(statusSamples), exported: stats(exportedSamples) };
+}
+
+interface AccountsResult {
+  refs: number;
+  accounts: number;
+  /** SubjectAccessReviews made until every Referable was Available (referable_access_reviews_total). */
+  reviewsToReady: number;
+  restSeconds: number;
+  /** Reviews made at rest, per minute: all of them, and per (account, resource) (one resource here). */
+  reviewsPerMinute: number;
+  reviewsPerAccountResourcePerMinute: number;
+  /** Reviews made while the rounds below ran (none is needed: every answer is cached). */
+  reviewsDuringRounds: number;
+  /** Source write → status.value of a Referable that names an account... */
+  withAccount: Stats;
+  /** ...and of one that names none, in the same run, rounds interleaved. */
+  withoutAccount: Stats;
+}
+
+/**
+ * Referables acting as ServiceAccounts (issue 37): `n` Referables over ConfigMaps of their own,
+ * each naming one of `k` ServiceAccounts (all allowed to read the namespace), beside a few that
+ * name none. Counts the SubjectAccessReviews the controller makes to get every Referable Ready
+ * and then at rest (the answers are cached per account and resource and asked again once a
+ * minute), and times a source write to the status with and without an account, interleaved.
+ */
+async function runAccounts(
+  client: BenchClient,
+  plane: ControlPlane,
+  n: number,
+  k: number,
+): Promise<AccountsResult> {
+  log(
+    `accounts: ${n} Referables sharing ${k} ServiceAccounts, reviews counted ${accountRestSeconds} s at rest`,
+  );
+  const label = `${RUN}-acc`;
+  const labels = { "bench-set": label };
+  const plain = Math.max(10, Math.round(n / 20));
+  const accounts = Array.from({ length: k }, (_, a) => `${label}-sa${a}`);
+  for (const name of accounts)
+    await client.request("POST", `/api/v1/namespaces/${NS}/serviceaccounts`, {
+      body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name, labels } },
+    });
+  const rbac = `/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}`;
+  await client.request("POST", `${rbac}/roles`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: label, labels },
+      rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] }],
+    },
+  });
+  await client.request("POST", `${rbac}/rolebindings`, {
+    body: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: label, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: label },
+      subjects: accounts.map((name) => ({ kind: "ServiceAccount", name, namespace: NS })),
+    },
+  });
+  const indexes = Array.from({ length: n + plain }, (_, i) => i);
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(
+      client,
+      `${label}-rf${i}`,
+      labels,
+      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
+      i < n ? { serviceAccountRef: { namespace: NS, name: accounts[i % k] } } : {},
+    ),
+  );
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  const reviews = async () => sumOf(await scrape(c), "referable_access_reviews_total");
+  try {
+    await until(
+      `all ${n + plain} accounts Referables Ready`,
+      () => (watch.readyCount() >= n + plain ? true : undefined),
+      600_000,
+    );
+    const ready = await reviews();
+    await new Promise((r) => setTimeout(r, accountRestSeconds * 1000));
+    const rested = await reviews();
+    const withAccount: number[] = [];
+    const withoutAccount: number[] = [];
+    for (let round = 1; round <= (quick ? 30 : 100); round++) {
+      for (const [i, samples] of [
+        [round % n, withAccount],
+        [n + (round % plain), withoutAccount],
+      ] as const) {
+        const value = `x${round}`;
+        const seen = await timeStatusAndTarget(
+          watch,
+          `${label}-rf${i}`,
+          { values: new Map([["-", value]]), listeners: new Set(), name: "-" },
+          value,
+          () => setSource(client, "ConfigMap", `${label}-s${i}`, value),
+          `accounts round ${round}`,
+        );
+        samples.push(seen.status);
+      }
+    }
+    const after = await reviews();
+    const perMinute = ((rested - ready) * 60) / accountRestSeconds;
+    return {
+      refs: n,
+      accounts: k,
+      reviewsToReady: ready,
+      restSeconds: accountRestSeconds,
+      reviewsPerMinute: Number(perMinute.toFixed(2)),
+      reviewsPerAccountResourcePerMinute: Number((perMinute / k).toFixed(2)),
+      reviewsDuringRounds: after - rested,
+      withAccount: stats(withAccount),
+      withoutAccount: stats(withoutAccount),
+    };
+  } finally {
+    await c.stop();
+    watch.close();
+    await deleteFixtures(client, label);
+    await client.request("DELETE", `${rbac}/rolebindings/${label}`).catch(() => undefined);
+    await client.request("DELETE", `${rbac}/roles/${label}`).catch(() => undefined);
+    for (const name of accounts)
+      await client
+        .request("DELETE", `/api/v1/namespaces/${NS}/serviceaccounts/${name}`)
+        .catch(() => undefined);
+  }
 }
 
 interface FieldExportResult {
@@ -3019,6 +3173,9 @@ async function main(): Promise<void> {
         hotUpdates,
         idleSeconds,
         exportRefs,
+        accountRefs,
+        accounts: accountCount,
+        accountRestSeconds,
         scaleReferables,
         scaleShards,
         controllerNodeOptions,
@@ -3037,6 +3194,7 @@ async function main(): Promise<void> {
       reads: undefined,
       export: undefined,
       fieldExport: undefined,
+      accounts: undefined,
       hostile: undefined,
       hostileLoad: undefined,
       scale: undefined,
@@ -3127,6 +3285,10 @@ async function main(): Promise<void> {
       report.fieldExport = await runFieldExport(client, plane, exportRefs);
       await measured("field-export");
     });
+    await scenario("accounts", async () => {
+      report.accounts = await runAccounts(client, plane, accountRefs, accountCount);
+      await measured("accounts");
+    });
     await scenario("hostile", async () => {
       report.hostile = await runHostile(client, plane);
       report.hostileLoad = await runHostileLoad(hostileLoadTools(client, plane), hostileLoadSizes);
@@ -3162,6 +3324,7 @@ type Part =
   | "reads"
   | "export"
   | "field-export"
+  | "accounts"
   | "hostile"
   | "scale"
   | "transforms";
@@ -3187,6 +3350,7 @@ interface Report {
   reads: ReadsResult | undefined;
   export: ExportResult | undefined;
   fieldExport: FieldExportResult | undefined;
+  accounts: AccountsResult | undefined;
   hostile: HostilePhase[] | undefined;
   hostileLoad: HostileLoadPhase[] | undefined;
   scale: ScaleResult | undefined;
@@ -3296,6 +3460,11 @@ function printTable(r: Report, part: Part): void {
   if (part === "field-export" && f)
     p(
       `field-export: ${f.refs} Referables, one source written at a time (${f.status.n} writes): status.value p50 ${ms(f.status.p50)} ms p99 ${ms(f.status.p99)} ms; target field (spec.forProvider of a managed-resource-shaped Task) p50 ${ms(f.field.p50)} ms p99 ${ms(f.field.p99)} ms; ${f.writesPerChange} target writes and ${f.readsPerChange} GETs per change`,
+    );
+  const a = r.accounts;
+  if (part === "accounts" && a)
+    p(
+      `accounts: ${a.refs} Referables sharing ${a.accounts} ServiceAccounts: ${a.reviewsToReady} SubjectAccessReviews to Ready; at rest (${a.restSeconds} s) ${a.reviewsPerMinute} a minute, ${a.reviewsPerAccountResourcePerMinute} per (account, resource); ${a.reviewsDuringRounds} during ${a.withAccount.n} source writes; status.value p50 ${ms(a.withAccount.p50)} ms p99 ${ms(a.withAccount.p99)} ms with an account, p50 ${ms(a.withoutAccount.p50)} ms p99 ${ms(a.withoutAccount.p99)} ms without`,
     );
   if (part === "hostile" && r.hostile) {
     p(

@@ -35,6 +35,8 @@ export interface Config {
   readonly transformMaxHeapMiB: number;
   readonly allowSecrets: boolean;
   readonly allowSecretExport: boolean;
+  /** NAMESPACE/NAME: the ServiceAccount a Referable that names none acts as (reads checked, writes impersonated). */
+  readonly defaultServiceAccount: string | undefined;
   readonly denyKinds: readonly string[];
   readonly watchdogMs: number;
   readonly informerLingerMs: number;
@@ -348,6 +350,15 @@ export const OPTIONS: OptionSpec[] = [
     kind: "bool",
     default: "false",
     help: "allow spec.export into Secrets (a RoleBinding must allow it in each namespace too)",
+  },
+  {
+    key: "defaultServiceAccount",
+    flag: "default-service-account",
+    group: "Sources",
+    env: "REFERABLE_DEFAULT_SERVICE_ACCOUNT",
+    kind: "string",
+    default: "",
+    help: "NAMESPACE/NAME of a ServiceAccount a Referable without spec.serviceAccountRef acts as: it reads only what the account may get or list, and exports impersonate it (multi-tenant lockdown); empty: such a Referable uses the controller's own rights",
   },
   {
     key: "denyKinds",

@@ -41,6 +41,7 @@ describe("parseConfig", () => {
       transformMaxHeapMiB: 64,
       allowSecrets: false,
       allowSecretExport: false,
+      defaultServiceAccount: undefined,
       denyKinds: [],
       watchdogMs: 90_000,
       webhookBindAddress: "0",
@@ -67,6 +68,12 @@ describe("parseConfig", () => {
   });
 
   const cases: Array<{ reason: string; argv: string[]; env?: Env; want: Partial<Config> }> = [
+    {
+      reason: "--default-service-account takes NAMESPACE/NAME, as flag or environment variable",
+      argv: [],
+      env: { REFERABLE_DEFAULT_SERVICE_ACCOUNT: "tenants/nobody" },
+      want: { defaultServiceAccount: "tenants/nobody" },
+    },
     {
       reason: "a flag wins over its environment variable",
       argv: ["--concurrency", "3"],
@@ -277,6 +284,16 @@ describe("parseConfig", () => {
       reason: "an unknown log format",
       argv: ["--log-format=pretty"],
       want: '--log-format (env REFERABLE_LOG_FORMAT): "pretty" is not json or text',
+    },
+    {
+      reason: "a default ServiceAccount without its namespace",
+      argv: ["--default-service-account=nobody"],
+      want: '--default-service-account: "nobody" is not NAMESPACE/NAME',
+    },
+    {
+      reason: "a default ServiceAccount whose name is not a DNS name",
+      argv: ["--default-service-account=tenants/No_Body"],
+      want: '--default-service-account: "tenants/No_Body": the ServiceAccount.name must be a ServiceAccount\'s name',
     },
     {
       reason: "an int that is not a number",
@@ -529,8 +546,8 @@ describe("helpText", () => {
     expect(section("Logging:")).toContain("--log-format=VALUE");
     expect(section("Metrics and probes:")).toContain("--metrics-secure");
     expect(section("General:")).toContain("--version");
-    // 41 options, --help and --version, each on two lines, under headings.
-    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(43);
+    // 42 options, --help and --version, each on two lines, under headings.
+    expect(text.split("\n").filter((l) => /^ {2}--/.test(l))).toHaveLength(44);
   });
   it.each(documented)("documents $flag: $reason", ({ flag, want }) => {
     const lines = text.split("\n");

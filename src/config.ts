@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { JITTER_FACTOR } from "./runtime/leader-election.ts";
 import { MAX_BUCKETS } from "./runtime/shard-gate.ts";
+import { parseServiceAccount } from "./api/service-account.ts";
 import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
 import { parseBindAddress } from "./server.ts";
 
@@ -114,6 +115,13 @@ export function parseConfig(
   if (config.statusWriteBurst < 1) throw new ConfigError("--status-write-burst must be at least 1");
   if (config.statusWriteBudget > 0 && config.statusWriteBudgetBurst < 1)
     throw new ConfigError("--status-write-budget-burst must be at least 1");
+  if (config.defaultServiceAccount !== undefined) {
+    try {
+      parseServiceAccount(config.defaultServiceAccount);
+    } catch (err) {
+      throw new ConfigError(`--default-service-account: ${(err as Error).message}`);
+    }
+  }
   if (config.shards > MAX_BUCKETS) throw new ConfigError(`--shards must be at most ${MAX_BUCKETS}`);
   // The set's name is a label value on every shard Lease: at most 63 characters.
   if (config.shards > 0 && config.leaderElectionId.length > 40)

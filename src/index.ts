@@ -77,6 +77,7 @@ export type {
   SourceRef,
 } from "./resolver/types.ts";
 export type { LabelSelector, LabelSelectorOperator, LabelSelectorRequirement } from "./api/label-selector.ts";
+export type { ServiceAccountRef } from "./api/referable.ts";
 
 // Errors.
 export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";

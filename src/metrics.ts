@@ -94,6 +94,8 @@ const HELP = {
   referable_export_writes_total:
     "Writes of exported keys (spec.export), by result (success, conflict, forbidden, error)",
   referable_events_total: "Kubernetes Events emitted, by type (Normal, Warning, Dropped: rate-limited)",
+  referable_access_reviews_total:
+    "SubjectAccessReviews made to check a ServiceAccount's reads (spec.serviceAccountRef, --default-service-account), by result (allowed, denied, error)",
   referable_shard_buckets: "Buckets this replica serves (holds the Lease of) when sharded with --shards",
   referable_shard_referables_owned:
     "Referables this replica serves: those of its buckets when sharded, else all of them while leading",
@@ -294,6 +296,11 @@ function writeMetrics(m: MetricMaker) {
       [["success"], ["conflict"], ["forbidden"], ["error"]],
     ),
     events: m.counter("referable_events_total", ["type"], [["Normal"], ["Warning"], ["Dropped"]]),
+    accessReviews: m.counter(
+      "referable_access_reviews_total",
+      ["result"],
+      [["allowed"], ["denied"], ["error"]],
+    ),
     driftReads: m.counter("referable_drift_reads_total"),
     transformQuarantined: m.gauge("referable_transform_quarantined"),
     transformQuarantineEvaluations: m.counter("referable_transform_quarantine_evaluations_total"),
@@ -343,6 +350,7 @@ export class ControllerMetrics {
   readonly transformQuarantineEvaluations: Counter;
   readonly driftReadsWaiting: Gauge;
   readonly events: Counter<"type">;
+  readonly accessReviews: Counter<"result">;
   /** The quarantine's evaluations already counted. */
   private laneEvaluationsSeen = 0;
 
@@ -399,6 +407,7 @@ export class ControllerMetrics {
       transformQuarantineEvaluations: this.transformQuarantineEvaluations,
       driftReadsWaiting: this.driftReadsWaiting,
       events: this.events,
+      accessReviews: this.accessReviews,
     } = {
       ...reconcileMetrics(m),
       ...workqueueMetrics(m),

@@ -77,6 +77,20 @@ export interface ReferableSpec {
     fieldPath?: string;
     policy?: "Always" | "IfNotPresent";
   }>;
+  /**
+   * The ServiceAccount the Referable reads and writes as (see "Acting as a ServiceAccount" in
+   * docs/api.md): its source is used only while that account may read it, and every export
+   * write impersonates it. @default none: the controller's own rights, or --default-service-account
+   */
+  serviceAccountRef?: ServiceAccountRef;
+}
+
+/** A ServiceAccount by namespace and name. */
+export interface ServiceAccountRef {
+  /** The ServiceAccount's namespace (a DNS label). */
+  namespace: string;
+  /** The ServiceAccount's name (a DNS subdomain). */
+  name: string;
 }
 
 /** A metav1.Condition. */

@@ -293,3 +293,23 @@ describe("KubeClient watches with parseLine", () => {
     ]);
   });
 });
+
+describe("KubeClient and impersonation", () => {
+  it("sends the user and each group as impersonation headers, and none without impersonate", async () => {
+    const seen: Array<Record<string, string | string[] | undefined>> = [];
+    server = createServer((req, res) => {
+      seen.push({ user: req.headers["impersonate-user"], groups: req.headersDistinct["impersonate-group"] });
+      ok(res);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    client = clientOf(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    await client.request("GET", "/api/v1/namespaces/a/configmaps/b", {
+      impersonate: { user: "system:serviceaccount:a:b", groups: ["g1", "g2"] },
+    });
+    await client.request("GET", "/api/v1/namespaces/a/configmaps/b");
+    expect(seen).toEqual([
+      { user: "system:serviceaccount:a:b", groups: ["g1", "g2"] },
+      { user: undefined, groups: undefined },
+    ]);
+  });
+});

@@ -3,8 +3,9 @@
  * reconcile, and a base that holds their client options, logger and pacing, and knows when a
  * Referable being deleted waits for their finalizer.
  */
-import type { Referable } from "../api/referable.ts";
+import type { Referable, ServiceAccountRef } from "../api/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { actingAs } from "../kube/impersonation.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { ExportState } from "../referable/status.ts";
 import { hasFinalizer } from "./keys/finalizer.ts";
@@ -26,8 +27,21 @@ export interface ExportStep {
 
 /** The options every export output takes. */
 export interface ExportOutputOptions extends PacingOptions {
+  /** The controller's client: its finalizers are patched with it, and its targets through it. */
   client: Pick<KubeClient, "request">;
   logger?: Logger;
+  /**
+   * The ServiceAccount a Referable writes as (spec.serviceAccountRef, else the default): every
+   * request on its targets (reads, applies, deletes, releases) impersonates it. A string says why
+   * it cannot be known: nothing is written then (InvalidSpec). @default none: the controller's rights
+   */
+  actAs?: (obj: Referable) => ServiceAccountRef | string | undefined;
+}
+
+/** Whom a Referable's target requests go as: the client to use and the account (for messages). */
+export interface TargetWriter {
+  client: Pick<KubeClient, "request">;
+  serviceAccount: ServiceAccountRef | undefined;
 }
 
 /** The base of an export output: its options, logger and pacing, and its finalizer. */
@@ -43,6 +57,13 @@ export abstract class ExportOutput<Options extends ExportOutputOptions> {
     this.logger = options.logger ?? silentLogger;
     this.pacing = new OutputPacing(options);
     this.finalizer = finalizer;
+  }
+
+  /** The client `obj`'s target requests go through (impersonating its account), or why there is none. */
+  protected writerFor(obj: Referable): TargetWriter | string {
+    const account = this.options.actAs?.(obj);
+    if (typeof account === "string") return account;
+    return { client: actingAs(this.options.client, account), serviceAccount: account };
   }
 
   /** Whether the Referable holds this output's finalizer while being deleted: `release` must run. */

@@ -7,6 +7,8 @@ import type { KubeClient } from "../kube/client.ts";
 import { Discovery, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { ControllerMetrics } from "../metrics.ts";
+import { parseServiceAccount } from "../api/service-account.ts";
+import { AccessReviews } from "../resolver/access-reviews.ts";
 import type { ResolverWiring } from "../resolver/options.ts";
 import { Resolver, type ResolverOptions } from "../resolver/resolver.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
@@ -88,6 +90,11 @@ export interface BuildOptions {
   leaderElectionId?: string;
   /** Sharding (--shards): the buckets this replica serves. @default none (one leader) */
   shardGate?: ShardGate;
+  /**
+   * `NAMESPACE/NAME` (--default-service-account): the ServiceAccount a Referable that names none
+   * acts as. @default none: such a Referable reads and writes with the controller's rights
+   */
+  defaultServiceAccount?: string | undefined;
 }
 
 /** The parts {@link buildController} makes. */
@@ -113,6 +120,13 @@ export function buildController(options: BuildOptions): Built {
       denyKinds: options.denyKinds ?? [],
     }),
     onInformerSignal: (signal, reason) => metrics.informerSignals.labels(signal, reason).inc(),
+    // One cache of access answers for every Referable that acts as a ServiceAccount; made
+    // here so its reviews are counted (its RBAC watch starts with the first check).
+    accessReviews: new AccessReviews({
+      client,
+      logger: logger.child?.({ part: "access" }) ?? logger,
+      onReview: (result) => metrics.accessReviews.labels(result).inc(),
+    }),
   };
   resolverOptions.discovery = discovery;
   copyDefined(resolverOptions, options, [
@@ -163,6 +177,9 @@ export function buildController(options: BuildOptions): Built {
       leaseName: options.leaderElectionId,
       exportResyncMs: options.exportResyncMs,
       shards: options.shardGate,
+      defaultServiceAccount: options.defaultServiceAccount
+        ? parseServiceAccount(options.defaultServiceAccount)
+        : undefined,
     }),
   });
   return { controller, resolver, events, metrics };

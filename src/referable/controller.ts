@@ -5,7 +5,13 @@
  *
  * Every replica keeps its caches and subscriptions warm; only the leader writes.
  */
-import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
+import {
+  REFERABLE_RESOURCE,
+  type Referable,
+  type ReferableStatus,
+  type ServiceAccountRef,
+} from "../api/referable.ts";
+import { actingAccount } from "../api/service-account.ts";
 import { Informer, type InformerEvent, type InformerOptions } from "../informers/informer.ts";
 import { compareResourceVersions } from "../informers/object-store.ts";
 import { StringPool } from "../informers/projection.ts";
@@ -87,6 +93,11 @@ export interface ReferableControllerOptions {
    * @default none: every Referable (one leader)
    */
   shards?: ShardGate;
+  /**
+   * The ServiceAccount a Referable that names none acts as (--default-service-account): its
+   * reads checked, its export writes impersonated. @default none: the controller's own rights
+   */
+  defaultServiceAccount?: ServiceAccountRef;
 }
 
 const NAME = "referable";
@@ -126,8 +137,11 @@ export class ReferableController {
   constructor(options: ReferableControllerOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
-    this.subscriptions = new Subscriptions(this.states, options.resolver, (name) =>
-      this.runtime.enqueue(name),
+    this.subscriptions = new Subscriptions(
+      this.states,
+      options.resolver,
+      (name) => this.runtime.enqueue(name),
+      options.defaultServiceAccount,
     );
     const shards = options.shards;
     this.counts = new ReferableCounts(shards);
@@ -305,6 +319,7 @@ export class ReferableController {
     const { options } = this;
     const metrics = options.metrics;
     const policy = new WritePolicy(options.writePolicy);
+    const actAs = (obj: Referable) => actingAccount(obj.spec, options.defaultServiceAccount);
     const cycles: Cycles = {
       cycleOf: (name) => this.graph.cycleOf(name),
       flush: (reconciling) => this.flushGraph(reconciling),
@@ -328,6 +343,7 @@ export class ReferableController {
         logger: this.logger,
         allowSecrets: options.allowSecretExport ?? false,
         ownership: this.ownership,
+        actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
       }),
       fields: (this.fields = new FieldOutput({
@@ -336,6 +352,7 @@ export class ReferableController {
         policy,
         logger: this.logger,
         enqueue: (name) => this.runtime.enqueue(name),
+        actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
         allowSecrets: options.allowSecretExport ?? false,
         reads: (this.reads = new ReadBudget(options.driftReadBudget, () => policy.clock(), {

@@ -3,7 +3,8 @@
  * when its spec (or uid) changes: the state's owner calls {@link track}, the reconciler reads
  * `subscription.current`.
  */
-import type { Referable } from "../api/referable.ts";
+import type { Referable, ServiceAccountRef } from "../api/referable.ts";
+import { actingAccount } from "../api/service-account.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import { asError, isResolutionError, ResolutionError } from "../errors.ts";
 import type { Resolver } from "../resolver/resolver.ts";
@@ -15,12 +16,22 @@ export class Subscriptions {
   private readonly states: ReferableStates;
   private readonly resolver: Pick<Resolver, "watch">;
   private readonly enqueue: (name: string) => void;
+  private readonly defaultAccount: ServiceAccountRef | undefined;
 
-  /** `enqueue` is told the name of a Referable whose result moved on. */
-  constructor(states: ReferableStates, resolver: Pick<Resolver, "watch">, enqueue: (name: string) => void) {
+  /**
+   * `enqueue` is told the name of a Referable whose result moved on; a Referable that names no
+   * ServiceAccount reads as `defaultAccount` (--default-service-account), if given.
+   */
+  constructor(
+    states: ReferableStates,
+    resolver: Pick<Resolver, "watch">,
+    enqueue: (name: string) => void,
+    defaultAccount?: ServiceAccountRef,
+  ) {
     this.states = states;
     this.resolver = resolver;
     this.enqueue = enqueue;
+    this.defaultAccount = defaultAccount;
   }
 
   /** The state of `obj`, its subscription made or remade when its spec (or uid) changed. */
@@ -41,7 +52,9 @@ export class Subscriptions {
     try {
       const request = requestFor(obj.spec);
       refuseSelfRead(obj);
-      state.subscription = this.subscribe(name, request, state);
+      const account = actingAccount(obj.spec, this.defaultAccount);
+      if (typeof account === "string") throw new ResolutionError("InvalidSpec", account);
+      state.subscription = this.subscribe(name, request, state, account);
     } catch (err) {
       state.fixed = {
         ok: false,
@@ -55,6 +68,7 @@ export class Subscriptions {
     name: string,
     request: ReturnType<typeof requestFor>,
     state: ReferableState,
+    account: ServiceAccountRef | undefined,
   ): ReferableState["subscription"] {
     // A push made while watch() runs (a synced kind gives its first result at once) is read by
     // the reconcile running now. Queueing the name for it would run a second reconcile right
@@ -67,7 +81,7 @@ export class Subscriptions {
           state.pushedAt ??= performance.now();
           if (!subscribing) this.enqueue(name);
         },
-        { fieldPrefix: "spec.source" },
+        account ? { fieldPrefix: "spec.source", serviceAccount: account } : { fieldPrefix: "spec.source" },
       );
     } finally {
       subscribing = false;

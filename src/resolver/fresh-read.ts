@@ -18,6 +18,8 @@ export interface FreshReadDeps {
   lookup(apiVersion: string, kind: string): Promise<ResourceInfo>;
   sourcePolicy: ResolverOptions["sourcePolicy"];
   cache: Pick<SourceCache, "readFresh">;
+  /** Refuses a request its identity may not read (see access-reviews.ts), before anything is read. @default every request is read */
+  authorize?(request: CompiledRequest, resource: ResourceInfo): Promise<ResolutionResult | undefined>;
   /** The result (transformed) from a view of the objects read. */
   compute(request: CompiledRequest, view: SourceView): Promise<ResolutionResult>;
 }
@@ -42,6 +44,8 @@ export async function freshResult(ref: AnyReference, deps: FreshReadDeps): Promi
   }
   const problem = checkResource(request, resource, deps.sourcePolicy);
   if (problem) return { ok: false, error: problem };
+  const refused = await deps.authorize?.(request, resource);
+  if (refused) return refused;
   const namespace = resource.namespaced ? request.namespace : undefined;
   const target: RefreshTarget =
     request.target === "name"

@@ -3,6 +3,9 @@
  * wiring adds (a shared client, discovery, cache), and the options of one call.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
+import { serviceAccountProblem } from "../api/service-account.ts";
+import type { ServiceAccountRef } from "../api/referable.ts";
+import type { AccessReviews } from "./access-reviews.ts";
 import type { SourceCache } from "../informers/source-cache.ts";
 import type { InformerSignal, RestartReason } from "../informers/restart-reason.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -87,6 +90,19 @@ export interface ResolverOptions {
    * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64 \}
    */
   transformPool?: TransformPoolOptions;
+  /**
+   * Read as this ServiceAccount: a value is used only while the account may `get` its source
+   * (`list` for a selector) in the source's namespace, as a SubjectAccessReview made as the
+   * account answers (its user `system:serviceaccount:NS:NAME` and groups); otherwise the result
+   * is `Forbidden`, naming the account, the verb and the resource. Answers are cached for at most
+   * 60 s and dropped when an RBAC object changes (the resolver's credentials then need `create` on
+   * subjectaccessreviews, and `list` and `watch` on Roles, RoleBindings, ClusterRoles and
+   * ClusterRoleBindings; without the watch, answers are asked again when they expire). The
+   * informers still read with the resolver's own credentials and stay shared.
+   * {@link WatchOptions.serviceAccount} sets it for one watch.
+   * @default undefined: the resolver's own credentials decide alone
+   */
+  serviceAccount?: ServiceAccountRef;
 }
 
 /**
@@ -109,12 +125,19 @@ export interface ResolverWiring extends Omit<ResolverOptions, "kubeConfig"> {
   cache?: SourceCache;
   /** What evaluates transforms (not closed by {@link Resolver.stop}); a pool of its own when absent. */
   transformRunner?: TransformRunner;
+  /** The access answers to use (e.g. one counted in metrics; stopped by {@link Resolver.stop}); one of its own when first needed. */
+  accessReviews?: AccessReviews;
 }
 
 /** Options of one {@link Resolver.watch}. */
 export interface WatchOptions {
   /** Prefix of field names in InvalidSpec messages, e.g. "spec.source". @default "" */
   fieldPrefix?: string;
+  /**
+   * Read as this ServiceAccount, for this watch (see {@link ResolverOptions.serviceAccount}).
+   * @default the resolver's `serviceAccount`
+   */
+  serviceAccount?: ServiceAccountRef;
 }
 
 /** Options of one {@link Resolver.resolve} or {@link Resolver.resolveSelector}. */
@@ -161,6 +184,7 @@ export const RESOLVER_OPTION_KEYS = everyKey<ResolverOptions>()([
   "kindRetryMs",
   "onInformerSignal",
   "transformPool",
+  "serviceAccount",
 ]);
 const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
   "workers",
@@ -172,7 +196,7 @@ const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
 /** Every key of {@link ResolveOptions}. */
 export const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);
 /** Every key of {@link WatchOptions}. */
-export const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix"]);
+export const WATCH_OPTION_KEYS = everyKey<WatchOptions>()(["fieldPrefix", "serviceAccount"]);
 
 /** Refuses what createResolver cannot take: no options object, or a key it does not know. */
 export function checkResolverOptions(options: unknown): void {
@@ -182,4 +206,10 @@ export function checkResolverOptions(options: unknown): void {
   const pool = (options as ResolverOptions).transformPool;
   if (typeof pool === "object" && pool !== null)
     checkKeys(pool, TRANSFORM_POOL_KEYS, "the transformPool option of createResolver");
+  const account = (options as ResolverOptions).serviceAccount;
+  const problem =
+    account === undefined
+      ? undefined
+      : serviceAccountProblem(account, "the serviceAccount option of createResolver");
+  if (problem) throw new ResolutionError("InvalidSpec", problem);
 }

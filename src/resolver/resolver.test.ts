@@ -13,6 +13,7 @@ import { ApiError, type KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { ResolutionError } from "../errors.ts";
 import { compileTransform } from "../transform/index.ts";
+import { AccessReviews } from "./access-reviews.ts";
 import { Resolver } from "./resolver.ts";
 import type { TransformRunner } from "./transform.ts";
 import type { AnyReference } from "./request.ts";
@@ -562,3 +563,99 @@ describe("unknown options of one call are InvalidSpec, before any read", () => {
     });
   });
 });
+
+describe("a watch with a ServiceAccount: its results are used only while the account may read", () => {
+  /** Access reviews over a fake endpoint: `allowed` decides each, and every review is counted. */
+  function reviewed(allowed: (attrs: Record<string, string>) => boolean) {
+    const asked: Array<Record<string, string>> = [];
+    const access = new AccessReviews({
+      client: {
+        request: async <T>(_m: string, _p: string, o?: { body?: unknown }) => {
+          const attrs = (o!.body as { spec: { resourceAttributes: Record<string, string> } }).spec
+            .resourceAttributes;
+          asked.push(attrs);
+          return { status: { allowed: allowed(attrs) } } as T;
+        },
+        watch: () => {
+          throw new Error("no watch here");
+        },
+      },
+      watchRbac: false,
+    });
+    return { access, asked };
+  }
+  const account = { namespace: "team-a", name: "reader" };
+
+  it("pushes Forbidden, never the value, when the account may not get the source", async () => {
+    const cache = new FakeCache();
+    const { access } = reviewed(() => false);
+    resolver = new Resolver({
+      cache,
+      discovery,
+      watchCustomResourceDefinitions: false,
+      accessReviews: access,
+    });
+    cache.kind.put(cm("db", "secret-ish"));
+    const pushed: ResolutionResult[] = [];
+    resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    await waitUntil(() => pushed.length > 0);
+    expect(pushed.map(summary)).toEqual([{ reason: "Forbidden" }]);
+    expect(!pushed[0]!.ok && pushed[0]!.error.message).toBe(
+      'serviceaccount team-a/reader may not get configmaps "db" in namespace "team-a": grant it that (a Role and a RoleBinding), or act as another ServiceAccount',
+    );
+  });
+
+  it("pushes the value when it may, and asks once for many watches of one namespace", async () => {
+    const cache = new FakeCache();
+    const { access, asked } = reviewed(() => true);
+    resolver = new Resolver({
+      cache,
+      discovery,
+      watchCustomResourceDefinitions: false,
+      accessReviews: access,
+    });
+    const pushed: ResolutionResult[] = [];
+    for (let i = 0; i < 20; i++) resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    cache.kind.put(cm("db", "one"));
+    await waitUntil(() => pushed.filter((r) => r.ok).length === 20);
+    expect(pushed.filter((r) => r.ok).map(summary)).toEqual(
+      Array(20).fill({ reason: "Available", value: "one" }),
+    );
+    expect(asked).toEqual([{ verb: "get", group: "", resource: "configmaps", namespace: "team-a" }]);
+    // A change of the source is pushed without another review.
+    cache.kind.put(cm("db", "two"));
+    await waitUntil(() => pushed.filter((r) => r.ok).length === 40);
+    expect(asked).toHaveLength(1);
+  });
+
+  it("withdraws the value when the answers are dropped and the account may no longer read", async () => {
+    const cache = new FakeCache();
+    let allow = true;
+    const { access } = reviewed(() => allow);
+    resolver = new Resolver({
+      cache,
+      discovery,
+      watchCustomResourceDefinitions: false,
+      accessReviews: access,
+    });
+    const pushed: ResolutionResult[] = [];
+    resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    cache.kind.put(cm("db", "one"));
+    await waitUntil(() => pushed.some((r) => r.ok));
+    allow = false;
+    access.dropAll();
+    await waitUntil(() => !pushed.at(-1)!.ok);
+    expect(pushed.map(summary).slice(-2)).toEqual([
+      { reason: "Available", value: "one" },
+      { reason: "Forbidden" },
+    ]);
+  });
+});
+
+async function waitUntil(done: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

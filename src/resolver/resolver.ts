@@ -9,6 +9,8 @@
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
 import { createHash } from "node:crypto";
+import type { ServiceAccountRef } from "../api/referable.ts";
+import { serviceAccountProblem } from "../api/service-account.ts";
 import { asError, ResolutionError } from "../errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
@@ -16,6 +18,12 @@ import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
+import {
+  AccessReviews,
+  type AccessAttributes,
+  type AccessEntry,
+  type AccessVerdict,
+} from "./access-reviews.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { freshResult, PENDING_VIEW } from "./fresh-read.ts";
 import { KindChanges } from "./kind-changes.ts";
@@ -68,6 +76,8 @@ export class Resolver {
   private flushScheduled = false;
   private stopped = false;
   private ownPool: TransformPool | undefined;
+  /** The access answers of subscriptions with a ServiceAccount, made on first use. */
+  private access: AccessReviews | undefined;
 
   /**
    * Use {@link createResolver}; the constructor also takes the internal wiring.
@@ -151,8 +161,14 @@ export class Resolver {
   ): Subscription {
     if (this.stopped) throw new Error("the resolver is stopped");
     let request: CompiledRequest;
+    const identity = options.serviceAccount ?? this.options.serviceAccount;
     try {
       checkKeys(options, WATCH_OPTION_KEYS, "the options of watch");
+      const problem =
+        options.serviceAccount === undefined
+          ? undefined
+          : serviceAccountProblem(options.serviceAccount, "the serviceAccount option of watch");
+      if (problem) throw new ResolutionError("InvalidSpec", problem);
       request = compileRequest(ref, options.fieldPrefix);
     } catch (err) {
       const sub = new Sub(placeholderRequest(ref), callback, () => undefined);
@@ -160,6 +176,7 @@ export class Resolver {
       return sub;
     }
     const sub = new Sub(request, callback, this.onClose);
+    if (identity && request.target !== "external") sub.identity = identity;
     this.subs.add(sub);
     if (request.target === "external") {
       this.recompute(sub);
@@ -268,6 +285,7 @@ export class Resolver {
     this.kindChanges.stop();
     for (const sub of [...this.subs]) sub.close();
     this.waiter.stop();
+    await this.access?.stop();
     if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client?.close();
     await this.ownPool?.close();
@@ -313,6 +331,53 @@ export class Resolver {
       sourcePolicy: this.options.sourcePolicy,
       cache: this.cache,
       compute: (request, view) => this.computeFrom(request, view),
+      authorize: async (request, resource) => {
+        const identity = this.options.serviceAccount;
+        if (!identity) return undefined;
+        const verdict = await this.decided(identity, accessAttributes(request, resource));
+        return verdict.allowed ? undefined : forbidden(verdict.message);
+      },
+    });
+  }
+
+  /** The access reviews, made (and watched for changes) on first use. */
+  private accessReviews(): AccessReviews {
+    if (this.access) return this.access;
+    const access =
+      this.options.accessReviews ??
+      new AccessReviews({
+        client: this.client!,
+        logger: this.logger.child?.({ part: "access" }) ?? this.logger,
+      });
+    this.access = access;
+    access.onChange((entries) => this.regate(entries));
+    return access;
+  }
+
+  /** Subscriptions whose access answers changed (or were all dropped) compute again, and so check again. */
+  private regate(entries: ReadonlySet<AccessEntry> | "all"): void {
+    for (const sub of this.subs) {
+      // Only those attached to their kind: one still waiting for it has nothing to check yet.
+      if (!sub.identity || sub.closed || !sub.resource) continue;
+      if (entries === "all" || sub.accessHeld?.some((e) => entries.has(e))) this.schedule(sub);
+    }
+  }
+
+  /** The verdict on `attributes` for `identity`, once known (for a one-off read). */
+  private decided(
+    identity: ServiceAccountRef,
+    attributes: AccessAttributes,
+  ): Promise<NonNullable<AccessVerdict>> {
+    const access = this.accessReviews();
+    const holder = { accessHeld: undefined };
+    return new Promise((resolve) => {
+      const attempt = (): void => {
+        const verdict = access.check(identity, attributes, holder, attempt);
+        if (verdict === undefined) return;
+        access.release(holder);
+        resolve(verdict);
+      };
+      attempt();
     });
   }
 
@@ -381,6 +446,7 @@ export class Resolver {
   }
 
   private unsubscribe(sub: Sub): void {
+    if (sub.accessHeld) this.access?.release(sub);
     this.subs.delete(sub);
     this.dirty.delete(sub);
     this.waiter.done(sub);
@@ -419,6 +485,23 @@ export class Resolver {
 
   private recompute(sub: Sub): void {
     const index = sub.index;
+    if (sub.identity && sub.resource) {
+      // The account's access first: nothing is computed (or pushed) for a source it may not read.
+      const verdict = this.accessReviews().check(
+        sub.identity,
+        accessAttributes(sub.request, sub.resource),
+        sub,
+        () => {
+          if (!sub.closed) this.schedule(sub);
+        },
+      );
+      if (verdict === undefined) return;
+      if (!verdict.allowed) {
+        sub.generation++;
+        this.deliver(sub, forbidden(verdict.message));
+        return;
+      }
+    }
     if (index?.isRefused(sub)) {
       this.deliver(sub, { ok: false, error: this.tooManyLabelKeys(sub) });
       return;
@@ -501,11 +584,26 @@ export class Resolver {
   }
 }
 
-/**
- * What makes two results different for a subscriber: the value(s), the sources' identities
- * (not their resourceVersions: an update that leaves the value alone is no change), the reason,
- * and the error's message.
- */
+/** What a ServiceAccount must be allowed to read `request`'s source(s) of `resource`. */
+function accessAttributes(request: CompiledRequest, resource: ResourceInfo): AccessAttributes {
+  const attributes: AccessAttributes = {
+    verb: request.target === "name" ? "get" : "list",
+    group: resource.group,
+    resource: resource.resource,
+    namespace: resource.namespaced ? (request.namespace ?? "") : "",
+  };
+  if (request.target === "name" && request.name !== undefined) attributes.name = request.name;
+  return attributes;
+}
+
+/** A refused read: no value, the refusal's message (the account, the verb, the resource). */
+function forbidden(message: string): ResolutionResult {
+  return {
+    ok: false,
+    error: new ResolutionError("Forbidden", message),
+  };
+}
+
 /**
  * Makes a resolver; see {@link ResolverOptions} for what it can be told. Make one per process
  * and share it: every reference to a kind then shares one list and one watch.

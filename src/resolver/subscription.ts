@@ -2,7 +2,9 @@
  * One subscription: a compiled request, its callback, where it is attached, and what it last
  * pushed. The resolver owns the life cycle; this file only holds the state.
  */
+import type { ServiceAccountRef } from "../api/referable.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import type { AccessEntry, AccessHolder } from "./access-reviews.ts";
 import type { KindIndex } from "./kind-index.ts";
 import type { CompiledRequest } from "./request.ts";
 import type { ResolutionResult } from "./types.ts";
@@ -25,7 +27,11 @@ const TRANSFORMING = 8;
 const RETRANSFORM = 16;
 
 /** One subscription's state. */
-export class Sub implements Subscription {
+export class Sub implements Subscription, AccessHolder {
+  /** The ServiceAccount whose access gates its results (see access-reviews.ts), if any. */
+  identity: ServiceAccountRef | undefined;
+  /** The access answers it holds now. */
+  accessHeld: AccessEntry[] | undefined;
   /** The source resource, once discovery found it. */
   resource: ResourceInfo | undefined;
   /** The kind index it is attached to, while attached. */

@@ -545,6 +545,42 @@ describe("helm template", () => {
       },
     },
     {
+      reason:
+        "defaultServiceAccount is the lockdown flag; impersonationNamespaces moves impersonate from the ClusterRole to RoleBindings there",
+      set: [
+        "defaultServiceAccount=team-b/nobody",
+        "impersonationNamespaces[0]=team-b",
+        "impersonationNamespaces[1]=team-c",
+      ],
+      check: (o) => {
+        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
+          "--default-service-account=team-b/nobody",
+        );
+        const impersonate = { apiGroups: [""], resources: ["serviceaccounts"], verbs: ["impersonate"] };
+        expect(find(o, "ClusterRole", "rel-controller").rules).not.toContainEqual(impersonate);
+        expect(find(o, "ClusterRole", "rel-impersonate").rules).toEqual([impersonate]);
+        const bindings = o.filter((x) => x.kind === "RoleBinding" && x.metadata?.name === "rel-impersonate");
+        expect(bindings.map((b) => b.metadata?.namespace).sort()).toEqual(["team-b", "team-c"]);
+      },
+    },
+    {
+      reason: "without impersonationNamespaces the controller may impersonate ServiceAccounts everywhere",
+      set: [],
+      check: (o) => {
+        expect(find(o, "ClusterRole", "rel-controller").rules).toContainEqual({
+          apiGroups: [""],
+          resources: ["serviceaccounts"],
+          verbs: ["impersonate"],
+        });
+        expect(o.some((x) => x.metadata?.name === "rel-impersonate")).toBe(false);
+        expect(
+          controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args?.some((a) =>
+            a.startsWith("--default-service-account"),
+          ),
+        ).toBe(false);
+      },
+    },
+    {
       reason: "without allowSecrets there is neither",
       set: [],
       check: (o) => {

@@ -28,7 +28,7 @@ import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
 import { fieldManagerFor } from "../keys/target.ts";
-import { ExportOutput } from "../export-output.ts";
+import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
 import { ReadBudget } from "../read-budget.ts";
 import type { WritePolicy } from "../write-policy.ts";
 import { decide, FieldClaims } from "./ownership.ts";
@@ -63,7 +63,13 @@ import {
   type FieldObject,
   type ParsedFieldTarget,
 } from "./target.ts";
-import { applyFields, fillField, readFieldObject, type AskedField } from "./writer.ts";
+import {
+  applyFields,
+  fillField,
+  readFieldObject,
+  type AskedField,
+  type FieldWriteOptions,
+} from "./writer.ts";
 
 export { FIELD_EXPORT_FINALIZER } from "../../api/referable.ts";
 export {
@@ -84,6 +90,8 @@ export const MISSING_MAX_MS = 300_000;
 /** Options for {@link FieldOutput}. */
 export interface FieldOutputOptions {
   client: Pick<KubeClient, "request">;
+  /** The ServiceAccount each Referable's target requests impersonate (see ExportOutputOptions). @default none */
+  actAs?: ExportOutputOptions["actAs"];
   /** Maps a target's apiVersion/kind to its resource (share the resolver's). */
   discovery: KindResolver;
   /** Asks for a look at a Referable (a Referable it shares a field with changed its claim). */
@@ -140,6 +148,8 @@ export class FieldOutput
     const entries = (obj.spec?.export ?? []).map((e, i) => ({ e, i })).filter(({ e }) => isFieldEntry(e));
     const previous = (obj.status?.exports ?? []).filter(isFieldRecord);
     if (entries.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string") return this.invalid(writer, previous);
     const targets: ParsedFieldTarget[] = [];
     for (const { e, i } of entries) {
       const parsed = parseFieldTarget(e, `spec.export[${i}]`);
@@ -195,7 +205,7 @@ export class FieldOutput
     const gathered: Gathered = { records: [], problems: [], deferredMs: undefined };
     await Promise.all(
       [...plan(targets, previous)].map(([key, p]) =>
-        this.writeObject(obj, key, p, value, memory, previous, gathered),
+        this.writeObject(obj, key, p, value, memory, previous, gathered, writer),
       ),
     );
     const step = summarize(targets, value, gathered, memory, this.options.rereadMs ?? FIELD_REREAD_MS, (m) =>
@@ -220,6 +230,15 @@ export class FieldOutput
     const written = new Set(
       previous.filter((r) => r.resourceVersion !== undefined).map((r) => fieldObjectKey(asObject(r))),
     );
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string") {
+      this.logger.warn(
+        { referable: name, problem: writer },
+        "cannot release exported fields; the Referable keeps its finalizer until its spec is fixed",
+      );
+      return this.pacing.backoff(memory);
+    }
+    const options = this.writeOptions(name, writer);
     let failed = false;
     for (const p of plan(targets, previous).values()) {
       // A Secret without --allow-secret-export and nothing written there: not even read.
@@ -234,15 +253,9 @@ export class FieldOutput
         const asked: AskedField[] = all
           .filter((a) => a.path !== undefined)
           .map((a) => ({ ...a, path: a.path!, value: undefined }));
-        const state = await readFieldObject(
-          this.options.client,
-          resource,
-          p.object,
-          asked,
-          this.writeOptions(name),
-        );
+        const state = await readFieldObject(writer.client, resource, p.object, asked, options);
         if (state.exists && state.applied.size > 0 && state.uid) {
-          await applyFields(this.options.client, resource, p.object, {}, state.uid, this.writeOptions(name));
+          await applyFields(writer.client, resource, p.object, {}, state.uid, options);
           this.logger.info(
             { referable: name, target: describeFieldObject(p.object) },
             "released exported fields",
@@ -310,6 +323,7 @@ export class FieldOutput
     memory: FieldsMemory,
     previous: ExportRecord[],
     gathered: Gathered,
+    writer: TargetWriter,
   ): Promise<void> {
     const what = describeFieldObject(p.object);
     if (p.targets.length > 0)
@@ -333,10 +347,10 @@ export class FieldOutput
       const asked: AskedField[] = [...p.targets, ...p.dropped.map(pathOfRecord)]
         .filter((a) => a.path !== undefined)
         .map((a) => ({ fieldPath: a.fieldPath!, path: a.path!, value: undefined }));
-      const options = this.writeOptions(name);
-      const state = await readFieldObject(this.options.client, resource, p.object, asked, options);
+      const options = this.writeOptions(name, writer);
+      const state = await readFieldObject(writer.client, resource, p.object, asked, options);
       if (state.exists && state.applied.size > 0 && state.uid) {
-        await applyFields(this.options.client, resource, p.object, {}, state.uid, options);
+        await applyFields(writer.client, resource, p.object, {}, state.uid, options);
         this.options.onWrite?.("success");
         this.logger.info(
           { referable: name, target: what },
@@ -359,9 +373,10 @@ export class FieldOutput
     memory: FieldsMemory,
     previous: ExportRecord[],
     gathered: Gathered,
+    writer: TargetWriter,
   ): Promise<void> {
     const name = obj.metadata.name;
-    if (this.withheld(p.object)) return this.withhold(name, key, p, memory, previous, gathered);
+    if (this.withheld(p.object)) return this.withhold(name, key, p, memory, previous, gathered, writer);
     const hash = hashOf(p, value);
     const generation = obj.metadata.generation;
     const known = memory.objects.get(key);
@@ -391,7 +406,7 @@ export class FieldOutput
     let records: ExportRecord[];
     try {
       const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
-      records = await this.sync(name, resource, p, value, previous, problems);
+      records = await this.sync(name, resource, p, value, previous, problems, writer);
     } catch (err) {
       problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
       // Nothing is known to have changed: the records stay as they were.
@@ -424,8 +439,10 @@ export class FieldOutput
     value: unknown,
     previous: ExportRecord[],
     problems: Problem[],
+    writer: TargetWriter,
   ): Promise<ExportRecord[]> {
-    const options = this.writeOptions(name);
+    const options = this.writeOptions(name, writer);
+    const { client } = writer;
     const asked: AskedField[] = [
       ...p.targets.map((t) => ({ fieldPath: t.fieldPath, path: t.path, value })),
       ...p.dropped
@@ -433,7 +450,7 @@ export class FieldOutput
         .filter((a) => a.path !== undefined)
         .map((a) => ({ ...a, path: a.path!, value: undefined })),
     ];
-    const state = await readFieldObject(this.options.client, resource, p.object, asked, options);
+    const state = await readFieldObject(client, resource, p.object, asked, options);
     const what = describeFieldObject(p.object);
     if (!state.exists || !state.uid) {
       if (p.targets.length > 0)
@@ -454,7 +471,7 @@ export class FieldOutput
     let written = false;
     if (differs || stale) {
       resourceVersion = await applyFields(
-        this.options.client,
+        client,
         resource,
         p.object,
         body,
@@ -465,15 +482,7 @@ export class FieldOutput
       written = true;
     }
     for (const t of fills) {
-      resourceVersion = await fillField(
-        this.options.client,
-        resource,
-        p.object,
-        t.path,
-        value,
-        resourceVersion!,
-        options,
-      );
+      resourceVersion = await fillField(client, resource, p.object, t.path, value, resourceVersion!, options);
       written = true;
     }
     if (written) {
@@ -492,8 +501,9 @@ export class FieldOutput
     });
   }
 
-  private writeOptions(name: string): { fieldManager: string; forbiddenHint: string } {
+  private writeOptions(name: string, writer: TargetWriter): FieldWriteOptions {
     return {
+      ...(writer.serviceAccount && { serviceAccount: writer.serviceAccount }),
       fieldManager: fieldManagerFor(name),
       forbiddenHint:
         "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",

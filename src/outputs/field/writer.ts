@@ -11,6 +11,7 @@
  * read is reduced at once to a {@link FieldObjectState}, never kept whole.
  */
 import { stableStringify } from "../../api/stable-json.ts";
+import { describeServiceAccount, type ServiceAccountRef } from "../../api/service-account.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
@@ -48,6 +49,8 @@ export interface FieldWriteOptions {
   signal?: AbortSignal;
   /** Appended to an ExportForbidden message: what to apply to allow the write. */
   forbiddenHint?: string;
+  /** The ServiceAccount the requests act as (the caller's client impersonates it), named in an ExportForbidden message. */
+  serviceAccount?: ServiceAccountRef;
 }
 
 /** One field asked about: its path, and the value it should hold (undefined: none). */
@@ -201,8 +204,10 @@ export function toFieldError(
     verb,
     {
       what,
-      forbidden: `the controller may not ${verb} ${plural}${where}`,
-      forbiddenHint: options.forbiddenHint,
+      forbidden: `${options.serviceAccount ? describeServiceAccount(options.serviceAccount) : "the controller"} may not ${verb} ${plural}${where}`,
+      forbiddenHint: options.serviceAccount
+        ? `grant ${describeServiceAccount(options.serviceAccount)} get and patch on ${plural}${where} (a Role and a RoleBinding, or a ClusterRole)`
+        : options.forbiddenHint,
       unit: "field",
       never: "taken",
       special: (apiError, apiMessage) => {

@@ -5,7 +5,10 @@
  * @module
  */
 import type { KubeConfig } from "@kubernetes/client-node";
+import { serviceAccountProblem } from "../../api/service-account.ts";
 import { KubeClient } from "../../kube/client.ts";
+import { actingAs } from "../../kube/impersonation.ts";
+import { ExportError } from "./errors.ts";
 import { removeField, writeField } from "../field/library.ts";
 import type { FieldTarget } from "../field/target.ts";
 import type { ExportTarget } from "./target.ts";
@@ -14,11 +17,22 @@ import { removeKey, writeKey, type ExportOptions, type ExportResult } from "./wr
 export type { ExportResult, ExportOptions } from "./writer.ts";
 export type { FieldPolicy, FieldTarget } from "../field/target.ts";
 
-/** Runs `work` with a connection made from `kubeConfig`, closed after. */
-async function withClient<T>(kubeConfig: KubeConfig, work: (client: KubeClient) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` with a connection made from `kubeConfig`, closed after, every request of it as
+ * `options.serviceAccount` when given.
+ */
+async function withClient<T>(
+  kubeConfig: KubeConfig,
+  options: ExportOptions,
+  work: (client: Pick<KubeClient, "request">) => Promise<T>,
+): Promise<T> {
+  const account = options?.serviceAccount;
+  const problem =
+    account === undefined ? undefined : serviceAccountProblem(account, "options.serviceAccount");
+  if (problem) throw new ExportError("ExportFailed", problem, { retryable: false });
   const client = new KubeClient({ kubeConfig });
   try {
-    return await work(client);
+    return await work(actingAs(client, account));
   } finally {
     await client.close();
   }
@@ -38,6 +52,10 @@ async function withClient<T>(kubeConfig: KubeConfig, work: (client: KubeClient) 
  * of an existing object instead (`TargetNotFound` when it does not exist, `ExportRejected` when
  * the API server refuses the value); with policy `IfNotPresent`, only when the field is empty.
  *
+ * With `options.serviceAccount`, every request (the reads of the target too) impersonates that
+ * ServiceAccount, so the API server's RBAC and admission judge the write as the account's own
+ * (`ExportForbidden` names the account and the verb); `kubeConfig`'s user needs `impersonate` on it.
+ *
  * @example
  * await exportValue(kubeConfig, { kind: "ConfigMap", namespace: "team-b", name: "app", key: "DB_HOST" },
  *   "db.internal", { fieldManager: "my-operator/db-host" });
@@ -48,7 +66,7 @@ export function exportValue(
   value: unknown,
   options: ExportOptions,
 ): Promise<ExportResult> {
-  return withClient(kubeConfig, (client) =>
+  return withClient(kubeConfig, options, (client) =>
     "fieldPath" in target
       ? writeField(client, target, value, options)
       : writeKey(client, target, value, options),
@@ -67,7 +85,7 @@ export function removeExport(
   target: ExportTarget | FieldTarget,
   options: ExportOptions,
 ): Promise<boolean> {
-  return withClient(kubeConfig, (client) =>
+  return withClient(kubeConfig, options, (client) =>
     "fieldPath" in target ? removeField(client, target, options) : removeKey(client, target, options),
   );
 }

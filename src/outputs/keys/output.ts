@@ -15,7 +15,7 @@ import type { KubeClient } from "../../kube/client.ts";
 import type { Logger } from "../../log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
-import { ExportOutput } from "../export-output.ts";
+import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
 import type { WritePolicy } from "../write-policy.ts";
 import { isExportError } from "./errors.ts";
 import {
@@ -66,6 +66,8 @@ export { EXPORT_FINALIZER } from "../../api/referable.ts";
 /** Options for {@link KeysOutput}. */
 export interface KeysOutputOptions {
   client: Pick<KubeClient, "request">;
+  /** The ServiceAccount each Referable's target requests impersonate (see ExportOutputOptions). @default none */
+  actAs?: ExportOutputOptions["actAs"];
   logger?: Logger;
   /** Whether Secrets may be written (--allow-secret-export). @default false */
   allowSecrets?: boolean;
@@ -93,6 +95,18 @@ export interface KeysOutputOptions {
   onWrite?: (result: "success" | "conflict" | "forbidden" | "error") => void;
 }
 
+/** What a pass of {@link KeysOutput.write} shares among its objects. */
+interface WriteContext {
+  text: string | undefined;
+  read: Set<string>;
+  memory: KeysMemory;
+  previous: ExportRecord[];
+  recorded: Recorded;
+  gathered: Gathered;
+  /** Whom the requests on targets go as. */
+  writer: TargetWriter;
+}
+
 /** Writes and releases the keys of spec.export; one per controller. See the module comment. */
 export class KeysOutput
   extends ExportOutput<KeysOutputOptions>
@@ -111,6 +125,12 @@ export class KeysOutput
     const raw = obj.spec?.export ?? [];
     const previous = obj.status?.exports ?? [];
     if (raw.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string")
+      return {
+        state: { exports: previous, status: "False", reason: "InvalidSpec", message: writer },
+        retryAfterMs: undefined,
+      };
     const targets: ExportTarget[] = [];
     for (const [i, t] of (Array.isArray(raw) ? raw : []).entries()) {
       const parsed = parseTarget(t, `spec.export[${i}]`);
@@ -144,7 +164,15 @@ export class KeysOutput
       [...plan]
         .filter(([key]) => !intents.has(key))
         .map(([key, { object, keys }]) =>
-          this.writeObject(obj, key, object, keys, { text, read, memory, previous, recorded, gathered }),
+          this.writeObject(obj, key, object, keys, {
+            text,
+            read,
+            memory,
+            previous,
+            recorded,
+            gathered,
+            writer,
+          }),
         ),
     );
     if (intents.size > 0) {
@@ -175,19 +203,32 @@ export class KeysOutput
     // Objects the status says may hold a key of this Referable; the others are only named in the spec.
     const recorded = recordedObjects(obj.status?.exports ?? []);
     const problems: Array<{ reason: string; message: string }> = [];
+    const writer = this.writerFor(obj);
+    if (typeof writer === "string") {
+      memory.releaseProblem = {
+        reason: "InvalidSpec",
+        message:
+          `the Referable keeps its finalizer ${EXPORT_FINALIZER} until its exported keys are removed: ${writer}`.slice(
+            0,
+            Limits.conditionMessage,
+          ),
+      };
+      return this.pacing.backoff(memory);
+    }
     // Removals and deletions share the write policy with every other write: an object whose
     // turn has not come is released on the look after the wait.
     const held: Gathered = { records: [], problems: [], deferredMs: undefined };
     for (const [key, object] of objects) {
       if (!this.admitted(key, memory, held, [])) continue;
       const problem = await releaseObject(
-        this.options.client,
+        writer.client,
         this.logger,
         this.options.allowSecrets,
         obj.metadata.name,
         object,
         keysOf.get(key) ?? [],
         recorded,
+        writer.serviceAccount,
       );
       if (problem !== undefined) problems.push(problem);
     }
@@ -246,14 +287,7 @@ export class KeysOutput
     key: string,
     object: TargetObject,
     keys: string[],
-    ctx: {
-      text: string | undefined;
-      read: Set<string>;
-      memory: KeysMemory;
-      previous: ExportRecord[];
-      recorded: Recorded;
-      gathered: Gathered;
-    },
+    ctx: WriteContext,
   ): Promise<void> {
     const { memory, gathered } = ctx;
     // Writing into an object the value is read from changes what is read, and with a
@@ -307,6 +341,7 @@ export class KeysOutput
         stored,
         keys.length > 0 ? known?.known : undefined,
         ctx.previous,
+        ctx.writer,
       );
       remember(memory, key, { object, hash, ...written });
       gathered.records.push(...written.records);
@@ -326,14 +361,16 @@ export class KeysOutput
     obj: Referable,
     key: string,
     object: TargetObject,
-    ctx: { previous: ExportRecord[]; recorded: Recorded; gathered: Gathered },
+    ctx: { previous: ExportRecord[]; recorded: Recorded; gathered: Gathered; writer: TargetWriter },
     why: string,
   ): Promise<void> {
     const name = obj.metadata.name;
+    const { serviceAccount } = ctx.writer;
     try {
-      const outcome = await sweepObject(this.options.client, object, name, ctx.recorded, {
+      const outcome = await sweepObject(ctx.writer.client, object, name, ctx.recorded, {
         fieldManager: fieldManagerFor(name),
         forbiddenHint: EXPORT_KINDS[object.kind].optIn,
+        ...(serviceAccount && { serviceAccount }),
       });
       if (outcome === "released" || outcome === "deleted") {
         this.options.onWrite?.("success");
@@ -370,19 +407,25 @@ export class KeysOutput
     stored: Record<string, string>,
     known: KnownObject | undefined,
     previous: ExportRecord[],
+    writer: TargetWriter,
   ): Promise<{ records: ExportRecord[]; known: KnownObject | undefined; version: string | undefined }> {
     const name = obj.metadata.name;
-    const options = { fieldManager: fieldManagerFor(name), forbiddenHint: EXPORT_KINDS[object.kind].optIn };
+    const { client, serviceAccount } = writer;
+    const options = {
+      fieldManager: fieldManagerFor(name),
+      forbiddenHint: EXPORT_KINDS[object.kind].optIn,
+      ...(serviceAccount && { serviceAccount }),
+    };
     // A name too long for referable.dev/<name> had another manager in earlier releases: what it
     // wrote under that one is taken over once (the first write after a start) and let go of.
-    if (known === undefined && (await takeOverLegacy(this.options.client, object, stored, name, options)))
+    if (known === undefined && (await takeOverLegacy(client, object, stored, name, options)))
       this.logger.info(
         { referable: name, target: describeObject(object) },
         "took the exported keys over from the field manager of earlier releases",
       );
     // Not for a target dropped from the spec: its removal reads first, so a key of an object
     // someone else re-created is never touched blindly.
-    const done = await syncObject(this.options.client, object, stored, name, options, known);
+    const done = await syncObject(client, object, stored, name, options, known);
     const records = Object.keys(stored).map((k) => {
       // A key that already held the value keeps the resourceVersion recorded when it was written.
       const before = done.written

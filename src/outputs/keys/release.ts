@@ -4,6 +4,7 @@
  * once it holds nothing else (see sweep.ts).
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
+import type { ServiceAccountRef } from "../../api/service-account.ts";
 import { asError } from "../../errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { Logger } from "../../log.ts";
@@ -21,12 +22,17 @@ export async function releaseObject(
   object: TargetObject,
   keys: readonly string[],
   recorded: Recorded,
+  serviceAccount?: ServiceAccountRef,
 ): Promise<{ reason: string; message: string } | undefined> {
   const kind = EXPORT_KINDS[object.kind];
   // Without --allow-secret-export a Secret no record names was never written by this Referable.
   if (kind.needsSecretExport && !allowSecrets && !recorded.any.has(objectKey(object))) return undefined;
   try {
-    const options = { fieldManager: fieldManagerFor(name), forbiddenHint: kind.optIn };
+    const options = {
+      fieldManager: fieldManagerFor(name),
+      forbiddenHint: kind.optIn,
+      ...(serviceAccount && { serviceAccount }),
+    };
     // Keys left under the manager of earlier releases (never taken over): those go too.
     await releaseLegacy(client, object, keys, name, options);
     // A target never written (its namespace never opted in, or an intent the write of which

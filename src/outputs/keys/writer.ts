@@ -9,6 +9,7 @@
  * object. What is read is reduced at once to a {@link TargetState} (the asked keys, who owns
  * what), never kept whole: another writer's keys, a Secret's other values, are not held.
  */
+import { describeServiceAccount, type ServiceAccountRef } from "../../api/service-account.ts";
 import { isApiError, type KubeClient } from "../../kube/client.ts";
 import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
 import { toRequestFailure } from "../request-failure.ts";
@@ -51,6 +52,15 @@ export interface ExportOptions {
   signal?: AbortSignal;
   /** Appended to an ExportForbidden message: what to apply to allow the write. @default none */
   forbiddenHint?: string;
+  /**
+   * Act as this ServiceAccount: every request (reads of the target included) impersonates it
+   * (user `system:serviceaccount:NS:NAME` and its groups), so the API server's RBAC and admission
+   * judge each one as the account's; the caller's credentials need `impersonate` on that
+   * ServiceAccount (and on the groups `system:serviceaccounts`, `system:serviceaccounts:NS` and
+   * `system:authenticated`). A refusal is `ExportForbidden` naming the account and the verb.
+   * @default undefined: the caller's own credentials
+   */
+  serviceAccount?: ServiceAccountRef;
 }
 
 /** Reads `object` and keeps only what a writer under `fieldManager` needs; see {@link TargetState}. */
@@ -367,8 +377,10 @@ function toExportError(
     verb,
     {
       what,
-      forbidden: `may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace}`,
-      forbiddenHint: options.forbiddenHint,
+      forbidden: `${options.serviceAccount ? `${describeServiceAccount(options.serviceAccount)} ` : ""}may not ${verb} ${resourceOf(object.kind)} in namespace ${object.namespace}`,
+      forbiddenHint: options.serviceAccount
+        ? `grant ${describeServiceAccount(options.serviceAccount)} get, create and patch on ${resourceOf(object.kind)} there (a Role and a RoleBinding)`
+        : options.forbiddenHint,
       unit: "key",
       never: "overwritten",
       special: (apiError, apiMessage) =>
