@@ -14,7 +14,7 @@ const cache = {
     ({
       prune: () => undefined,
       release: () => undefined,
-      addLabelKeys: () => undefined,
+      addLabelKeys: () => true,
       removeLabelKeys: () => undefined,
     }) as unknown as KindHandle,
 };
