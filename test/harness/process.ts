@@ -17,6 +17,17 @@ const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
 /** One stdout line, as the controller wrote it (`level` a name: debug, info, warn, error, fatal). */
 export type LogLine = Record<string, unknown> & { level?: string; msg?: string };
 
+/**
+ * When a log line was written, in epoch milliseconds: the controller writes ISO 8601 times
+ * (`"time":"2026-11-29T01:31:17.627Z"`). NaN for a line without a time, so a comparison with it
+ * is never true by accident of a type: callers that need one assert it.
+ */
+export function logTime(line: LogLine): number {
+  const time = line.time;
+  if (typeof time === "number") return time;
+  return typeof time === "string" ? Date.parse(time) : Number.NaN;
+}
+
 /** Whether a log line is at error level or above. */
 export function isErrorLine(line: LogLine): boolean {
   return line.level === "error" || line.level === "fatal";

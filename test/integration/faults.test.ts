@@ -49,6 +49,7 @@ import {
   waitForIdle as waitForProcessIdle,
   waitForLeaderStatus as waitForProcessLeaderStatus,
   TAKE_OVER_BOUND_MS,
+  logTime,
   TOLERANCE_MS,
   type ControllerProcess,
 } from "../harness/process.ts";
@@ -611,7 +612,8 @@ describe("the controller process", () => {
     expect(Object.entries(perValue).filter(([, n]) => n > 1)).toEqual([]);
     expect(writes.length).toBeGreaterThan(names.size);
     // And nobody wrote while nobody led.
-    const ledAt = (await standby.waitForLog((l) => l.msg === "started leading")).time as number;
+    const ledAt = logTime(await standby.waitForLog((l) => l.msg === "started leading"));
+    expect(Number.isFinite(ledAt)).toBe(true);
     expect(writes.filter((w) => w.receivedAt > killedAt + 500 && w.receivedAt < ledAt)).toEqual([]);
     expect(unhandled(standby)).toBe(0);
     expect(await standby.stop("SIGTERM")).toEqual({ code: 0, signal: null });

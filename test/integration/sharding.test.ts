@@ -16,6 +16,7 @@ import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } f
 import {
   killAllProcesses,
   leaseTimingArgs,
+  logTime,
   metricValue,
   startControllerProcess,
   TEST_LEASE_MS,
@@ -175,7 +176,7 @@ function writtenByTwoInOneSecond(): { writes: number; clashes: string[] } {
       for (const line of p.logs()) {
         if (line.msg !== "status written" || typeof line.referable !== "string") continue;
         writes++;
-        const key = `${line.referable}@${Math.floor(Number(line.time) / 1000)}`;
+        const key = `${line.referable}@${Math.floor(logTime(line) / 1000)}`;
         writers.set(key, (writers.get(key) ?? new Set()).add(identity));
       }
   const clashes = [...writers]
@@ -311,10 +312,8 @@ describe("sharding across three replicas", () => {
         ...survivors.flatMap((p) =>
           p
             .logs()
-            .filter(
-              (l) => l.msg === "took a bucket: serving its Referables" && Number(l.time) >= killedAtEpoch,
-            )
-            .map((l) => Number(l.time) - killedAtEpoch),
+            .filter((l) => l.msg === "took a bucket: serving its Referables" && logTime(l) >= killedAtEpoch)
+            .map((l) => logTime(l) - killedAtEpoch),
         ),
       );
     const limitMs = TEST_LEASE_MS + TAKEOVER_SLACK_MS;
