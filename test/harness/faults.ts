@@ -235,11 +235,15 @@ export async function kubeconfigVia(kubeconfigPath: string, server: string, tag:
   return path;
 }
 
-/** An admin client of the control plane whose kubeconfig is at `kubeconfigPath`. */
-export function clientFor(kubeconfigPath: string): KubeClient {
+/**
+ * An admin client of the control plane whose kubeconfig is at `kubeconfigPath`. `serverMessages`
+ * keeps the API server's own words in its errors (a test reading a refusal); off, as the
+ * controller runs, by default (KubeClientOptions.serverMessages).
+ */
+export function clientFor(kubeconfigPath: string, serverMessages = false): KubeClient {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  return new KubeClient({ kubeConfig: kc });
+  return new KubeClient({ kubeConfig: kc, serverMessages });
 }
 
 /**
@@ -255,7 +259,7 @@ export async function startPrivatePlane(
     private: true,
     log: (line) => process.stderr.write(`[${name} control-plane] ${line}\n`),
   });
-  return { plane, admin: clientFor(plane.kubeconfigPath) };
+  return { plane, admin: clientFor(plane.kubeconfigPath, true) };
 }
 
 // ---------------------------------------------------------------------------------------------

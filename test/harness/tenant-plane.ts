@@ -78,7 +78,7 @@ export async function startTenantPlane(prefix: string, waitMs: number): Promise<
 }
 
 async function setUp(plane: PrivateControlPlane, prefix: string, waitMs: number): Promise<TenantPlane> {
-  const admin = clientFor(plane.kubeconfigPath);
+  const admin = clientFor(plane.kubeconfigPath, true);
   const planeConfig = new KubeConfig();
   planeConfig.loadFromFile(plane.kubeconfigPath);
   const sourceNs = await createNamespace(admin, `${prefix}-src`);
