@@ -142,11 +142,6 @@ describe("parseFieldTarget refuses every target that steers a controller (Invali
       says: "referable.dev group",
     },
     {
-      reason: "a subgroup of referable.dev",
-      raw: target("x.referable.dev/v1", "Thing"),
-      says: "referable.dev group",
-    },
-    {
       reason: "a RoleBinding",
       raw: target("rbac.authorization.k8s.io/v1", "RoleBinding", "roleRef.name", "team-a"),
       says: "RBAC objects",
@@ -190,6 +185,10 @@ describe("parseFieldTarget refuses every target that steers a controller (Invali
     },
     { reason: "a ConfigMap's field", raw: target("v1", "ConfigMap", "data.x", "a") },
     { reason: "a group that only ends like one refused", raw: target("notreferable.dev/v1", "Thing") },
+    {
+      reason: "an application's group under referable.dev (the examples' demo.referable.dev)",
+      raw: target("datasync.demo.referable.dev/v1beta1", "Task"),
+    },
     { reason: "a kind named like Namespace in another group", raw: target("example.org/v1", "Namespace") },
   ];
   it.each(allowed)("allows $reason", ({ raw }) => expect(typeof parseFieldTarget(raw, "e")).toBe("object"));
