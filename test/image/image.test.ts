@@ -267,7 +267,11 @@ describe("the image holds only what runs", () => {
       packages: Record<string, { dev?: boolean; optional?: boolean }>;
     };
     const installed = [...tree.entries()]
-      .filter(([p, kind]) => kind === "dir" && /^app\/node_modules\/(@[^/]+\/[^/]+|[^@/][^/]*)$/.test(p))
+      // A workspace of the repository (controller/: the controller's own dependencies) is a link.
+      .filter(
+        ([p, kind]) =>
+          (kind === "dir" || kind === "link") && /^app\/node_modules\/(@[^/]+\/[^/]+|[^@/][^/]*)$/.test(p),
+      )
       .map(([p]) => p.slice("app/".length))
       .filter((p) => !p.endsWith("/.bin") && p !== "node_modules/.bin");
     const production = Object.entries(lock.packages).filter(
@@ -277,6 +281,10 @@ describe("the image holds only what runs", () => {
     expect(
       production.filter(([p, meta]) => !meta.optional && !installed.includes(p)).map(([p]) => p),
     ).toEqual([]);
+    // Each workspace link resolves inside the image (its package.json is there).
+    const links = production.filter(([, meta]) => (meta as { link?: boolean }).link);
+    for (const [, meta] of links)
+      expect(tree.get(`app/${(meta as { resolved?: string }).resolved}/package.json`)).toBe("file");
 
     const passwd = await readFile(join(root, "etc", "passwd"), "utf8");
     expect(passwd).toMatch(/^nonroot:x:65532:65532:/m);
