@@ -671,6 +671,8 @@ withKubectl("kubectl with the Referable CRD", () => {
       "EXPORTED",
       "AGE",
       "KIND",
+      "SERVICEACCOUNT",
+      "SA-NAMESPACE",
     ]);
     expect(wide[0]).toMatchObject({ KIND: "ConfigMap", VALUE: '["a","b"]' });
   });

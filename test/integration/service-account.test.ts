@@ -275,7 +275,7 @@ withKubectl("kubectl get rf -o wide", () => {
     const [header, row] = stdout.trim().split("\n");
     const cell = (name: string) => row!.slice(header!.indexOf(name)).split(/\s+/)[0];
     expect(cell("SERVICEACCOUNT")).toBe("shown");
-    expect(cell("SA NAMESPACE")).toBe(teamA);
+    expect(cell("SA-NAMESPACE")).toBe(teamA);
     await admin.request("DELETE", `/apis/referable.dev/v1alpha1/referables/${rf}`);
   });
 });
