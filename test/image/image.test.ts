@@ -20,13 +20,13 @@
 import { execFile } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readdir, readFile, lstat, rm, writeFile } from "node:fs/promises";
-import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { rootCertificates } from "node:tls";
 import { dump } from "js-yaml";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { httpsGet } from "../harness/https-get.ts";
 import {
   adminClient,
   closeTestClients,
@@ -458,31 +458,6 @@ async function webhookCertificate(): Promise<{ secretVolumes: Record<string, str
 async function httpStatus(url: string): Promise<{ status: number; body: string }> {
   const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
   return { status: res.status, body: await res.text() };
-}
-
-/** GET over HTTPS without verifying the self-signed metrics certificate, as the ServiceMonitor does. */
-function httpsGet(url: string, token?: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        rejectUnauthorized: false,
-        agent: false,
-        timeout: 5000,
-        headers: token ? { authorization: `Bearer ${token}` } : {},
-      },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (body += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on("error", reject);
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`GET ${url} timed out`)));
-    req.on("error", reject);
-    req.end();
-  });
 }
 
 async function leaseHolder(namespace: string, name: string): Promise<string | undefined> {

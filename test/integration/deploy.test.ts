@@ -10,7 +10,6 @@
  * an install does: apply, start, use, opt a kind in, scrape, roll, enable Secrets.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { request as httpsRequest } from "node:https";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +19,7 @@ import { parseConfig, type Config } from "../../src/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { httpsGet } from "../harness/https-get.ts";
 import {
   getReferable,
   SHARD_LABEL,
@@ -257,35 +257,6 @@ async function startReplica(
 /** Rethrows `err` with the last log lines of every replica still known, for a readable failure. */
 function withLogs(err: unknown, replicas: Replica[]): Error {
   return new Error(`${(err as Error).message}\n${replicas.map((r) => r.logTail()).join("\n")}`);
-}
-
-/**
- * GET over HTTPS as a scraper does: the controller's certificate is self-signed (no
- * --metrics-cert-dir in deploy/), so it is not verified, as the ServiceMonitor's
- * insecureSkipVerify; `token` goes in the Authorization header.
- */
-function httpsGet(url: string, token?: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        rejectUnauthorized: false,
-        agent: false,
-        timeout: 5000,
-        headers: token ? { authorization: `Bearer ${token}` } : {},
-      },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (body += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on("error", reject);
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`GET ${url} timed out`)));
-    req.on("error", reject);
-    req.end();
-  });
 }
 
 async function httpStatus(url: string): Promise<number> {
