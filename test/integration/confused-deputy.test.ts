@@ -50,16 +50,12 @@ import { startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
 
 jest.setTimeout(60_000);
 
-const CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/referables.referable.dev";
-
 let admin: KubeClient;
 let team: string;
 let account: ControllerAccount;
 let ctl: TestController;
 let webhook: TestWebhook;
 let authorRole: string;
-/** Whether this file added spec.serviceAccountRef to the served CRD (undone in afterAll). */
-let addedServiceAccountRef = false;
 const cleanup: string[] = [];
 
 beforeAll(async () => {
@@ -87,7 +83,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await webhook?.stop();
-  if (addedServiceAccountRef) await dropServiceAccountRef().catch(() => undefined);
   await tearDownControllers(admin, [ctl], cleanup);
 }, 60_000);
 
@@ -235,58 +230,8 @@ describe("the library refuses the same targets", () => {
   });
 });
 
-/**
- * Adds spec.serviceAccountRef to the served CRD when it has none yet (until issue 37's field is
- * in crds/): an unknown field is pruned before admission, so the webhook would never see it.
- */
-async function ensureServiceAccountRefServed(): Promise<void> {
-  const crd = await admin.request<{
-    spec: {
-      versions: Array<{ schema: { openAPIV3Schema: { properties: { spec: { properties: object } } } } }>;
-    };
-  }>("GET", CRD_PATH);
-  if ("serviceAccountRef" in crd.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties) return;
-  await admin.request("PATCH", CRD_PATH, {
-    contentType: "application/json-patch+json",
-    body: [
-      {
-        op: "add",
-        path: "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/serviceAccountRef",
-        value: {
-          type: "object",
-          properties: { namespace: { type: "string" }, name: { type: "string" } },
-        },
-      },
-    ],
-  });
-  addedServiceAccountRef = true;
-  await waitFor("spec.serviceAccountRef to be served", async () => {
-    const probe = await admin.request<KubeObject>("POST", REFERABLES, {
-      query: { dryRun: "All" },
-      body: referableBody(uniqueName("probe"), {
-        source: configMapField(team, "db"),
-        serviceAccountRef: { namespace: team, name: "probe" },
-      }),
-    });
-    return (probe.spec as { serviceAccountRef?: unknown } | undefined)?.serviceAccountRef !== undefined;
-  });
-}
-
-async function dropServiceAccountRef(): Promise<void> {
-  await admin.request("PATCH", CRD_PATH, {
-    contentType: "application/json-patch+json",
-    body: [
-      {
-        op: "remove",
-        path: "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/serviceAccountRef",
-      },
-    ],
-  });
-}
-
 describe("the webhook: who may act as whom", () => {
   it("refuses an author who may not impersonate the ServiceAccount a Referable names, and admits them once granted", async () => {
-    await ensureServiceAccountRefServed();
     await admin.request("POST", `/api/v1/namespaces/${team}/serviceaccounts`, {
       body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "reader" } },
     });
