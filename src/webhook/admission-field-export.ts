@@ -13,7 +13,6 @@ import { stableStringify } from "../api/stable-json.ts";
 import { isResolutionError } from "../errors.ts";
 import { parseApiVersion, type KindResolver } from "../kube/discovery.ts";
 import type { Permission } from "./access-review.ts";
-import { steeringProblem } from "../outputs/field/target.ts";
 import { exportEntries } from "./admission-export.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
@@ -48,22 +47,6 @@ export async function deletePermissions(
   discovery: KindResolver,
 ): Promise<Permission[]> {
   return patchPermissions([request.oldObject], discovery, "skip");
-}
-
-/**
- * The first field target of `object` that would steer a controller, as the message refusing it
- * (the controller's own, outputs/field/target.ts), or undefined. The CRD refuses these too; this
- * holds where an older CRD lets one by.
- */
-export function steeringFieldTarget(object: unknown): string | undefined {
-  let i = -1;
-  for (const e of exportEntries(object)) {
-    i++;
-    if (!("fieldPath" in e) || typeof e.apiVersion !== "string" || typeof e.kind !== "string") continue;
-    const problem = steeringProblem(e.apiVersion, e.kind, `spec.export[${i}]`);
-    if (problem !== undefined) return problem;
-  }
-  return undefined;
 }
 
 async function patchPermissions(

@@ -29,7 +29,7 @@ import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/d
 import { silentLogger, type Logger } from "../log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
-import { deletePermissions, fieldExportPermissions, steeringFieldTarget } from "./admission-field-export.ts";
+import { deletePermissions, fieldExportPermissions } from "./admission-field-export.ts";
 import {
   impersonateGrantHint,
   impersonatePermission,
@@ -165,13 +165,10 @@ async function decide(judge: Judge, request: AdmissionRequest): Promise<Decision
   // never runs: refused before any access check.
   const transformError = transformProblem(request.object, judge.limits);
   if (transformError !== undefined) return refuse(422, "Invalid", transformError);
+  // Every field target the controller would call InvalidSpec, among them one that would steer a
+  // controller (another Referable, RBAC, ...): refused whoever asks, where an older CRD lets it by.
   const fieldError = fieldTargetProblem(request.object);
   if (fieldError !== undefined) return refuse(422, "Invalid", fieldError);
-
-  // A field target that would steer a controller (another Referable, RBAC, ...) is refused
-  // whoever asks: the CRD refuses it too, this holds where an older CRD lets it by.
-  const steering = steeringFieldTarget(request.object);
-  if (steering !== undefined) return refuse(422, "Invalid", steering);
 
   const accountRefusal = await checkServiceAccount(judge, request);
   if (accountRefusal !== undefined) return accountRefusal;
