@@ -1210,7 +1210,13 @@ describe("deploy/ on the real API server", () => {
         await kubectl(["apply", "--server-side", "-f", "-"], JSON.stringify(secretsRole));
         createdClusterRoles.push("referable-source-reader-secrets");
         await aggregateClusterRole(admin, SOURCE_READER);
-        expect(await selfCan({ resource: "secrets", verb: "watch" })).toMatchObject({ allowed: true });
+        // The API server's RBAC authorizer reads roles from its own informer: the change shows
+        // there a moment after the write, so wait for it as the controller's next list would.
+        await waitFor(
+          "RBAC to let the controller watch Secrets",
+          async () => (await selfCan({ resource: "secrets", verb: "watch" })).allowed || undefined,
+          WAIT,
+        );
         const second = await createReferable(secretSource);
         const refused = await waitForReason(admin, second, "Forbidden", refusedByPolicy, WAIT.timeoutMs);
         expect(JSON.stringify(refused.object)).not.toContain(Buffer.from("hunter2").toString("base64"));
