@@ -20,6 +20,7 @@ import { silentLogger, type Logger } from "../log.ts";
 import type { ControllerMetrics } from "../metrics.ts";
 import { Discovery, type KindResolver } from "../kube/discovery.ts";
 import { FieldOutput } from "../outputs/field/output.ts";
+import { isFieldEntry } from "../outputs/field/target.ts";
 import { KeysOutput } from "../outputs/keys/output.ts";
 import { KeyOwnership } from "../outputs/keys/ownership.ts";
 import { objectKey, parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
@@ -285,8 +286,6 @@ export class ReferableController {
       if (shards.bucketOf(name) !== bucket) continue;
       const state = this.states.delete(name);
       if (state?.uid) this.options.events?.forget(state.uid);
-      // Its claims on fields too: the replica serving it now claims them there.
-      this.fields?.forget(name);
       // Its cached status drops to a summary, as for any other replica's Referable.
       if (obj.digest === undefined && obj.status !== undefined)
         this.informer.replace(projectReferable(obj, this.pool, obj, true));
@@ -485,6 +484,10 @@ export class ReferableController {
     if (!name || unchangedEdges(event)) return;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    // Claims on fields and keys from every cached Referable, served here or not: one owner per
+    // key or field cluster-wide. A field whose owner changed enqueues its claimants itself.
+    if (event.type === "DELETED") this.fields?.forget(name);
+    else this.fields?.follow(obj);
     // A key whose owner changed: its claimants look again (the new owner writes it).
     const handover =
       event.type === "DELETED"
@@ -561,6 +564,8 @@ function exportTargets(obj: Referable): ExportTarget[] {
   if (!Array.isArray(raw)) return [];
   const targets: ExportTarget[] = [];
   for (const t of raw) {
+    // A field target is the field output's (FieldOutput.follow), not a key of this one.
+    if (isFieldEntry(t)) continue;
     const parsed = parseTarget(t, "export");
     if (typeof parsed === "string") return [];
     targets.push(parsed);

@@ -143,6 +143,17 @@ export class FieldOutput
     this.claims.claim(name, "", []);
   }
 
+  /**
+   * Records the fields a cached Referable names, whichever replica serves it: one owner per
+   * field holds cluster-wide only when every replica orders every claimant (sharded, another
+   * replica's Referable is a claimant like any other, not a foreign manager). A spec whose field
+   * targets are invalid claims nothing (its own reconcile reports InvalidSpec).
+   */
+  follow(obj: Referable): void {
+    const targets = fieldTargetsOf(obj);
+    this.claims.claim(obj.metadata.name, createdKey(obj), typeof targets === "string" ? [] : targets);
+  }
+
   async write(obj: Referable, result: ResolutionResult, memory: FieldsMemory): Promise<FieldsStep> {
     const name = obj.metadata.name;
     const entries = (obj.spec?.export ?? []).map((e, i) => ({ e, i })).filter(({ e }) => isFieldEntry(e));
@@ -150,20 +161,8 @@ export class FieldOutput
     if (entries.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
     const writer = this.writerFor(obj);
     if (typeof writer === "string") return this.invalid(writer, previous);
-    const targets: ParsedFieldTarget[] = [];
-    for (const { e, i } of entries) {
-      const parsed = parseFieldTarget(e, `spec.export[${i}]`);
-      if (typeof parsed === "string") return this.invalid(parsed, previous);
-      const clash = targets.find(
-        (t) => fieldObjectKey(t) === fieldObjectKey(parsed) && overlapping(t.path, parsed.path),
-      );
-      if (clash)
-        return this.invalid(
-          `spec.export[${i}].fieldPath ${JSON.stringify(parsed.fieldPath)} overlaps ${JSON.stringify(clash.fieldPath)} of the same object: name each field once, and none inside another`,
-          previous,
-        );
-      targets.push(parsed);
-    }
+    const targets = fieldTargetsOf(obj);
+    if (typeof targets === "string") return this.invalid(targets, previous);
     this.claims.claim(name, createdKey(obj), targets);
     let metadata: FieldsStep["metadata"];
     if (targets.length > 0 && !hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) {
@@ -509,4 +508,21 @@ export class FieldOutput
         "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",
     };
   }
+}
+
+/** The field targets of a Referable's spec.export, or a message saying what to fix in them. */
+function fieldTargetsOf(obj: Referable): ParsedFieldTarget[] | string {
+  const targets: ParsedFieldTarget[] = [];
+  for (const [i, e] of (obj.spec?.export ?? []).entries()) {
+    if (!isFieldEntry(e)) continue;
+    const parsed = parseFieldTarget(e, `spec.export[${i}]`);
+    if (typeof parsed === "string") return parsed;
+    const clash = targets.find(
+      (t) => fieldObjectKey(t) === fieldObjectKey(parsed) && overlapping(t.path, parsed.path),
+    );
+    if (clash)
+      return `spec.export[${i}].fieldPath ${JSON.stringify(parsed.fieldPath)} overlaps ${JSON.stringify(clash.fieldPath)} of the same object: name each field once, and none inside another`;
+    targets.push(parsed);
+  }
+  return targets;
 }
