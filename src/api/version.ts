@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 
 /** The package version, e.g. "0.1.0". */
-export const VERSION: string = (require("../package.json") as { version: string }).version;
+export const VERSION: string = (require("../../package.json") as { version: string }).version;
 
 /** `--version`'s line: the program, its version and the Node.js it runs on. */
 export function versionText(): string {

@@ -2,9 +2,9 @@
  * The controller's options, as data: every option's flag, environment variable, kind, default
  * and help text, read by config.ts (parsing) and by `--help`.
  */
-import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "./informers/label-keys.ts";
-import { READ_BUDGET_DEFAULTS } from "./outputs/read-budget.ts";
-import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
+import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
+import { READ_BUDGET_DEFAULTS } from "../outputs/read-budget.ts";
+import { WRITE_POLICY_DEFAULTS } from "../outputs/write-policy.ts";
 
 /** The parsed configuration. */
 export interface Config {

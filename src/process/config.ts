@@ -4,9 +4,9 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { JITTER_FACTOR } from "./runtime/leader-election.ts";
-import { MAX_BUCKETS } from "./runtime/shard-gate.ts";
-import { parseServiceAccount } from "./api/service-account.ts";
+import { JITTER_FACTOR } from "../runtime/leader-election.ts";
+import { MAX_BUCKETS } from "../runtime/shard-gate.ts";
+import { parseServiceAccount } from "../api/service-account.ts";
 import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
 import { parseBindAddress } from "./server.ts";
 

@@ -1,9 +1,9 @@
 import { request, type Server } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { selfSignedCertificate } from "./self-signed.ts";
+import { selfSignedCertificate } from "../webhook/self-signed.ts";
 import { Counter, Registry } from "prom-client";
 import { closeServer, parseBindAddress, portOf, startMetricsServer, startProbeServer } from "./server.ts";
-import { parserCases } from "../test/harness/parser-cases.ts";
+import { parserCases } from "../../test/harness/parser-cases.ts";
 
 describe("parseBindAddress", () => {
   parserCases(

@@ -5,8 +5,8 @@
  */
 import type { KubeClient } from "../kube/client.ts";
 import { Discovery, type ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
-import { ControllerMetrics } from "../metrics.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
+import { ControllerMetrics } from "./metrics.ts";
 import { parseServiceAccount } from "../api/service-account.ts";
 import { AccessReviews } from "../resolver/access-reviews.ts";
 import type { ResolverWiring } from "../resolver/options.ts";

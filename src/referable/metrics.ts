@@ -21,10 +21,10 @@ type Registry = Prom.Registry;
 type Counter<T extends string = string> = Prom.Counter<T>;
 type Gauge<T extends string = string> = Prom.Gauge<T>;
 type Histogram<T extends string = string> = Prom.Histogram<T>;
-import { Reasons } from "./errors.ts";
-import { signalReasonPairs } from "./informers/restart-reason.ts";
-import type { UnfinishedWork } from "./runtime/workqueue.ts";
-import { VERSION } from "./version.ts";
+import { Reasons } from "../api/errors.ts";
+import { signalReasonPairs } from "../informers/restart-reason.ts";
+import type { UnfinishedWork } from "../runtime/workqueue.ts";
+import { VERSION } from "../api/version.ts";
 
 const CONTROLLER = "referable";
 

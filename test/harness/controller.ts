@@ -4,7 +4,7 @@
  * reconcile each other's objects.
  */
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import type { ControllerMetrics } from "../../src/metrics.ts";
+import type { ControllerMetrics } from "../../src/referable/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";

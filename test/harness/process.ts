@@ -12,7 +12,7 @@ import { waitFor } from "./kube.ts";
 import { freePort } from "./ports.ts";
 export { freePort };
 
-const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
+const MAIN = fileURLToPath(new URL("../../src/process/main.ts", import.meta.url));
 
 /** One stdout line, as the controller wrote it (`level` a name: debug, info, warn, error, fatal). */
 export type LogLine = Record<string, unknown> & { level?: string; msg?: string };

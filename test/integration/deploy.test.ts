@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { load } from "js-yaml";
-import { parseConfig, type Config } from "../../src/config.ts";
+import { parseConfig, type Config } from "../../src/process/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
@@ -224,7 +224,7 @@ async function startReplica(
     `${LOCAL_OVERRIDES.selector}=${SHARD_LABEL}=${shard}`,
   );
 
-  const child = spawn(process.execPath, [join(repoRoot, "src", "main.ts"), ...args], {
+  const child = spawn(process.execPath, [join(repoRoot, "src", "process", "main.ts"), ...args], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
-import { helpText } from "../../src/config.ts";
+import { helpText } from "../../src/process/config.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { itIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
@@ -587,7 +587,7 @@ describe("logs", () => {
       await createReferable(scope, ok, { configMap: "cm" });
       const command = [
         process.execPath,
-        join(repoRoot, "src", "main.ts"),
+        join(repoRoot, "src", "process", "main.ts"),
         `--kubeconfig=${process.env.REFERABLE_TEST_KUBECONFIG}`,
         "--metrics-bind-address=0",
         "--health-probe-bind-address=0",
