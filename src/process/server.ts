@@ -5,7 +5,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Registry } from "prom-client";
-import type { MetricsDecision } from "./metrics-auth.ts";
+
+/**
+ * The HTTP answer for one request: 200 go on, 401 no or bad token, 403 not allowed, 503 cannot
+ * check now. The server's own word for what a judge of callers returns (./metrics-auth.ts is one),
+ * so the server imports nothing of its judges.
+ */
+export interface MetricsDecision {
+  status: 200 | 401 | 403 | 503;
+  /** Said to the caller (never the token, never the API server's reason verbatim). */
+  message: string;
+}
 
 /** What serving /metrics securely takes: a TLS identity and a judge of each caller. */
 export interface SecureMetrics {
