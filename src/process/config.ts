@@ -8,7 +8,7 @@ import { JITTER_FACTOR } from "../runtime/leader-election.ts";
 import { MAX_BUCKETS } from "../runtime/shard-gate.ts";
 import { parseServiceAccount } from "../api/service-account.ts";
 import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
-import { parseBindAddress } from "./server.ts";
+import { parseBindAddress } from "../webhook/bind-address.ts";
 
 import { GROUPS, OPTIONS, type Config, type OptionSpec } from "./config-options.ts";
 

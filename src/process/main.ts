@@ -27,7 +27,8 @@ import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "../referable/metrics.ts";
 import { openSecureMetrics } from "./metrics-auth.ts";
-import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
+import { closeServer, startMetricsServer, startProbeServer } from "./server.ts";
+import { parseBindAddress } from "../webhook/bind-address.ts";
 import { StartupGate } from "./startup.ts";
 import { VERSION, versionText } from "../api/version.ts";
 

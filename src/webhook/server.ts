@@ -9,7 +9,7 @@
  */
 import { createServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { parseBindAddress } from "../process/server.ts";
+import { parseBindAddress } from "./bind-address.ts";
 import { asError } from "../api/errors.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
 import type { AdmissionHandler } from "./admission.ts";
