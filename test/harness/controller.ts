@@ -1,5 +1,5 @@
 /**
- * Runs the Referable controller in the test process, built by src/main.ts's constructor, but scoped
+ * Runs the Referable controller in the test process, built by src/process/main.ts's constructor, but scoped
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */

@@ -701,7 +701,7 @@ export function memoryLogger(): MemoryLogger {
   return logger;
 }
 
-/** An in-process controller (wired as src/main.ts wires it) over a given status-writing client. */
+/** An in-process controller (wired as src/process/main.ts wires it) over a given status-writing client. */
 export interface InProcessController {
   controller: ReferableController;
   resolver: Resolver;

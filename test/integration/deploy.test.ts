@@ -197,7 +197,7 @@ process.once("exit", () => running.forEach((r) => r.child.kill("SIGKILL")));
 
 /**
  * Starts what the kubelet would run for the pod `podName` of `deployment`: the image's command
- * (`node dist/main.js`, i.e. src/main.ts compiled; test/unit/dockerfile.test.ts proves that link)
+ * (`node dist/process/main.js`, i.e. src/process/main.ts compiled; test/unit/dockerfile.test.ts proves that link)
  * with the container's args and env, only LOCAL_OVERRIDES changed. The environment holds nothing
  * else (no KUBECONFIG, no REFERABLE_* of the test run).
  */

@@ -49,7 +49,7 @@ class CountingClient extends KubeClient {
   }
 }
 
-/** The controller as src/main.ts wires it (see test/harness/controller.ts), on a counting client. */
+/** The controller as src/process/main.ts wires it (see test/harness/controller.ts), on a counting client. */
 type Stack = TestController & { client: CountingClient };
 
 async function startStack(options: { maxValueBytes?: number; logger?: Logger } = {}): Promise<Stack> {

@@ -1,5 +1,5 @@
 /**
- * The controller as the process users run (`node src/main.ts`) against the real API server:
+ * The controller as the process users run (`node src/process/main.ts`) against the real API server:
  * flags and exit codes, a restart that writes nothing, two replicas with one leader and a
  * take-over when it dies, /metrics, the probes, and JSON logs that never carry a value.
  *
