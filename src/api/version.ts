@@ -1,6 +1,8 @@
 /**
- * The controller's version: package.json's, read once. src/ (run by `npm start`) and dist/ (the
- * image) both sit one folder below package.json, which the image copies beside dist/.
+ * The controller's version: package.json's, read once. src/api/ (run by `npm start`) and
+ * dist/api/ (the image) both sit two folders below package.json, which the image copies beside
+ * dist/. Not shipped with the library (package.json's files leave it out): only the controller
+ * reads it, for --version and referable_build_info.
  */
 import { createRequire } from "node:module";
 
