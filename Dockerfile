@@ -79,4 +79,4 @@ LABEL org.opencontainers.image.title="referable-controller" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.url="https://referable.dev" \
       org.opencontainers.image.source="https://referable.dev"
-ENTRYPOINT ["node", "dist/main.js"]
+ENTRYPOINT ["node", "dist/process/main.js"]

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
-import { numberFlag, parseOrExit } from "../src/cli.ts";
+import { numberFlag, parseOrExit } from "../src/process/cli.ts";
 import { KubeClient } from "../src/kube/client.ts";
 import { SCALE_FLAGS, startControlPlane } from "../test/harness/control-plane.ts";
 

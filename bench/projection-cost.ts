@@ -5,7 +5,7 @@
  * `--data-bytes` of data each; the heap after a full GC with the kind cached, minus before,
  * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
  */
-import { numberFlag, parseOrExit } from "../src/cli.ts";
+import { numberFlag, parseOrExit } from "../src/process/cli.ts";
 import type { KubeClient, KubeObject, RequestOptions } from "../src/kube/client.ts";
 import { InformerSourceCache } from "../src/informers/source-cache.ts";
 import { CONFIGMAPS, answerAsJson, silentWatch } from "../test/harness/fake-kube.ts";

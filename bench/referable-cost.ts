@@ -14,7 +14,7 @@
  * Run with --expose-gc. Prints one JSON line.
  */
 import { writeHeapSnapshot } from "node:v8";
-import { numberFlag, parseOrExit } from "../src/cli.ts";
+import { numberFlag, parseOrExit } from "../src/process/cli.ts";
 import { REFERABLE_API_VERSION, type Referable } from "../src/api/referable.ts";
 import type { KubeClient, KubeObject, RequestOptions, WatchEvent, WatchStream } from "../src/kube/client.ts";
 import type { KindResolver } from "../src/kube/discovery.ts";

@@ -17,7 +17,7 @@ import { copyFile, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promi
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { numberFlag, parseOrExit } from "../src/cli.ts";
+import { numberFlag, parseOrExit } from "../src/process/cli.ts";
 import { statusPatch } from "../src/referable/status.ts";
 import { WRITE_POLICY_DEFAULTS } from "../src/outputs/write-policy.ts";
 import type { ReferableStatus } from "../src/api/referable.ts";
@@ -500,13 +500,13 @@ interface Controller {
 }
 
 /**
- * Compiles src/ once, so the controller runs as in production (`node dist/main.js`), not
+ * Compiles src/ once, so the controller runs as in production (`node dist/process/main.js`), not
  * through Node's type stripping, which costs memory and start-up time of its own.
  */
 let compiled: Promise<string> | undefined;
 function compiledMain(): Promise<string> {
   compiled ??= (async () => {
-    // As in the image: dist/ beside package.json (src/version.ts reads ../package.json).
+    // As in the image: dist/ beside package.json (src/api/version.ts reads ../../package.json).
     const root = join(repoRoot, "bench", ".dist");
     const dir = join(root, "dist");
     await mkdir(root, { recursive: true });
@@ -520,7 +520,7 @@ function compiledMain(): Promise<string> {
       );
       child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`tsc exited with ${code}`))));
     });
-    return join(dir, "main.js");
+    return join(dir, "process", "main.js");
   })();
   return compiled;
 }

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { parseOrExit } from "../src/cli.ts";
+import { parseOrExit } from "../src/process/cli.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const REPORT = join(root, "etc", "referable.api.md");

@@ -7,7 +7,7 @@
 import { writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseOrExit } from "../src/cli.ts";
+import { parseOrExit } from "../src/process/cli.ts";
 import { renderChartReadme } from "./lib/chart-readme.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
-import { parseOrExit } from "../src/cli.ts";
+import { parseOrExit } from "../src/process/cli.ts";
 import { KubeClient, type KubeObject } from "../src/kube/client.ts";
 import { Discovery } from "../src/kube/discovery.ts";
 import { repoRoot, startControlPlane, type ControlPlane } from "../test/harness/control-plane.ts";
@@ -163,7 +163,7 @@ async function main(): Promise<void> {
     controller = spawn(
       process.execPath,
       [
-        join(repoRoot, "src", "main.ts"),
+        join(repoRoot, "src", "process", "main.ts"),
         `--kubeconfig=${plane.kubeconfigPath}`,
         "--leader-elect=false",
         // Readable lines in the log file (and its tail on failure), as on a terminal.

@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify, stripVTControlCharacters } from "node:util";
-import { parseOrExit } from "../src/cli.ts";
+import { parseOrExit } from "../src/process/cli.ts";
 import { renderChartReadme } from "./lib/chart-readme.ts";
 import { packInfo, renderPackageFigures } from "./lib/package-figures.ts";
 

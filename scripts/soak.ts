@@ -22,7 +22,7 @@
 import { randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { parseOrExit, type CommandSpec, type FlagValues } from "../src/cli.ts";
+import { parseOrExit, type CommandSpec, type FlagValues } from "../src/process/cli.ts";
 import type { KubeClient, KubeObject } from "../src/kube/client.ts";
 import { startControlPlane, type PrivateControlPlane } from "../test/harness/control-plane.ts";
 import { SHARD_LABEL } from "../test/harness/controller.ts";

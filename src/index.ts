@@ -22,7 +22,7 @@
  * @packageDocumentation
  */
 // First, so an unsupported Node.js gets one clear error before any dependency is evaluated.
-import "./node-version.ts";
+import "./api/node-version.ts";
 
 // The resolver.
 export { createResolver } from "./resolver/resolver.ts";
@@ -34,7 +34,7 @@ export type {
   WatchOptions,
 } from "./resolver/resolver.ts";
 export type { ResourceInfo } from "./kube/discovery.ts";
-export type { Logger } from "./log.ts";
+export type { Logger } from "./api/log.ts";
 export type { TransformPoolOptions } from "./transform/pool.ts";
 export { RESTART_REASONS } from "./informers/restart-reason.ts";
 export type { InformerSignal, RestartReason } from "./informers/restart-reason.ts";
@@ -80,8 +80,8 @@ export type { LabelSelector, LabelSelectorOperator, LabelSelectorRequirement } f
 export type { ServiceAccountRef } from "./api/referable.ts";
 
 // Errors.
-export { ResolutionError, Reasons, isResolutionError } from "./errors.ts";
-export type { FailureReason, Reason } from "./errors.ts";
+export { ResolutionError, Reasons, isResolutionError } from "./api/errors.ts";
+export type { FailureReason, Reason } from "./api/errors.ts";
 
 // OpenAPI schemas to embed in your own CRDs.
 export {

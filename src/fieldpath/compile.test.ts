@@ -1,4 +1,4 @@
-import { type ResolutionError, isResolutionError } from "../errors.ts";
+import { type ResolutionError, isResolutionError } from "../api/errors.ts";
 import { compiledPathCacheSize } from "./compile.ts";
 import { FieldPathLimits, compileFieldPath, evaluateFieldPath, isJsonPath } from "./index.ts";
 

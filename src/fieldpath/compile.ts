@@ -2,7 +2,7 @@
  * The entry points: compile a fieldPath once (cached), evaluate it many times.
  */
 import { LRUCache } from "lru-cache";
-import { ResolutionError, asError, isResolutionError } from "../errors.ts";
+import { ResolutionError, asError, isResolutionError } from "../api/errors.ts";
 import type { CompiledPath, EvalResult, PathSyntax } from "./compiled-path.ts";
 import { compileFieldPathSyntax } from "./field-path.ts";
 import { compileJsonPathSyntax, isJsonPath } from "./json-path.ts";

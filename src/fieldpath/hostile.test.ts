@@ -1,5 +1,5 @@
 import { jest } from "@jest/globals";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { evaluateFieldPath } from "./index.ts";
 
 /** Runs a path against `obj`; returns "InvalidSpec", "found", "missing" or another ResolutionError reason. */

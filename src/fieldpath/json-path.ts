@@ -13,7 +13,7 @@
  * `%@%`, and ignores negative indexes.) Stepping lets us cap the values in flight, which is what
  * keeps `$..*..*` on a large object finite.
  */
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type { EvalResult } from "./compiled-path.ts";
 import { type Filter, matchesFilter, readFilter } from "./filter.ts";
 import { countItems, describeKind, listItem, ownField } from "./json-value.ts";

@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { type EvalResult, compileFieldPath } from "./index.ts";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

@@ -3,7 +3,7 @@
  * the same shape: `fieldPath "<path>" at position <n>: expected <what>, found <what>`, where
  * positions are 1-based and count Unicode code points (what a user sees as characters).
  */
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { FieldPathLimits } from "./limits.ts";
 import { quote } from "./quote.ts";
 

@@ -6,7 +6,7 @@
  * object's key; the reconcile gets the object as it is now.
  */
 import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { checkKeys, everyKey } from "../resolver/strict.ts";
 import type { Subscription, WatchCallback } from "../resolver/subscription.ts";
 import type { GenericReference, GenericSelector } from "../resolver/types.ts";

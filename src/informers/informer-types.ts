@@ -2,7 +2,7 @@
 import type { KubeClient, KubeObject, WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { ListItemFilter } from "../kube/list-stream.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../api/log.ts";
 import type { Cached } from "./object-store.ts";
 import type { InformerSignal, RestartReason } from "./restart-reason.ts";
 

@@ -8,7 +8,7 @@ import {
   type WatchEvent,
   type WatchStream,
 } from "../kube/client.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../api/log.ts";
 import {
   compareResourceVersions,
   Informer,

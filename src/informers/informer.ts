@@ -31,10 +31,10 @@
  * (paged lists), watch-round.ts (one watch and its watchdog), refresh.ts (out-of-band reads);
  * this file is the loop that supervises them and tells listeners.
  */
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { backoffDelay, jittered } from "../runtime/backoff.ts";
 import type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
 import { ListPager } from "./list-pager.ts";

@@ -1,4 +1,4 @@
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import type { LabelSelector } from "./label-selector.ts";
 import { compileLabelSelector } from "./label-selector.ts";
 

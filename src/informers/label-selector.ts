@@ -9,7 +9,7 @@
  */
 
 import type { LabelSelector, LabelSelectorOperator } from "../api/label-selector.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 
 export type {
   LabelSelector,

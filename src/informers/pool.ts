@@ -5,7 +5,7 @@
  */
 import type { KubeClient } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
-import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../api/log.ts";
 import { Informer, type Cached, type InformerOptions } from "./informer.ts";
 import type { KubeObject } from "../kube/client.ts";
 

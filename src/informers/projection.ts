@@ -10,7 +10,7 @@
  * it is projected. Every part has a bound whatever the object holds: see "What the controller
  * keeps, and its bounds" in SECURITY.md.
  */
-import { isResolutionError, type ResolutionError } from "../errors.ts";
+import { isResolutionError, type ResolutionError } from "../api/errors.ts";
 import type { CompiledPath } from "../fieldpath/index.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { packVersion, unpackVersion, type PackedVersion } from "../kube/packed-version.ts";

@@ -24,7 +24,7 @@
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { nameFieldSelector } from "../kube/field-selector.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../api/log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
 import type { Informer } from "./informer.ts";
 import {

@@ -1,4 +1,4 @@
-import { isResolutionError, type ResolutionError } from "../errors.ts";
+import { isResolutionError, type ResolutionError } from "../api/errors.ts";
 import { ApiError, type KubeClient } from "./client.ts";
 import { Discovery, parseApiVersion, type DiscoveryOptions } from "./discovery.ts";
 

@@ -5,7 +5,7 @@
  * kind that never comes does not turn every lookup into a request.
  */
 import { LRUCache } from "lru-cache";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { isApiError, type KubeClient } from "./client.ts";
 
 /** How a kind is served. */

@@ -7,7 +7,7 @@
 import { referablePath, type Referable, type ReferableStatus } from "../api/referable.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { peekMetadataString, UNREADABLE } from "../kube/json-peek.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { statusPatch } from "../referable/status.ts";
 import { TerminalError } from "../runtime/reconciler.ts";
 import type { Output } from "./output.ts";

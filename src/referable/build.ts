@@ -1,12 +1,12 @@
 /**
  * The one constructor of the controller's parts: main.ts, the test harness and (through
  * main.ts) the bench build the resolver, the Event recorder and the Referable controller here,
- * wired the same way. Options carry the names of the configuration (src/config.ts).
+ * wired the same way. Options carry the names of the configuration (src/process/config.ts).
  */
 import type { KubeClient } from "../kube/client.ts";
 import { Discovery, type ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
-import { ControllerMetrics } from "../metrics.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
+import { ControllerMetrics } from "./metrics.ts";
 import { parseServiceAccount } from "../api/service-account.ts";
 import { AccessReviews } from "../resolver/access-reviews.ts";
 import type { ResolverWiring } from "../resolver/options.ts";

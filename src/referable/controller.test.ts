@@ -8,7 +8,7 @@ import {
 import type { Informer } from "../informers/informer.ts";
 import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
-import { ControllerMetrics } from "../metrics.ts";
+import { ControllerMetrics } from "./metrics.ts";
 import { ShardGate } from "../runtime/shard-gate.ts";
 import { answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
 import { mayHaveChanged, ReferableController } from "./controller.ts";

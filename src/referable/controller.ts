@@ -16,8 +16,8 @@ import { Informer, type InformerEvent, type InformerOptions } from "../informers
 import { compareResourceVersions } from "../informers/object-store.ts";
 import { StringPool } from "../informers/projection.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
-import type { ControllerMetrics } from "../metrics.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
+import type { ControllerMetrics } from "./metrics.ts";
 import { Discovery, type KindResolver } from "../kube/discovery.ts";
 import { FieldOutput } from "../outputs/field/output.ts";
 import { isFieldEntry } from "../outputs/field/target.ts";

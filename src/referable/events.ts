@@ -5,9 +5,9 @@
  * reconcile). Messages are condition messages, which never hold a value, with control and bidi
  * characters escaped.
  */
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { TokenBucket } from "../runtime/token-bucket.ts";
 import { REFERABLE_API_VERSION, type Referable } from "../api/referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";

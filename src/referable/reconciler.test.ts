@@ -1,5 +1,5 @@
 import { EXPORT_FINALIZER, type Referable, type ReferableStatus } from "../api/referable.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type { KeysStep } from "../outputs/keys/output.ts";
 import type { DesiredStatus, StatusOutcome } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";

@@ -16,8 +16,8 @@ import {
   type FieldsStep,
 } from "../outputs/field/output.ts";
 import { isFieldEntry } from "../outputs/field/target.ts";
-import { ResolutionError } from "../errors.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { ResolutionError } from "../api/errors.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { newKeysMemory, type KeysMemory, type KeysOutput, type KeysStep } from "../outputs/keys/output.ts";
 import type { StatusOutput } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";

@@ -11,7 +11,7 @@ import {
   type Referable,
   type ReferableSpec,
 } from "../api/referable.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { compileLabelSelector } from "../informers/label-selector.ts";
 import type { StringPool } from "../informers/projection.ts";
 import type { KubeObject } from "../kube/client.ts";

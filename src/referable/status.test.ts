@@ -1,4 +1,4 @@
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Referable, ReferableStatus } from "../api/referable.ts";
 import {

@@ -6,7 +6,7 @@
 import type { Referable, ServiceAccountRef } from "../api/referable.ts";
 import { actingAccount } from "../api/service-account.ts";
 import { stableStringify } from "../api/stable-json.ts";
-import { asError, isResolutionError, ResolutionError } from "../errors.ts";
+import { asError, isResolutionError, ResolutionError } from "../api/errors.ts";
 import type { Resolver } from "../resolver/resolver.ts";
 import { refuseSelfRead, requestFor } from "./spec.ts";
 import { newState, type ReferableState, type ReferableStates } from "./state.ts";

@@ -22,11 +22,11 @@
  */
 import { describeServiceAccount, serviceAccountGroups, serviceAccountUser } from "../api/service-account.ts";
 import type { ServiceAccountRef } from "../api/referable.ts";
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { Informer } from "../informers/informer.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 
 /** What an account is asked about: a verb on a resource, in a namespace ("" cluster-wide), on one object or all. */
 export interface AccessAttributes {

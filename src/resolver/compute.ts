@@ -9,7 +9,7 @@
  * {@link NOT_KEPT}, never a guess, and the caller has the object read again.
  */
 import { Limits } from "../api/limits.ts";
-import { ResolutionError, isResolutionError, type FailureReason } from "../errors.ts";
+import { ResolutionError, isResolutionError, type FailureReason } from "../api/errors.ts";
 import type { Projection, Read } from "../informers/projection.ts";
 import type { SourceView } from "../informers/source-cache.ts";
 import type { CompiledRequest } from "./request.ts";

@@ -3,7 +3,7 @@
  * asked afresh (custom resources answer 404 for a moment after an API server restart), and a
  * CRD changed, which makes the subscriptions of its kind look it up again.
  */
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import type { KindWaiter } from "./kind-waiter.ts";
 import type { Sub } from "./subscription.ts";

@@ -1,4 +1,4 @@
-import { ResolutionError, isResolutionError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../api/errors.ts";
 import { resolveReferences, type ReferenceReader } from "./managed.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
 

@@ -4,7 +4,7 @@
  * and never writes to the API server: the caller keeps the result in memory (as ACK does) or
  * persists it (as Crossplane does).
  */
-import { ResolutionError, isResolutionError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../api/errors.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
 import { checkKeys, everyKey } from "./strict.ts";
 

@@ -10,10 +10,10 @@ import type { SourceCache } from "../informers/source-cache.ts";
 import type { InformerSignal, RestartReason } from "../informers/restart-reason.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../api/log.ts";
 import type { TransformPoolOptions } from "../transform/pool.ts";
 import type { TransformRunner } from "./transform.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { checkKeys, everyKey } from "./strict.ts";
 
 /** Options for {@link createResolver}; every one has a default but the connection. */

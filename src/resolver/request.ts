@@ -4,7 +4,7 @@
  * as `InvalidSpec`, with the field to fix in the message.
  */
 import { Limits } from "../api/limits.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { compileFieldPath, type CompiledPath } from "../fieldpath/index.ts";
 import { compileLabelSelector, type CompiledSelector } from "../informers/label-selector.ts";
 import { conditionsExtractor, pathExtractor, type Extractor } from "../informers/projection.ts";

@@ -11,7 +11,7 @@ import { project, projectMeta, type Extractor, type Projection } from "../inform
 import type { KindHandle, KindInterest, SourceCache } from "../informers/source-cache.ts";
 import { ApiError, type KubeObject } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { compileTransform } from "../transform/index.ts";
 import { AccessReviews } from "./access-reviews.ts";
 import { Resolver } from "./resolver.ts";

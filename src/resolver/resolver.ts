@@ -11,13 +11,13 @@
 import { createHash } from "node:crypto";
 import type { ServiceAccountRef } from "../api/referable.ts";
 import { serviceAccountProblem } from "../api/service-account.ts";
-import { asError, ResolutionError } from "../errors.ts";
+import { asError, ResolutionError } from "../api/errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
 import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import {
   AccessReviews,
   type AccessAttributes,

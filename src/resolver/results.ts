@@ -2,7 +2,7 @@
  * The resolver's pure helpers for results: when two results are the same push, the error a
  * failed read stands for, and the placeholder request of a reference that does not compile.
  */
-import { asError, isResolutionError, ResolutionError } from "../errors.ts";
+import { asError, isResolutionError, ResolutionError } from "../api/errors.ts";
 import { isApiError } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { ResolverOptions } from "./options.ts";

@@ -1,4 +1,4 @@
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { resolveReferences, type ReferenceReader } from "./managed.ts";
 import { compileRequest, type AnyReference } from "./request.ts";
 import { createResolver, type ResolverOptions } from "./resolver.ts";

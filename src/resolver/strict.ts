@@ -4,7 +4,7 @@
  * one is close. An ignored key is worse than an error: a nested `selector: {matchLabels}` or a
  * typo such as `matchLabel` once turned a selector into "match everything".
  */
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type {
   ExternalReference,
   GenericSelector,

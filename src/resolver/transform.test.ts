@@ -1,4 +1,4 @@
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { compileRequest, type AnyReference } from "./request.ts";
 import { compileTransform } from "../transform/index.ts";
 import { applyTransform, type TransformRunner } from "./transform.ts";

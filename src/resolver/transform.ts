@@ -5,7 +5,7 @@
  * The evaluation runs off the event loop (see src/transform/pool.ts), so this is asynchronous;
  * a failure is `TransformFailed` (or whatever the engine reports), never a rejection.
  */
-import { ResolutionError, isResolutionError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../api/errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "../transform/index.ts";
 import type { CompiledRequest } from "./request.ts";
 import type { ResolutionResult, SourceRef } from "./types.ts";

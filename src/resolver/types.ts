@@ -9,7 +9,7 @@
 
 import type { LabelSelectorRequirement } from "../api/label-selector.ts";
 import type { RequiredCondition, SourceRef } from "../api/references.ts";
-import type { Reason, ResolutionError } from "../errors.ts";
+import type { Reason, ResolutionError } from "../api/errors.ts";
 
 export type { RequiredCondition, SourceRef } from "../api/references.ts";
 

@@ -8,7 +8,7 @@
  * - `{ requeue: true }` and a retryable error: the key comes back on its growing backoff;
  * - a {@link TerminalError}: reported, forgotten; the key's next event brings it back.
  */
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { classifyError, type Reconciler, type Result } from "./reconciler.ts";
 import {
   runWorkers,

@@ -15,9 +15,9 @@
  *   and `onStoppedLeading` is called. It does not campaign again: make a new elector (or exit,
  *   as controller-runtime does) to stand again.
  */
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
-import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../api/log.ts";
 import { sleep } from "./sleep.ts";
 
 /** client-go's `JitterFactor`: a candidate waits between `retryPeriod` and 2.2 times it. */

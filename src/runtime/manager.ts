@@ -10,8 +10,8 @@
  * Leadership is the manager's too: given `leaderElection`, it campaigns for the Lease and tells
  * the controller when it leads and when it stops, the one place a change of leader enters.
  */
-import { asError } from "../errors.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { asError } from "../api/errors.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
 
 /** What the manager needs of the controller. */

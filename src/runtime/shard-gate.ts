@@ -10,8 +10,8 @@
  * the caller release its Lease. So a bucket never has two writers: the next holder takes it
  * only after this replica stopped writing it.
  */
-import { asError } from "../errors.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { asError } from "../api/errors.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { bucketOf } from "./buckets.ts";
 import type { Reconciler, Result } from "./reconciler.ts";
 import { DONE } from "./reconciler.ts";

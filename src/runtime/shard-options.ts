@@ -3,7 +3,7 @@
  * live replicas (for metrics).
  */
 import type { KubeClient } from "../kube/client.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../api/log.ts";
 import type { ShardGate } from "./shard-gate.ts";
 
 /** How a bucket changed hands, for the hand-overs counter. */

@@ -49,9 +49,9 @@
  * member Lease deleted, so the others rebalance at once. A member Lease left by a replica that
  * died is deleted by the others once it has been expired for five lease durations.
  */
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
-import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../api/log.ts";
 import { planBuckets } from "./buckets.ts";
 import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";

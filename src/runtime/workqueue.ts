@@ -15,7 +15,7 @@
  * - after `shutDown`, adds are ignored, the keys already queued are still handed out, and
  *   `get` resolves to undefined once the queue is empty.
  */
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { KeyedBackoff } from "./backoff.ts";
 import { classifyError } from "./reconciler.ts";
 import { TokenBucket } from "./token-bucket.ts";

@@ -1,4 +1,4 @@
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { compileTransform, type TransformInput, type TransformShape } from "./index.ts";
 
 const SINGLE: TransformShape = { mode: "Single", hasDefault: false };

@@ -11,7 +11,7 @@
 import { Environment } from "@marcbachmann/cel-js";
 import { LRUCache } from "lru-cache";
 import { Limits } from "../api/limits.ts";
-import { ResolutionError, isResolutionError } from "../errors.ts";
+import { ResolutionError, isResolutionError } from "../api/errors.ts";
 import { CostExceeded, DEFAULT_COST_BUDGET, Meter, installMeter } from "./cost.ts";
 import { estimateCost } from "./estimate.ts";
 import { ExtensionError, registerExtensions } from "./extensions.ts";

@@ -11,7 +11,7 @@ import {
   SHARED_REFERENCES,
   SIZE_LOOP,
 } from "../../test/fixtures/hostile-transforms.ts";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { compileTransform, DEFAULT_COST_BUDGET, type TransformShape } from "./index.ts";
 
 const SINGLE: TransformShape = { mode: "Single", hasDefault: false };

@@ -3,7 +3,7 @@
  *
  * The CEL standard library, the strings extension, cel-go's `base64.decode`/`base64.encode` and
  * optional types (`?.`, `orValue`), on `@marcbachmann/cel-js` with a cost meter of our own. This
- * folder depends on nothing but `../errors.ts`.
+ * folder depends on nothing but `../api/errors.ts`.
  */
 export {
   compileTransform,

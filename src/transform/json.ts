@@ -6,7 +6,7 @@
  * writes them, a timestamp RFC 3339 text, a duration text such as `"90s"`, and an optional its
  * value. Anything else (a NaN, a type) is a runtime error: a transform must return JSON.
  */
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 
 /** Deepest nesting of lists and maps converted either way; deeper data fails instead of exhausting the stack. */
 export const MAX_DEPTH = 100;

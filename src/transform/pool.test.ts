@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { compileTransform, type TransformInput, type TransformShape } from "./engine.ts";
 import { TransformPool } from "./pool.ts";
 

@@ -34,7 +34,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { stableStringify } from "../api/stable-json.ts";
 import { Worker } from "node:worker_threads";
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
 import type { Job, JobMessage, ReadyMessage, ResultMessage, WorkerData } from "./protocol.ts";
 

@@ -2,7 +2,7 @@
  * The messages between the transform pool (./pool.ts) and its workers (./worker.ts). Values
  * cross as structured clones: plain JSON in, plain JSON out.
  */
-import type { FailureReason } from "../errors.ts";
+import type { FailureReason } from "../api/errors.ts";
 import type { EvaluateLimits, TransformInput, TransformShape } from "./engine.ts";
 
 /** What a worker starts with. */

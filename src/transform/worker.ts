@@ -6,7 +6,7 @@
  */
 import { readlinkSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { compileTransform, warmUp } from "./engine.ts";
 import type { JobMessage, ResultMessage, WorkerData } from "./protocol.ts";
 

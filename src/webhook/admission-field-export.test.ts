@@ -1,4 +1,4 @@
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { fieldExportPermissions } from "./admission-field-export.ts";
 import type { AdmissionRequest } from "./admission-review.ts";

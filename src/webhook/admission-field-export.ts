@@ -10,7 +10,7 @@
  * covers whatever the resource turns out to be.
  */
 import { stableStringify } from "../api/stable-json.ts";
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { parseApiVersion, type KindResolver } from "../kube/discovery.ts";
 import type { Permission } from "./access-review.ts";
 import { exportEntries } from "./admission-export.ts";

@@ -5,7 +5,7 @@
  * controller would otherwise report as `InvalidSpec`. Nothing is evaluated here: parsing and
  * the estimate are bounded by the expression's length (4096 characters).
  */
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { compileTransform, type EvaluateLimits } from "../transform/index.ts";
 
 /**

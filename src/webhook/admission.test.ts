@@ -1,4 +1,4 @@
-import { ResolutionError } from "../errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { ApiError } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
 import { createAdmissionHandler, DELETE_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "./admission.ts";

@@ -21,12 +21,12 @@
  * authorizers decide. Every path that cannot reach an answer refuses: a security check that
  * fails open is no check. SECURITY.md explains each decision.
  */
-import { isResolutionError } from "../errors.ts";
+import { isResolutionError } from "../api/errors.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../api/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
 import { deletePermissions, fieldExportPermissions } from "./admission-field-export.ts";

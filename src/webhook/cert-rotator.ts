@@ -22,15 +22,15 @@
  */
 import { X509Certificate, createPrivateKey } from "node:crypto";
 import { createSecureContext } from "node:tls";
-import { asError } from "../errors.ts";
+import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import {
   certificateAuthority,
   selfSignedCertificate,
   signedCertificate,
   type SelfSignedPair,
-} from "../self-signed.ts";
+} from "./self-signed.ts";
 import { describeCertificate, type KeyPair } from "./serving-certificate.ts";
 
 const DAY_MS = 24 * 3_600_000;

@@ -9,9 +9,9 @@
  */
 import { createServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { parseBindAddress } from "../server.ts";
-import { asError } from "../errors.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { parseBindAddress } from "./bind-address.ts";
+import { asError } from "../api/errors.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 import type { AdmissionHandler } from "./admission.ts";
 import { isInvalidAdmissionReview } from "./admission-review.ts";
 import { describeCertificate, ServingCertificate, type KeyPair } from "./serving-certificate.ts";

@@ -15,7 +15,7 @@ import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { createSecureContext } from "node:tls";
 import { X509Certificate } from "node:crypto";
-import { silentLogger, type Logger } from "../log.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 
 /** A certificate chain and its private key, PEM. */
 export interface KeyPair {

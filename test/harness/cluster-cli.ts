@@ -1,7 +1,7 @@
 /**
  * `npm run cluster`: starts the test control plane for a person and keeps it until Ctrl-C.
  */
-import { parseOrExit } from "../../src/cli.ts";
+import { parseOrExit } from "../../src/process/cli.ts";
 import { startControlPlane } from "./control-plane.ts";
 
 parseOrExit({

@@ -1,10 +1,10 @@
 /**
- * Runs the Referable controller in the test process, built by src/main.ts's constructor, but scoped
+ * Runs the Referable controller in the test process, built by src/process/main.ts's constructor, but scoped
  * to Referables carrying this instance's own label so test files running side by side never
  * reconcile each other's objects.
  */
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import type { ControllerMetrics } from "../../src/metrics.ts";
+import type { ControllerMetrics } from "../../src/referable/metrics.ts";
 import { buildController, type BuildOptions } from "../../src/referable/build.ts";
 import type { ReferableController } from "../../src/referable/controller.ts";
 import { createResolver, type Resolver } from "../../src/resolver/resolver.ts";

@@ -19,8 +19,8 @@ import {
   type KubeObject,
   type RequestOptions,
 } from "../../src/kube/client.ts";
-import type { Logger } from "../../src/log.ts";
-import type { ControllerMetrics } from "../../src/metrics.ts";
+import type { Logger } from "../../src/api/log.ts";
+import type { ControllerMetrics } from "../../src/referable/metrics.ts";
 import type { Resolver } from "../../src/resolver/resolver.ts";
 import { startControlPlane, type PrivateControlPlane, type StartOptions } from "./control-plane.ts";
 import { SHARD_LABEL, startTestController } from "./controller.ts";
@@ -701,7 +701,7 @@ export function memoryLogger(): MemoryLogger {
   return logger;
 }
 
-/** An in-process controller (wired as src/main.ts wires it) over a given status-writing client. */
+/** An in-process controller (wired as src/process/main.ts wires it) over a given status-writing client. */
 export interface InProcessController {
   controller: ReferableController;
   resolver: Resolver;

@@ -1,6 +1,6 @@
 /** Assertions shared by the field-path unit tests of both syntaxes. */
 import { expect } from "@jest/globals";
-import { isResolutionError } from "../../src/errors.ts";
+import { isResolutionError } from "../../src/api/errors.ts";
 import { evaluateFieldPath } from "../../src/fieldpath/index.ts";
 
 /** Expects `path` to be refused as InvalidSpec with a message naming its position and `expected`. */

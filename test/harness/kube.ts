@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { loadAll } from "js-yaml";
 import { isApiError, KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import { selfAccessReview } from "../../src/startup.ts";
+import { selfAccessReview } from "../../src/process/startup.ts";
 
 /** NODE_OPTIONS as deploy/base/deployment.yaml ships them to the controller (its heap cap). */
 export function deployBaseNodeOptions(): string {

@@ -1,5 +1,5 @@
 /**
- * Runs the controller as the real process (`node src/main.ts`, Node stripping the types) for
+ * Runs the controller as the real process (`node src/process/main.ts`, Node stripping the types) for
  * tests of what only a process shows: flags, signals, exit codes, logs on stdout, /metrics and
  * the probes. Every process started here is tracked, so {@link killAllProcesses} in afterAll
  * leaves none behind even when a test fails half-way.
@@ -12,7 +12,7 @@ import { waitFor } from "./kube.ts";
 import { freePort } from "./ports.ts";
 export { freePort };
 
-const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url));
+const MAIN = fileURLToPath(new URL("../../src/process/main.ts", import.meta.url));
 
 /** One stdout line, as the controller wrote it (`level` a name: debug, info, warn, error, fatal). */
 export type LogLine = Record<string, unknown> & { level?: string; msg?: string };
@@ -134,7 +134,7 @@ export interface StartOptions {
 }
 
 /**
- * Starts `node src/main.ts` with free metrics and probe ports on 127.0.0.1 (and the test
+ * Starts `node src/process/main.ts` with free metrics and probe ports on 127.0.0.1 (and the test
  * kubeconfig) before `args`, so `args` may override any of them (the last flag wins).
  */
 export async function startControllerProcess(

@@ -201,7 +201,7 @@ describe("the image holds only what runs", () => {
     await podman(["image", "unmount", IMAGE]).catch(() => undefined);
   });
 
-  it("runs `node dist/main.js` in /app as user 65532, with the OCI labels of this release", async () => {
+  it("runs `node dist/process/main.js` in /app as user 65532, with the OCI labels of this release", async () => {
     const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
       version: string;
       license: string;
@@ -211,7 +211,12 @@ describe("the image holds only what runs", () => {
       entrypoint: config.Entrypoint,
       cmd: config.Cmd ?? [],
       workdir: config.WorkingDir,
-    }).toEqual({ user: "65532:65532", entrypoint: ["node", "dist/main.js"], cmd: [], workdir: "/app" });
+    }).toEqual({
+      user: "65532:65532",
+      entrypoint: ["node", "dist/process/main.js"],
+      cmd: [],
+      workdir: "/app",
+    });
     expect(config.Labels).toMatchObject({
       "org.opencontainers.image.version": pkg.version,
       "org.opencontainers.image.licenses": pkg.license,
@@ -233,7 +238,7 @@ describe("the image holds only what runs", () => {
     for (const path of [
       "usr/local/bin/node",
       "app/package.json",
-      "app/dist/main.js",
+      "app/dist/process/main.js",
       "app/node_modules",
       "etc/ssl/certs/ca-certificates.crt",
       "etc/passwd",

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { load } from "js-yaml";
-import { parseConfig, type Config } from "../../src/config.ts";
+import { parseConfig, type Config } from "../../src/process/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
@@ -197,7 +197,7 @@ process.once("exit", () => running.forEach((r) => r.child.kill("SIGKILL")));
 
 /**
  * Starts what the kubelet would run for the pod `podName` of `deployment`: the image's command
- * (`node dist/main.js`, i.e. src/main.ts compiled; test/unit/dockerfile.test.ts proves that link)
+ * (`node dist/process/main.js`, i.e. src/process/main.ts compiled; test/unit/dockerfile.test.ts proves that link)
  * with the container's args and env, only LOCAL_OVERRIDES changed. The environment holds nothing
  * else (no KUBECONFIG, no REFERABLE_* of the test run).
  */
@@ -224,7 +224,7 @@ async function startReplica(
     `${LOCAL_OVERRIDES.selector}=${SHARD_LABEL}=${shard}`,
   );
 
-  const child = spawn(process.execPath, [join(repoRoot, "src", "main.ts"), ...args], {
+  const child = spawn(process.execPath, [join(repoRoot, "src", "process", "main.ts"), ...args], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -31,7 +31,7 @@ import { connect as tlsConnect } from "node:tls";
 import { KubeConfig } from "@kubernetes/client-node";
 import { dirname, join } from "node:path";
 import { load, loadAll } from "js-yaml";
-import { parseConfig } from "../../src/config.ts";
+import { parseConfig } from "../../src/process/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import { KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";

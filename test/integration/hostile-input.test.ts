@@ -11,9 +11,9 @@
  * so every test below passing is the proof that none happened.
  */
 import { jest } from "@jest/globals";
-import { isResolutionError } from "../../src/errors.ts";
+import { isResolutionError } from "../../src/api/errors.ts";
 import { isApiError, KubeClient, type KubeObject, type RequestOptions } from "../../src/kube/client.ts";
-import type { Logger } from "../../src/log.ts";
+import type { Logger } from "../../src/api/log.ts";
 import {
   getReferable,
   startTestController,
@@ -49,7 +49,7 @@ class CountingClient extends KubeClient {
   }
 }
 
-/** The controller as src/main.ts wires it (see test/harness/controller.ts), on a counting client. */
+/** The controller as src/process/main.ts wires it (see test/harness/controller.ts), on a counting client. */
 type Stack = TestController & { client: CountingClient };
 
 async function startStack(options: { maxValueBytes?: number; logger?: Logger } = {}): Promise<Stack> {

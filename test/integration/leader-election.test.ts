@@ -8,7 +8,7 @@ import {
   type LeaderElectionOptions,
 } from "../../src/runtime/leader-election.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import type { Logger } from "../../src/log.ts";
+import type { Logger } from "../../src/api/log.ts";
 import {
   closeTestClients,
   serviceAccountToken,

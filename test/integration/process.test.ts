@@ -1,5 +1,5 @@
 /**
- * The controller as the process users run (`node src/main.ts`) against the real API server:
+ * The controller as the process users run (`node src/process/main.ts`) against the real API server:
  * flags and exit codes, a restart that writes nothing, two replicas with one leader and a
  * take-over when it dies, /metrics, the probes, and JSON logs that never carry a value.
  *
@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
-import { helpText } from "../../src/config.ts";
+import { helpText } from "../../src/process/config.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { itIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
@@ -587,7 +587,7 @@ describe("logs", () => {
       await createReferable(scope, ok, { configMap: "cm" });
       const command = [
         process.execPath,
-        join(repoRoot, "src", "main.ts"),
+        join(repoRoot, "src", "process", "main.ts"),
         `--kubeconfig=${process.env.REFERABLE_TEST_KUBECONFIG}`,
         "--metrics-bind-address=0",
         "--health-probe-bind-address=0",

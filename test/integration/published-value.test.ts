@@ -448,7 +448,7 @@ describe("7. writes and leadership", () => {
     const holderWhenAnswered: string[] = [];
     const gated = new GatedStatusClient(client, async () => void holderWhenAnswered.push(await holder()));
 
-    // Wired as src/main.ts wires it, with leader election on a Lease of the test's own.
+    // Wired as src/process/main.ts wires it, with leader election on a Lease of the test's own.
     const ipc = await start(scope, { client, writer: gated });
     ipc.controller.setLeader(false);
     const elector = new LeaderElector({

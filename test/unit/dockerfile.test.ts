@@ -156,11 +156,11 @@ describe("Dockerfile", () => {
     expect(copies(runtime)).toEqual([{ from: "rootfs", sources: ["/rootfs"], dest: "/" }]);
   });
 
-  it("runs `node dist/main.js` in exec form, so node is PID 1 and receives SIGTERM itself", () => {
+  it("runs `node dist/process/main.js` in exec form, so node is PID 1 and receives SIGTERM itself", () => {
     const entrypoint = runtime.instructions.filter((i) => i.op === "ENTRYPOINT");
     const cmd = runtime.instructions.filter((i) => i.op === "CMD");
     expect(entrypoint).toHaveLength(1);
-    expect(execForm(entrypoint[0]!.rest)).toEqual(["node", "dist/main.js"]);
+    expect(execForm(entrypoint[0]!.rest)).toEqual(["node", "dist/process/main.js"]);
     expect(cmd).toEqual([]); // arguments come from the Deployment's args
     expect(workdir(runtime)).toBe("/app");
     // /app of the final image is /rootfs/app of the rootfs stage; node is found on PATH.
@@ -296,7 +296,7 @@ describe("Dockerfile", () => {
       ).catch((err: { stdout?: string; message: string }) => {
         throw new Error(`tsc failed as the build stage would: ${err.stdout || err.message}`);
       });
-      await expect(access(join(app, "dist", "main.js"))).resolves.toBeUndefined();
+      await expect(access(join(app, "dist", "process", "main.js"))).resolves.toBeUndefined();
 
       // The rootfs stage's copies from the context, and `npm ci --omit=dev`: every package of
       // the lockfile not marked dev, nothing else (no hoisted dev package to lean on by accident).
@@ -323,7 +323,7 @@ describe("Dockerfile", () => {
         },
       });
 
-      const { stdout } = await execFileAsync(process.execPath, ["dist/main.js", "--help"], {
+      const { stdout } = await execFileAsync(process.execPath, ["dist/process/main.js", "--help"], {
         cwd: app,
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin", NODE_ENV: "production" },
       });

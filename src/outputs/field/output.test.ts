@@ -1,5 +1,5 @@
 import type { ExportRecord, Referable } from "../../api/referable.ts";
-import { ResolutionError } from "../../errors.ts";
+import { ResolutionError } from "../../api/errors.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import { FieldOutput, newFieldsMemory } from "./output.ts";

@@ -20,10 +20,10 @@
  *   controller's budget. Memory per Referable: a hash per object, never a value.
  */
 import { FIELD_EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
-import { asError, isResolutionError } from "../../errors.ts";
+import { asError, isResolutionError } from "../../api/errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../../kube/discovery.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../api/log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";

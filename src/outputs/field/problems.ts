@@ -2,8 +2,8 @@
  * The field output's problems: an error of one object as a problem, and a pass's records and
  * problems as the step (the Exported condition and when to look again).
  */
-import { asError, isResolutionError } from "../../errors.ts";
-import type { Logger } from "../../log.ts";
+import { asError, isResolutionError } from "../../api/errors.ts";
+import type { Logger } from "../../api/log.ts";
 import { problemsState } from "../../referable/status.ts";
 import { isExportError } from "../keys/errors.ts";
 import {

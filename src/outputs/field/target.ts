@@ -16,7 +16,7 @@
  * object, admission configuration, CustomResourceDefinition, Namespace or Lease.
  */
 import { Limits } from "../../api/limits.ts";
-import { isResolutionError } from "../../errors.ts";
+import { isResolutionError } from "../../api/errors.ts";
 import { readBracketMember, readFieldName } from "../../fieldpath/member.ts";
 import { Scanner } from "../../fieldpath/scanner.ts";
 

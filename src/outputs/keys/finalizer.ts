@@ -6,9 +6,9 @@
  * the echo of its own write.
  */
 import { EXPORT_FINALIZER, referablePath, type Referable } from "../../api/referable.ts";
-import { asError } from "../../errors.ts";
+import { asError } from "../../api/errors.ts";
 import { isApiError, type KubeClient } from "../../kube/client.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../api/log.ts";
 
 /** What a finalizer patch did. */
 export type FinalizerPatch =

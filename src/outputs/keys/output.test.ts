@@ -1,4 +1,4 @@
-import { ResolutionError } from "../../errors.ts";
+import { ResolutionError } from "../../api/errors.ts";
 import { ApiError } from "../../kube/client.ts";
 import { ExportError } from "./errors.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";

@@ -12,7 +12,7 @@ import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
 import { EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import type { KubeClient } from "../../kube/client.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../api/log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
 import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";

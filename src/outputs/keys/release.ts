@@ -5,9 +5,9 @@
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
 import type { ServiceAccountRef } from "../../api/service-account.ts";
-import { asError } from "../../errors.ts";
+import { asError } from "../../api/errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../api/log.ts";
 import { isExportError } from "./errors.ts";
 import { sweepObject, type Recorded } from "./sweep.ts";
 import { describeObject, fieldManagerFor, objectKey, type TargetObject } from "./target.ts";

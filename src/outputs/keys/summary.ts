@@ -3,8 +3,8 @@
  * problem, and the problems and records of a pass as the Exported state.
  */
 import type { ExportRecord } from "../../api/referable.ts";
-import { asError } from "../../errors.ts";
-import type { Logger } from "../../log.ts";
+import { asError } from "../../api/errors.ts";
+import type { Logger } from "../../api/log.ts";
 import { problemsState } from "../../referable/status.ts";
 import type { ExportStep } from "../export-output.ts";
 import { isExportError } from "./errors.ts";

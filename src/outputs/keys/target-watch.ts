@@ -20,7 +20,7 @@ import { EXPORT_KINDS, type ExportKind } from "../../api/export-kinds.ts";
 import { Informer, type InformerEvent, type InformerState } from "../../informers/informer.ts";
 import type { KubeClient, KubeObject } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
-import { silentLogger, type Logger } from "../../log.ts";
+import { silentLogger, type Logger } from "../../api/log.ts";
 import type { KeyOwnership, NamespaceListener } from "./ownership.ts";
 import { EXPORTED_LABEL, type TargetObject } from "./target.ts";
 

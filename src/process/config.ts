@@ -4,15 +4,19 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { JITTER_FACTOR } from "./runtime/leader-election.ts";
-import { MAX_BUCKETS } from "./runtime/shard-gate.ts";
-import { parseServiceAccount } from "./api/service-account.ts";
+import { JITTER_FACTOR } from "../runtime/leader-election.ts";
+import { MAX_BUCKETS } from "../runtime/shard-gate.ts";
+import { parseServiceAccount } from "../api/service-account.ts";
 import { formatHelp, parseCommandLine, type CommandSpec, type FlagSpec } from "./cli.ts";
-import { parseBindAddress } from "./server.ts";
+import { parseBindAddress } from "../webhook/bind-address.ts";
 
-import { GROUPS, OPTIONS, type Config, type OptionSpec } from "./config-options.ts";
+import { DATA_PATH_OPTIONS, GROUPS, type Config, type OptionSpec } from "./config-options.ts";
+import { EDGE_OPTIONS } from "./edge-options.ts";
 
 export type { Config } from "./config-options.ts";
+
+/** Every option of the controller; `--help` shows them by group, in GROUPS' order. */
+const OPTIONS: readonly OptionSpec[] = [...EDGE_OPTIONS, ...DATA_PATH_OPTIONS];
 
 /** A configuration error: the message says which option and what is wrong. */
 export class ConfigError extends Error {

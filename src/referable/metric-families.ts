@@ -1,35 +1,32 @@
 /**
- * The controller's Prometheus metrics, on a registry injected per instance (prom-client's
- * default registry is global). Names follow controller-runtime and client-go so existing
- * dashboards and alerts work. Label values are bounded: never an object name or a value.
+ * The controller's metric families: each metric's name and help (controller-runtime's and
+ * client-go's own, so existing dashboards and alerts work), its labels, its buckets and the
+ * series that exist at zero from the start. Label values are bounded: never an object name or
+ * a value. ControllerMetrics (./metrics.ts) makes them all on one registry.
  */
 import { createRequire } from "node:module";
 import type * as Prom from "prom-client";
+import { Reasons } from "../api/errors.ts";
+import { signalReasonPairs } from "../informers/restart-reason.ts";
 
 // prom-client's parts, each from its own file: its index also loads the Pushgateway (http,
 // https, zlib, url) and Summary (tdigest), which the controller never uses, and an idle
 // controller's RSS is mostly the code it loaded (BENCHMARKS.md, "At rest"). prom-client's
 // version is pinned in package.json; a renamed file fails at start-up, loudly.
 const require = createRequire(import.meta.url);
-const Registry = require("prom-client/lib/registry.js") as typeof Prom.Registry;
 const Counter = require("prom-client/lib/counter.js") as typeof Prom.Counter;
 const Gauge = require("prom-client/lib/gauge.js") as typeof Prom.Gauge;
 const Histogram = require("prom-client/lib/histogram.js") as typeof Prom.Histogram;
-const collectDefaultMetrics =
-  require("prom-client/lib/defaultMetrics.js") as typeof Prom.collectDefaultMetrics;
 type Registry = Prom.Registry;
 type Counter<T extends string = string> = Prom.Counter<T>;
 type Gauge<T extends string = string> = Prom.Gauge<T>;
 type Histogram<T extends string = string> = Prom.Histogram<T>;
-import { Reasons } from "./errors.ts";
-import { signalReasonPairs } from "./informers/restart-reason.ts";
-import type { UnfinishedWork } from "./runtime/workqueue.ts";
-import { VERSION } from "./version.ts";
 
-const CONTROLLER = "referable";
+/** The controller label of controller-runtime's series. */
+export const CONTROLLER = "referable";
 
 /** Condition status by reason, for the series that exist at zero from the start. */
-const READY_OF_REASON: Record<string, "True" | "False" | "Unknown"> = Object.fromEntries(
+export const READY_OF_REASON: Record<string, "True" | "False" | "Unknown"> = Object.fromEntries(
   Object.values(Reasons).map((reason) => [
     reason,
     reason === "Available" || reason === "Defaulted" || reason === "Optional"
@@ -40,7 +37,8 @@ const READY_OF_REASON: Record<string, "True" | "False" | "Unknown"> = Object.fro
   ]),
 );
 
-const QUEUE = [CONTROLLER, CONTROLLER];
+/** The labels (name, controller) of the one queue's series. */
+export const QUEUE = [CONTROLLER, CONTROLLER];
 const exp = (start: number, factor: number, count: number) =>
   Array.from({ length: count }, (_, i) => start * factor ** i);
 
@@ -116,7 +114,7 @@ type MetricName = keyof typeof HELP;
  * Makes metrics on one registry. `zero` lists the label values (in `labelNames` order) of the
  * series made at start, so that they read 0 before their first change.
  */
-class MetricMaker {
+export class MetricMaker {
   private readonly registers: Registry[];
 
   constructor(registry: Registry) {
@@ -157,7 +155,7 @@ class MetricMaker {
 type Series = ReadonlyArray<readonly string[]>;
 
 /** controller-runtime's reconcile metrics, under its names. */
-function reconcileMetrics(m: MetricMaker) {
+export function reconcileMetrics(m: MetricMaker) {
   return {
     reconcileTotal: m.counter(
       "controller_runtime_reconcile_total",
@@ -185,7 +183,7 @@ function reconcileMetrics(m: MetricMaker) {
 }
 
 /** client-go's workqueue metrics, under its names, for the one queue. */
-function workqueueMetrics(m: MetricMaker) {
+export function workqueueMetrics(m: MetricMaker) {
   const labelNames = ["name", "controller"] as const;
   const zero = [QUEUE];
   return {
@@ -215,7 +213,7 @@ function workqueueMetrics(m: MetricMaker) {
 }
 
 /** The process's identity, its lease and its API requests (client-go's names). */
-function processMetrics(m: MetricMaker, version: string, leaseName: string) {
+export function processMetrics(m: MetricMaker, version: string, leaseName: string) {
   const buildInfo = m.gauge("referable_build_info", ["version", "node_version"]);
   buildInfo.labels(version, process.versions.node).set(1);
   return {
@@ -234,7 +232,7 @@ function processMetrics(m: MetricMaker, version: string, leaseName: string) {
  * Sharding (--shards); without it the buckets and members stay 0 and the Referables owned are
  * all of them while leading.
  */
-function shardMetrics(m: MetricMaker) {
+export function shardMetrics(m: MetricMaker) {
   return {
     shardBuckets: m.gauge("referable_shard_buckets"),
     shardReferables: m.gauge("referable_shard_referables_owned"),
@@ -253,7 +251,7 @@ function shardMetrics(m: MetricMaker) {
 }
 
 /** Referables, their sources and their writes. */
-function referableMetrics(m: MetricMaker) {
+export function referableMetrics(m: MetricMaker) {
   return {
     referables: m.gauge(
       "referable_referables",
@@ -306,157 +304,4 @@ function writeMetrics(m: MetricMaker) {
     transformQuarantineEvaluations: m.counter("referable_transform_quarantine_evaluations_total"),
     driftReadsWaiting: m.gauge("referable_drift_reads_waiting"),
   };
-}
-
-/** Every metric the controller exports. */
-export class ControllerMetrics {
-  readonly registry: Registry;
-  readonly reconcileTotal: Counter<"controller" | "result">;
-  readonly reconcileErrors: Counter<"controller">;
-  readonly reconcilePanics: Counter<"controller">;
-  readonly terminalReconcileErrors: Counter<"controller">;
-  readonly reconcileTime: Histogram<"controller">;
-  readonly activeWorkers: Gauge<"controller">;
-  readonly maxConcurrentReconciles: Gauge<"controller">;
-  readonly workqueueDepth: Gauge<"name" | "controller">;
-  readonly workqueueAdds: Counter<"name" | "controller">;
-  readonly workqueueRetries: Counter<"name" | "controller">;
-  readonly workqueueQueueDuration: Histogram<"name" | "controller">;
-  readonly workqueueWorkDuration: Histogram<"name" | "controller">;
-  readonly workqueueUnfinishedWork: Gauge<"name" | "controller">;
-  readonly workqueueLongestRunningProcessor: Gauge<"name" | "controller">;
-  readonly buildInfo: Gauge<"version" | "node_version">;
-  readonly leaderStatus: Gauge<"name">;
-  readonly shardBuckets: Gauge;
-  readonly shardReferables: Gauge;
-  readonly shardMembers: Gauge;
-  readonly shardHandovers: Counter<"kind">;
-  readonly shardTakeover: Histogram;
-  readonly subscriptions: Gauge;
-  readonly restRequests: Counter<"code" | "method" | "host">;
-  readonly restLatency: Histogram<"verb">;
-  readonly referables: Gauge<"ready" | "reason">;
-  readonly sourceInformers: Gauge;
-  readonly labelKeysKept: Gauge;
-  readonly watchesOpen: Gauge;
-  readonly informerSignals: Counter<"signal" | "reason">;
-  readonly propagation: Histogram;
-  readonly statusWrites: Counter<"result">;
-  readonly statusRepairs: Counter;
-  readonly statusWritesDeferred: Counter<"reason">;
-  readonly exportWrites: Counter<"result">;
-  readonly driftReads: Counter;
-  readonly transformQuarantined: Gauge;
-  readonly transformQuarantineEvaluations: Counter;
-  readonly driftReadsWaiting: Gauge;
-  readonly events: Counter<"type">;
-  readonly accessReviews: Counter<"result">;
-  /** The quarantine's evaluations already counted. */
-  private laneEvaluationsSeen = 0;
-
-  constructor(
-    options: {
-      registry?: Registry;
-      defaultMetrics?: boolean;
-      leaseName?: string;
-      /** The controller's version, for `referable_build_info`. @default package.json's */
-      version?: string;
-    } = {},
-  ) {
-    const registry = (this.registry = options.registry ?? new Registry());
-    const m = new MetricMaker(registry);
-    const version = options.version ?? VERSION;
-    const leaseName = options.leaseName ?? "referable-controller";
-    ({
-      reconcileTotal: this.reconcileTotal,
-      reconcileErrors: this.reconcileErrors,
-      reconcilePanics: this.reconcilePanics,
-      terminalReconcileErrors: this.terminalReconcileErrors,
-      reconcileTime: this.reconcileTime,
-      activeWorkers: this.activeWorkers,
-      maxConcurrentReconciles: this.maxConcurrentReconciles,
-      workqueueDepth: this.workqueueDepth,
-      workqueueAdds: this.workqueueAdds,
-      workqueueRetries: this.workqueueRetries,
-      workqueueQueueDuration: this.workqueueQueueDuration,
-      workqueueWorkDuration: this.workqueueWorkDuration,
-      workqueueUnfinishedWork: this.workqueueUnfinishedWork,
-      workqueueLongestRunningProcessor: this.workqueueLongestRunningProcessor,
-      buildInfo: this.buildInfo,
-      leaderStatus: this.leaderStatus,
-      shardBuckets: this.shardBuckets,
-      shardReferables: this.shardReferables,
-      shardMembers: this.shardMembers,
-      shardHandovers: this.shardHandovers,
-      shardTakeover: this.shardTakeover,
-      subscriptions: this.subscriptions,
-      restRequests: this.restRequests,
-      restLatency: this.restLatency,
-      referables: this.referables,
-      sourceInformers: this.sourceInformers,
-      labelKeysKept: this.labelKeysKept,
-      watchesOpen: this.watchesOpen,
-      informerSignals: this.informerSignals,
-      propagation: this.propagation,
-      statusWrites: this.statusWrites,
-      statusRepairs: this.statusRepairs,
-      statusWritesDeferred: this.statusWritesDeferred,
-      exportWrites: this.exportWrites,
-      driftReads: this.driftReads,
-      transformQuarantined: this.transformQuarantined,
-      transformQuarantineEvaluations: this.transformQuarantineEvaluations,
-      driftReadsWaiting: this.driftReadsWaiting,
-      events: this.events,
-      accessReviews: this.accessReviews,
-    } = {
-      ...reconcileMetrics(m),
-      ...workqueueMetrics(m),
-      ...processMetrics(m, version, leaseName),
-      ...shardMetrics(m),
-      ...referableMetrics(m),
-    });
-    // The event-loop delay histogram samples once a second, not every 10 ms (prom-client's
-    // default): its timer woke an idle controller about 190 times a second, most of its CPU at
-    // rest (BENCHMARKS.md, "At rest"). A stall of the loop still shows in the sample it delays,
-    // and nodejs_eventloop_lag_seconds is measured at each scrape.
-    if (options.defaultMetrics ?? true)
-      collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
-  }
-
-  /** Replaces the Referables-by-reason gauge with fresh counts (unknown reasons count under their own). */
-  setReferableCounts(counts: Map<string, number>): void {
-    for (const [reason, ready] of Object.entries(READY_OF_REASON))
-      this.referables.labels(ready, reason).set(counts.get(reason) ?? 0);
-  }
-
-  /**
-   * Counts a reconcile that threw, as controller-runtime does: an error in the totals, and also
-   * a panic (a programming error) or a terminal error (not retried), as `kind` says.
-   */
-  observeReconcileError(kind: "terminal" | "panic" | "error"): void {
-    this.reconcileTotal.labels(CONTROLLER, "error").inc();
-    this.reconcileErrors.labels(CONTROLLER).inc();
-    if (kind === "panic") this.reconcilePanics.labels(CONTROLLER).inc();
-    if (kind === "terminal") this.terminalReconcileErrors.labels(CONTROLLER).inc();
-  }
-
-  /** Sets the work-in-progress gauges from the queue's measurement, taken at scrape time. */
-  setUnfinishedWork(work: UnfinishedWork): void {
-    this.workqueueUnfinishedWork.labels(...QUEUE).set(work.unfinishedWorkSeconds);
-    this.workqueueLongestRunningProcessor.labels(...QUEUE).set(work.longestRunningProcessorSeconds);
-  }
-
-  /** Sets the transform quarantine's figures from the pool's, at scrape time. */
-  setTransformQuarantine(figures: { quarantined: number; evaluations: number }): void {
-    this.transformQuarantined.set(figures.quarantined);
-    const delta = figures.evaluations - this.laneEvaluationsSeen;
-    if (delta > 0) this.transformQuarantineEvaluations.inc(delta);
-    this.laneEvaluationsSeen = Math.max(this.laneEvaluationsSeen, figures.evaluations);
-  }
-
-  /** Observes one API request, client-go style. */
-  observeRequest(host: string, method: string, verb: string, code: number, seconds: number): void {
-    this.restRequests.labels(code === 0 ? "<error>" : String(code), method, host).inc();
-    this.restLatency.labels(verb).observe(seconds);
-  }
 }

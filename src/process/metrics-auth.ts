@@ -16,20 +16,13 @@ import type { Server } from "node:http";
 import { join } from "node:path";
 import type { Server as TlsServer } from "node:tls";
 import { LRUCache } from "lru-cache";
-import { selfSignedCertificate } from "./self-signed.ts";
-import type { SecureMetrics } from "./server.ts";
+import { selfSignedCertificate } from "../webhook/self-signed.ts";
+import type { MetricsDecision, SecureMetrics } from "./server.ts";
 // The webhook's certificate follower serves any cert-manager-style folder; it has no webhook in it.
-import { ServingCertificate } from "./webhook/serving-certificate.ts";
-import type { KubeClient } from "./kube/client.ts";
-import { asError } from "./errors.ts";
-import { silentLogger, type Logger } from "./log.ts";
-
-/** The HTTP answer for one request: 200 go on, 401 no or bad token, 403 not allowed, 503 cannot check now. */
-export interface MetricsDecision {
-  status: 200 | 401 | 403 | 503;
-  /** Said to the caller (never the token, never the API server's reason verbatim). */
-  message: string;
-}
+import { ServingCertificate } from "../webhook/serving-certificate.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { asError } from "../api/errors.ts";
+import { silentLogger, type Logger } from "../api/log.ts";
 
 /** Options for {@link MetricsAuthorizer}. */
 export interface MetricsAuthorizerOptions {

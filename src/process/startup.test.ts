@@ -1,5 +1,5 @@
-import { ApiError, type KubeClient } from "./kube/client.ts";
-import type { Logger } from "./log.ts";
+import { ApiError, type KubeClient } from "../kube/client.ts";
+import type { Logger } from "../api/log.ts";
 import { checkStartup, StartupGate, type StartupCheckOptions } from "./startup.ts";
 
 const DISCOVERY = "GET /apis/referable.dev/v1alpha1";

@@ -1,10 +1,13 @@
 /**
  * The controller's options, as data: every option's flag, environment variable, kind, default
- * and help text, read by config.ts (parsing) and by `--help`.
+ * and help text, read by config.ts (parsing) and by `--help`. This file holds the Config, the
+ * shape of an option, and the options that tune the data path (sources, transforms,
+ * reconciling and status writes, export); the options of the process edge (connection,
+ * leadership, webhook, metrics, logs) are in ./edge-options.ts.
  */
-import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "./informers/label-keys.ts";
-import { READ_BUDGET_DEFAULTS } from "./outputs/read-budget.ts";
-import { WRITE_POLICY_DEFAULTS } from "./outputs/write-policy.ts";
+import { MAX_LABEL_BYTES_PER_OBJECT, MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
+import { READ_BUDGET_DEFAULTS } from "../outputs/read-budget.ts";
+import { WRITE_POLICY_DEFAULTS } from "../outputs/write-policy.ts";
 
 /** The parsed configuration. */
 export interface Config {
@@ -94,137 +97,8 @@ export interface OptionSpec {
 }
 
 /** Every option of the controller, in the order of `--help`. */
-export const OPTIONS: OptionSpec[] = [
-  {
-    key: "kubeconfig",
-    flag: "kubeconfig",
-    group: "Cluster connection",
-    env: "KUBECONFIG",
-    kind: "string",
-    default: "",
-    help: "kubeconfig files, a list separated by ':' (';' on Windows) merged as kubectl merges KUBECONFIG; in-cluster config when empty and running in a pod, else ~/.kube/config",
-  },
-  {
-    key: "context",
-    flag: "context",
-    group: "Cluster connection",
-    env: "REFERABLE_CONTEXT",
-    kind: "string",
-    default: "",
-    help: "the kubeconfig context to use instead of its current-context, as kubectl's --context",
-  },
-  {
-    key: "metricsBindAddress",
-    flag: "metrics-bind-address",
-    group: "Metrics and probes",
-    env: "REFERABLE_METRICS_BIND_ADDRESS",
-    kind: "address",
-    default: ":8080",
-    help: "address of the Prometheus /metrics endpoint; 0 turns it off",
-  },
-  {
-    key: "metricsSecure",
-    flag: "metrics-secure",
-    group: "Metrics and probes",
-    env: "REFERABLE_METRICS_SECURE",
-    kind: "bool",
-    // Off in the binary, as `npm start` on a laptop has no ServiceAccount to scrape with; deploy/
-    // and the Helm chart turn it on (kubebuilder's scaffold does the same with its kustomize patch).
-    default: "false",
-    help: "serve /metrics over HTTPS, only to callers whose bearer token a TokenReview authenticates and a SubjectAccessReview allows (get on the non-resource URL /metrics: the metrics-reader ClusterRole); the controller needs create on tokenreviews and subjectaccessreviews",
-  },
-  {
-    key: "metricsCertDir",
-    flag: "metrics-cert-dir",
-    group: "Metrics and probes",
-    env: "REFERABLE_METRICS_CERT_DIR",
-    kind: "string",
-    default: "",
-    help: "folder with tls.crt and tls.key for --metrics-secure, reloaded when they change; a self-signed certificate is made at start when empty",
-  },
-  {
-    key: "healthProbeBindAddress",
-    flag: "health-probe-bind-address",
-    group: "Metrics and probes",
-    env: "REFERABLE_HEALTH_PROBE_BIND_ADDRESS",
-    kind: "address",
-    default: ":8081",
-    help: "address of /healthz and /readyz; 0 turns it off",
-  },
-  {
-    key: "leaderElect",
-    flag: "leader-elect",
-    group: "Leader election",
-    env: "REFERABLE_LEADER_ELECT",
-    kind: "bool",
-    // Off by default, as in kubebuilder's controllers: `npm start` against any cluster works
-    // without a namespace for the Lease. The Deployment (deploy/, the Helm chart) turns it on.
-    default: "false",
-    help: "elect a leader on a Lease so only one replica writes (the Deployment turns it on)",
-  },
-  {
-    key: "leaderElectionNamespace",
-    flag: "leader-election-namespace",
-    group: "Leader election",
-    env: "POD_NAMESPACE",
-    kind: "string",
-    default: "referable-system",
-    help: "namespace of the leader-election Lease",
-  },
-  {
-    key: "leaderElectionId",
-    flag: "leader-election-id",
-    group: "Leader election",
-    env: "REFERABLE_LEADER_ELECTION_ID",
-    kind: "string",
-    default: "referable-controller",
-    help: "name of the leader-election Lease",
-  },
-  {
-    key: "leaseDurationMs",
-    flag: "leader-election-lease-duration",
-    group: "Leader election",
-    env: "REFERABLE_LEASE_DURATION",
-    kind: "duration",
-    default: "15s",
-    help: "how long a standby waits before taking over a lease that is not renewed",
-  },
-  {
-    key: "renewDeadlineMs",
-    flag: "leader-election-renew-deadline",
-    group: "Leader election",
-    env: "REFERABLE_RENEW_DEADLINE",
-    kind: "duration",
-    default: "10s",
-    help: "how long the leader keeps trying to renew before it steps down",
-  },
-  {
-    key: "retryPeriodMs",
-    flag: "leader-election-retry-period",
-    group: "Leader election",
-    env: "REFERABLE_RETRY_PERIOD",
-    kind: "duration",
-    default: "2s",
-    help: "how often leader election acts",
-  },
-  {
-    key: "shards",
-    flag: "shards",
-    group: "Leader election",
-    env: "REFERABLE_SHARDS",
-    kind: "int",
-    default: "0",
-    help: "share the Referables out among the replicas: N buckets (a Referable's is FNV-1a of its name mod N), each a Lease '<leader-election-id>-bucket-<i>-of-<N>' in --leader-election-namespace, each replica leading a fair share (at most 1024; the lease timings apply); 0 keeps one leader for all, and any N > 0 overrides --leader-elect",
-  },
-  {
-    key: "identity",
-    flag: "identity",
-    group: "Leader election",
-    env: "POD_NAME",
-    kind: "string",
-    default: "",
-    help: "this replica's identity in the Lease; hostname plus a random suffix when empty",
-  },
+/** The options that tune the data path: sources, transforms, reconciling and status writes, export. */
+export const DATA_PATH_OPTIONS: OptionSpec[] = [
   {
     key: "concurrency",
     flag: "concurrency",
@@ -388,78 +262,6 @@ export const OPTIONS: OptionSpec[] = [
     help: "how long a source informer nobody uses is kept",
   },
   {
-    key: "logLevel",
-    flag: "log-level",
-    group: "Logging",
-    env: "REFERABLE_LOG_LEVEL",
-    kind: "level",
-    default: "info",
-    help: "debug, info, warn or error",
-  },
-  {
-    key: "logFormat",
-    flag: "log-format",
-    group: "Logging",
-    env: "REFERABLE_LOG_FORMAT",
-    kind: "format",
-    default: "",
-    help: "text (one readable line per record: time, level, message, key=value fields) or json (one JSON object per line); empty: text when standard output is a terminal, else json",
-  },
-  {
-    key: "webhookBindAddress",
-    flag: "webhook-bind-address",
-    group: "Admission webhook",
-    env: "REFERABLE_WEBHOOK_BIND_ADDRESS",
-    kind: "address",
-    default: "0",
-    help: "address of the admission webhook (HTTPS: /validate-referable, /healthz), served by every replica; 0 (off) unless a ValidatingWebhookConfiguration points at it, e.g. :9443 (deploy/webhook)",
-  },
-  {
-    key: "webhookCertDir",
-    flag: "webhook-cert-dir",
-    group: "Admission webhook",
-    env: "REFERABLE_WEBHOOK_CERT_DIR",
-    kind: "string",
-    default: "/tmp/k8s-webhook-server/serving-certs",
-    help: "folder with the webhook's tls.crt and tls.key, reloaded when they change (cert-manager rotation); unused with --webhook-cert-secret",
-  },
-  {
-    key: "webhookCertSecret",
-    flag: "webhook-cert-secret",
-    group: "Admission webhook",
-    env: "REFERABLE_WEBHOOK_CERT_SECRET",
-    kind: "string",
-    default: "",
-    help: "manage the webhook's certificate without cert-manager: a CA and a serving certificate for --webhook-service, kept in this Secret of --webhook-cert-namespace (made when missing, renewed before expiry) and put in the caBundle of --webhook-configuration; empty: read --webhook-cert-dir",
-  },
-  {
-    key: "webhookCertNamespace",
-    flag: "webhook-cert-namespace",
-    group: "Admission webhook",
-    env: "POD_NAMESPACE",
-    kind: "string",
-    default: "referable-system",
-    help: "namespace of --webhook-cert-secret and --webhook-service (the pod's own)",
-  },
-  {
-    key: "webhookService",
-    flag: "webhook-service",
-    group: "Admission webhook",
-    env: "REFERABLE_WEBHOOK_SERVICE",
-    kind: "string",
-    default: "",
-    help: "the webhook's Service, whose DNS names (<service>.<namespace>.svc and .svc.cluster.local) the managed certificate is for; needed with --webhook-cert-secret",
-  },
-  {
-    key: "webhookConfiguration",
-    flag: "webhook-configuration",
-    group: "Admission webhook",
-    env: "REFERABLE_WEBHOOK_CONFIGURATION",
-    kind: "string",
-    default: "",
-    help: "the ValidatingWebhookConfiguration whose caBundle the controller keeps set to the managed CA; needed with --webhook-cert-secret",
-  },
-  {
     key: "referableSelector",
     flag: "referable-selector",
     group: "Reconciling and status writes",
@@ -467,14 +269,5 @@ export const OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help: "only reconcile Referables matching this label selector (e.g. shard=a); every Referable when empty",
-  },
-  {
-    key: "shutdownTimeoutMs",
-    flag: "shutdown-timeout",
-    group: "Process",
-    env: "REFERABLE_SHUTDOWN_TIMEOUT",
-    kind: "duration",
-    default: "20s",
-    help: "longest graceful shutdown after SIGTERM",
   },
 ];

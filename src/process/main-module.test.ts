@@ -5,11 +5,11 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { isMainModule } from "./main-module.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../api/version.ts";
 
 const execFileAsync = promisify(execFile);
-const srcDir = dirname(fileURLToPath(import.meta.url));
-const repoRoot = dirname(srcDir);
+const processDir = dirname(fileURLToPath(import.meta.url));
+const repoRoot = dirname(dirname(processDir));
 
 let tmp: string;
 beforeAll(async () => {
@@ -54,8 +54,14 @@ describe("the controller's entry file", () => {
   it("runs the same when reached through a link to the repository: --version prints and exits 0", async () => {
     const link = join(tmp, "referable-link");
     await symlink(repoRoot, link);
-    const direct = await execFileAsync(process.execPath, [join(repoRoot, "src", "main.ts"), "--version"]);
-    const linked = await execFileAsync(process.execPath, [join(link, "src", "main.ts"), "--version"]);
+    const direct = await execFileAsync(process.execPath, [
+      join(repoRoot, "src", "process", "main.ts"),
+      "--version",
+    ]);
+    const linked = await execFileAsync(process.execPath, [
+      join(link, "src", "process", "main.ts"),
+      "--version",
+    ]);
     expect(direct.stdout).toContain(VERSION);
     expect(linked.stdout).toBe(direct.stdout);
   }, 60_000);

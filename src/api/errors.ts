@@ -6,10 +6,10 @@
  * copies of this module (Jest's module registry, or two installed versions of the package).
  */
 
-import type { FailureReason } from "./api/reasons.ts";
+import type { FailureReason } from "./reasons.ts";
 
-export { Reasons } from "./api/reasons.ts";
-export type { FailureReason, Reason } from "./api/reasons.ts";
+export { Reasons } from "./reasons.ts";
+export type { FailureReason, Reason } from "./reasons.ts";
 
 /**
  * Whether waiting can change the outcome without anyone editing the reference: a missing

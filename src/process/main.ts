@@ -7,29 +7,30 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Server } from "node:http";
 import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
-import { buildController, type Built } from "./referable/build.ts";
-import { Manager, type ManagedElector } from "./runtime/manager.ts";
-import { ShardGate } from "./runtime/shard-gate.ts";
-import { ShardCoordinator } from "./runtime/shards.ts";
-import { asError } from "./errors.ts";
+import { buildController, type Built } from "../referable/build.ts";
+import { Manager, type ManagedElector } from "../runtime/manager.ts";
+import { ShardGate } from "../runtime/shard-gate.ts";
+import { ShardCoordinator } from "../runtime/shards.ts";
+import { asError } from "../api/errors.ts";
 import { isMainModule } from "./main-module.ts";
-import { loadClusterAccess, type ClusterAccess } from "./kube/access.ts";
-import { KubeClient } from "./kube/client.ts";
-import { Discovery } from "./kube/discovery.ts";
+import { loadClusterAccess, type ClusterAccess } from "../kube/access.ts";
+import { KubeClient } from "../kube/client.ts";
+import { Discovery } from "../kube/discovery.ts";
 import {
   CertRotator,
   createAdmissionHandler,
   rememberedSelfUsername,
   startWebhookServer,
   type OpenCertificate,
-} from "./webhook/index.ts";
+} from "../webhook/index.ts";
 import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
-import { ControllerMetrics } from "./metrics.ts";
+import { ControllerMetrics } from "../referable/metrics.ts";
 import { openSecureMetrics } from "./metrics-auth.ts";
-import { closeServer, parseBindAddress, startMetricsServer, startProbeServer } from "./server.ts";
+import { closeServer, startMetricsServer, startProbeServer } from "./server.ts";
+import { parseBindAddress } from "../webhook/bind-address.ts";
 import { StartupGate } from "./startup.ts";
-import { VERSION, versionText } from "./version.ts";
+import { VERSION, versionText } from "../api/version.ts";
 
 /** Runs the controller until SIGTERM/SIGINT; resolves with the exit code. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {

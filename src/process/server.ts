@@ -5,7 +5,19 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Registry } from "prom-client";
-import type { MetricsDecision } from "./metrics-auth.ts";
+// One parse of "[host]:port" for every listener of the process; the webhook's listener is the lowest user.
+import { parseBindAddress } from "../webhook/bind-address.ts";
+
+/**
+ * The HTTP answer for one request: 200 go on, 401 no or bad token, 403 not allowed, 503 cannot
+ * check now. The server's own word for what a judge of callers returns (./metrics-auth.ts is one),
+ * so the server imports nothing of its judges.
+ */
+export interface MetricsDecision {
+  status: 200 | 401 | 403 | 503;
+  /** Said to the caller (never the token, never the API server's reason verbatim). */
+  message: string;
+}
 
 /** What serving /metrics securely takes: a TLS identity and a judge of each caller. */
 export interface SecureMetrics {
@@ -15,17 +27,6 @@ export interface SecureMetrics {
   authorize: (authorization: string | undefined) => Promise<MetricsDecision>;
   /** Called with the server, so a certificate that rotates can be set on it (setSecureContext). */
   onServer?: (server: Server) => void;
-}
-
-/** Parses ":8080", "127.0.0.1:8080" or "[::1]:8080"; undefined for "0" (off). Throws on anything else. */
-export function parseBindAddress(address: string): { host: string | undefined; port: number } | undefined {
-  if (address === "0") return undefined;
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
-  const port = Number(m?.[3]);
-  // Checked here, not left to listen(): a port over 65535 would otherwise fail only at startup.
-  if (!m || port > 65535)
-    throw new Error(`bind address ${JSON.stringify(address)} is not of the form [host]:port`);
-  return { host: m[1] ?? (m[2] || undefined), port };
 }
 
 async function listen(server: Server, address: string): Promise<Server | undefined> {

@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MetricsAuthorizer, openSecureMetrics } from "./metrics-auth.ts";
-import { selfSignedCertificate } from "./self-signed.ts";
+import { selfSignedCertificate } from "../webhook/self-signed.ts";
 
 /** A fake of the client's `request` (our interface): a TokenReview and SubjectAccessReview server. */
 function fakeReviews(users: Record<string, { username: string; allowed: boolean }>) {

@@ -5,10 +5,10 @@
  * /readyz; the checks repeat on a backoff until they pass, so fixing the cluster is enough (no
  * restart), and the controller starts only then instead of retrying blind forever.
  */
-import { asError } from "./errors.ts";
-import { isApiError, type KubeClient } from "./kube/client.ts";
-import type { Logger } from "./log.ts";
-import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./api/referable.ts";
+import { asError } from "../api/errors.ts";
+import { isApiError, type KubeClient } from "../kube/client.ts";
+import type { Logger } from "../api/log.ts";
+import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "../api/referable.ts";
 
 /** What the checks need to know of the configuration. */
 export interface StartupCheckOptions {

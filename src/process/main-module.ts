@@ -1,7 +1,7 @@
 /**
  * Whether a module is the entry point the process was started with. Node.js resolves the main
  * module's symbolic links (unless --preserve-symlinks-main), so `import.meta.url` names the real
- * file while `process.argv[1]` is the path as typed: `node /opt/app/current/src/main.ts` with
+ * file while `process.argv[1]` is the path as typed: `node /opt/app/current/src/process/main.ts` with
  * `current` a link (as package managers and deploy tools lay files out) gives two different
  * paths for one file. Both are compared by their real paths.
  */

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import type * as Prom from "prom-client";
 import { ControllerMetrics } from "./metrics.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../api/version.ts";
 
 const require = createRequire(import.meta.url);
 const Registry = require("prom-client/lib/registry.js") as typeof Prom.Registry;

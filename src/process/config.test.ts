@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { ConfigError, helpText, parseConfig, parseDuration, type Config } from "./config.ts";
-import { parserCases } from "../test/harness/parser-cases.ts";
+import { parserCases } from "../../test/harness/parser-cases.ts";
 
 type Env = Record<string, string | undefined>;
 
