@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { repoRoot } from "./control-plane.ts";
+import { stopProcessGroup } from "./process-group.ts";
 
 /** Builds (once) or finds kro and provider-kubernetes; returns their folder. */
 export async function consumerBinaries(): Promise<string> {
@@ -73,17 +74,7 @@ function handle({ child, output, cleanup }: Started): ConsumerProcess {
     tail: (bytes = 4000) => output.join("").slice(-bytes),
     async stop() {
       // The whole process group: the forwarder and the consumer it runs.
-      const kill = (signal: NodeJS.Signals) => {
-        try {
-          process.kill(-child.pid!, signal);
-        } catch {
-          // already gone
-        }
-      };
-      kill("SIGTERM");
-      const timer = setTimeout(() => kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timer);
+      await stopProcessGroup(child, exited);
       await cleanup();
     },
   };

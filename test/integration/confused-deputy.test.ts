@@ -44,6 +44,7 @@ import {
   uniqueName,
   waitFor,
   waitForGone,
+  refusal,
 } from "../harness/kube.ts";
 import { bindRole, createRole, user, type Rule } from "../harness/rbac.ts";
 import { startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -85,17 +86,6 @@ afterAll(async () => {
   await webhook?.stop();
   await tearDownControllers(admin, [ctl], cleanup);
 }, 60_000);
-
-/** The API server's refusal message; fails the test when the request was allowed. */
-async function refusal(request: Promise<unknown>): Promise<string> {
-  try {
-    await request;
-  } catch (err) {
-    if (isApiError(err)) return err.message;
-    throw err;
-  }
-  throw new Error("the request was allowed, but a refusal was expected");
-}
 
 const referableBody = (name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}) => ({
   apiVersion: "referable.dev/v1alpha1",

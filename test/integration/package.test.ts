@@ -32,6 +32,31 @@ async function run(cwd: string, file: string, code: string): Promise<string> {
   return stdout.trim();
 }
 
+/**
+ * Type-checks the project's consumer.ts with this repository's tsc under `options` (no emit, the
+ * repository's @types/node); resolves with "compiles" or with tsc's errors.
+ */
+async function compile(project: string, options: Record<string, unknown>): Promise<string> {
+  await writeFile(
+    join(project, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "ES2023",
+        ...options,
+        noEmit: true,
+        types: ["node"],
+        typeRoots: [join(repoRoot, "node_modules", "@types")],
+      },
+      files: ["consumer.ts"],
+    }),
+  );
+  const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+  return execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
+    () => "compiles",
+    (err: { stdout?: string }) => err.stdout ?? String(err),
+  );
+}
+
 const ESM = `import { createResolver, Reasons, isResolutionError } from "referable";
 console.log(typeof createResolver, Reasons.Available, typeof isResolutionError);`;
 const CJS = `const { createResolver, Reasons } = require("referable");
@@ -149,28 +174,14 @@ describe("installed into a new project", () => {
       );
       await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
       await writeFile(join(project, "consumer.ts"), TYPED_CONSUMER);
-      await writeFile(
-        join(project, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            target: "ES2023",
-            module: "NodeNext",
-            moduleResolution: "NodeNext",
-            strict: true,
-            noEmit: true,
-            skipLibCheck: true,
-            types: ["node"],
-            typeRoots: [join(repoRoot, "node_modules", "@types")],
-          },
-          files: ["consumer.ts"],
+      expect(
+        await compile(project, {
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          skipLibCheck: true,
         }),
-      );
-      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
-      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
-        () => "compiles",
-        (err: { stdout?: string }) => err.stdout ?? String(err),
-      );
-      expect(result).toBe("compiles");
+      ).toBe("compiles");
     },
     STEP_MS,
   );
@@ -195,30 +206,16 @@ describe("installed into a new project", () => {
         join(project, "consumer.ts"),
         `${TYPED_CONSUMER}\nimport * as everything from "referable";\nexport const api = everything;\n`,
       );
-      await writeFile(
-        join(project, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            target: "ES2023",
-            module,
-            moduleResolution: resolution,
-            strict: true,
-            exactOptionalPropertyTypes: true,
-            noUncheckedIndexedAccess: true,
-            skipLibCheck: false,
-            noEmit: true,
-            types: ["node"],
-            typeRoots: [join(repoRoot, "node_modules", "@types")],
-          },
-          files: ["consumer.ts"],
+      expect(
+        await compile(project, {
+          module,
+          moduleResolution: resolution,
+          strict: true,
+          exactOptionalPropertyTypes: true,
+          noUncheckedIndexedAccess: true,
+          skipLibCheck: false,
         }),
-      );
-      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
-      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
-        () => "compiles",
-        (err: { stdout?: string }) => err.stdout ?? String(err),
-      );
-      expect(result).toBe("compiles");
+      ).toBe("compiles");
     },
     STEP_MS,
   );
