@@ -120,7 +120,7 @@ async function freeSubnet(): Promise<[string, string]> {
 }
 
 /** Listens on the unix socket `path`, passing each connection on to 127.0.0.1:`port`. */
-async function forwardTo(path: string, port: number): Promise<Server> {
+export async function forwardTo(path: string, port: number): Promise<Server> {
   const server = createServer((inner) => {
     const outer = connect(port, "127.0.0.1");
     inner.pipe(outer).pipe(inner);

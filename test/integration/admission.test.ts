@@ -8,19 +8,19 @@ import { isApiError, type KubeClient } from "../../src/kube/client.ts";
 import { EXPORT_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 import {
   closeTestClients,
+  configMapField,
+  createConfigMap,
   createNamespace,
+  createSecret,
   impersonatingClient,
+  openScope,
+  refusal,
+  selfAccess,
   serviceAccountToken,
+  testCrdSource,
   tokenClient,
   uniqueName,
   waitFor,
-  openScope,
-  selfAccess,
-  createConfigMap,
-  createSecret,
-  testCrdSource,
-  configMapField,
-  refusal,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";

@@ -38,13 +38,13 @@ import {
   createNamespace,
   impersonatingClient,
   mergePatch,
+  refusal,
   selfAccess,
   testKubeConfig,
   tokenClient,
   uniqueName,
   waitFor,
   waitForGone,
-  refusal,
 } from "../harness/kube.ts";
 import { bindRole, createRole, user, type Rule } from "../harness/rbac.ts";
 import { startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -54,8 +54,8 @@ jest.setTimeout(60_000);
 let admin: KubeClient;
 let team: string;
 let account: ControllerAccount;
-let ctl: TestController;
-let webhook: TestWebhook;
+/** The controller as deploy/base ships it, and the admission webhook in front of its Referables. */
+let ctl: TestController, webhook: TestWebhook;
 let authorRole: string;
 const cleanup: string[] = [];
 

@@ -38,10 +38,10 @@ import {
   adminClient,
   createConfigMap,
   createNamespace,
+  exportFieldsOptInRules,
   installTestCrd,
   uniqueName,
   waitFor,
-  exportFieldsOptInRules,
 } from "../harness/kube.ts";
 import { metricValue } from "../harness/process.ts";
 

@@ -23,22 +23,22 @@ import { controllerAccount, type ControllerAccount } from "../harness/controller
 import {
   createReferable as createReferableAs,
   getReferable,
+  REFERABLES,
   restartCountingWrites,
   startTestController,
   tearDownControllers,
   type TestController,
-  REFERABLES,
 } from "../harness/controller.ts";
 import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
   adminClient,
   createNamespace,
+  exportFieldsOptInRules,
   installTestCrd,
   testKubeConfig,
   tokenClient,
   uniqueName,
   waitFor,
-  exportFieldsOptInRules,
 } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);

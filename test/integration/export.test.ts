@@ -26,15 +26,15 @@ import { describeIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
 import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
+  createReferable as createReferableAs,
   getReferable,
+  REFERABLES,
+  type ReferableView,
   restartCountingWrites,
-  waitForReason,
   startTestController,
   tearDownControllers,
-  type ReferableView,
   type TestController,
-  createReferable as createReferableAs,
-  REFERABLES,
+  waitForReason,
 } from "../harness/controller.ts";
 import {
   dataOf,

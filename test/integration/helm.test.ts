@@ -41,7 +41,12 @@ import { itIf } from "../harness/availability.ts";
 import { startPrivatePlane } from "../harness/faults.ts";
 import { netnsUnavailable, startNetnsHost, type NetnsHost } from "../harness/netns-host.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
-import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
+import {
+  prometheusUnavailable,
+  secureMetricsEndpoint,
+  startPrometheus,
+  type Prometheus,
+} from "../harness/prometheus.ts";
 import {
   adminClient,
   closeTestClients,
@@ -1008,19 +1013,7 @@ describe("helm template", () => {
       check: (o) =>
         expect(
           (find(o, "ServiceMonitor", "rel-controller").spec as { endpoints: unknown[] }).endpoints,
-        ).toEqual([
-          {
-            port: "metrics",
-            path: "/metrics",
-            interval: "30s",
-            scheme: "https",
-            authorization: {
-              type: "Bearer",
-              credentials: { name: "rel-metrics-scraper-token", key: "token" },
-            },
-            tlsConfig: { insecureSkipVerify: true },
-          },
-        ]),
+        ).toEqual([secureMetricsEndpoint("metrics", "rel-metrics-scraper-token")]),
     },
     {
       reason:
