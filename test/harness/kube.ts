@@ -184,12 +184,20 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString("hex")}`;
 }
 
-/** Creates a namespace of its own for a test and returns its name. */
-export async function createNamespace(client: KubeClient, prefix: string): Promise<string> {
+/**
+ * Creates a namespace of its own for a test and returns its name; pushes its path on `cleanup`
+ * (the paths the test deletes when it is done) when given.
+ */
+export async function createNamespace(
+  client: KubeClient,
+  prefix: string,
+  cleanup?: string[],
+): Promise<string> {
   const name = uniqueName(prefix);
   await client.request("POST", "/api/v1/namespaces", {
     body: { apiVersion: "v1", kind: "Namespace", metadata: { name } },
   });
+  cleanup?.push(`/api/v1/namespaces/${name}`);
   return name;
 }
 

@@ -61,8 +61,7 @@ const cleanup: string[] = [];
 
 beforeAll(async () => {
   admin = adminClient();
-  team = await createNamespace(admin, "deputy-team");
-  cleanup.push(`/api/v1/namespaces/${team}`);
+  team = await createNamespace(admin, "deputy-team", cleanup);
   // The controller as deploy/base ships it, with ConfigMaps of the team opted in for fields.
   account = await controllerAccount(admin, "deputy-ctl", cleanup);
   await account.grant([{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "patch"] }], team);

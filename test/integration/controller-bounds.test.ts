@@ -73,8 +73,7 @@ describe("label keys: a total per watched kind", () => {
   let ns: string;
 
   beforeAll(async () => {
-    ns = await createNamespace(admin, "bounds-labels");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    ns = await createNamespace(admin, "bounds-labels", cleanup);
     ctl = await startTestController({
       build: { maxLabelKeysPerKind: TOTAL, maxLabelBytesPerObject: 1024 },
     });
@@ -156,8 +155,7 @@ describe("transforms: a quarantine lane for expressions that hit their limits", 
   let ns: string;
 
   beforeAll(async () => {
-    ns = await createNamespace(admin, "bounds-transforms");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    ns = await createNamespace(admin, "bounds-transforms", cleanup);
     ctl = await startTestController({ build: { transformWorkers: 1, transformTimeoutMs: 50 } });
     controllers.push(ctl);
   }, 60_000);

@@ -48,8 +48,8 @@ jest.setTimeout(60_000);
 let admin: KubeClient;
 let account: ControllerAccount;
 let ctl: TestController;
-let teamA: string;
-let teamB: string;
+/** The tenants' namespaces: team-a's accounts must not reach into team-b's. */
+let teamA: string, teamB: string;
 const cleanup: string[] = [];
 const controllers: TestController[] = [];
 
