@@ -49,12 +49,7 @@ export function deployBaseRules(...files: string[]): unknown[] {
 export function exportFieldsOptInRules(apiGroup: string, resources: string[]): unknown[] {
   const path = join(
     dirname(fileURLToPath(import.meta.url)),
-    "..",
-    "..",
-    "deploy",
-    "examples",
-    "export-fields",
-    "tasks.yaml",
+    "../../deploy/examples/export-fields/tasks.yaml",
   );
   for (const doc of loadAll(readFileSync(path, "utf8"))) {
     const obj = doc as { kind?: string; rules?: Array<Record<string, unknown>> } | null;
