@@ -63,7 +63,6 @@ afterEach(async () => {
 });
 
 describe("InformerPool sharing", () => {
-  // prettier-ignore
   const cases: {
     reason: string;
     a: [ResourceInfo, string | undefined];
@@ -71,11 +70,36 @@ describe("InformerPool sharing", () => {
     shared: boolean;
   }[] = [
     { reason: "same resource, same namespace", a: [configMaps, "x"], b: [configMaps, "x"], shared: true },
-    { reason: "same resource, every namespace", a: [configMaps, undefined], b: [configMaps, undefined], shared: true },
-    { reason: "a namespaced resource in two namespaces", a: [configMaps, "x"], b: [configMaps, "y"], shared: false },
-    { reason: "a namespaced resource in one namespace and in all", a: [configMaps, "x"], b: [configMaps, undefined], shared: false },
-    { reason: "a cluster-scoped resource ignores the namespace", a: [nodes, "x"], b: [nodes, "y"], shared: true },
-    { reason: "a cluster-scoped resource with and without one", a: [nodes, "x"], b: [nodes, undefined], shared: true },
+    {
+      reason: "same resource, every namespace",
+      a: [configMaps, undefined],
+      b: [configMaps, undefined],
+      shared: true,
+    },
+    {
+      reason: "a namespaced resource in two namespaces",
+      a: [configMaps, "x"],
+      b: [configMaps, "y"],
+      shared: false,
+    },
+    {
+      reason: "a namespaced resource in one namespace and in all",
+      a: [configMaps, "x"],
+      b: [configMaps, undefined],
+      shared: false,
+    },
+    {
+      reason: "a cluster-scoped resource ignores the namespace",
+      a: [nodes, "x"],
+      b: [nodes, "y"],
+      shared: true,
+    },
+    {
+      reason: "a cluster-scoped resource with and without one",
+      a: [nodes, "x"],
+      b: [nodes, undefined],
+      shared: true,
+    },
     { reason: "two resources of one group version", a: [configMaps, "x"], b: [secrets, "x"], shared: false },
     { reason: "one resource in two versions", a: [widgetsV1, "x"], b: [widgetsV2, "x"], shared: false },
   ];
