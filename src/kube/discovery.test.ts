@@ -154,25 +154,80 @@ describe("Discovery.lookup", () => {
     expect(info).toEqual({ ...want, kind, version: "v1" });
   });
 
-  // prettier-ignore
   const missing: { reason: string; apiVersion: string; kind: string; want: string; answer?: Answer }[] = [
-    { reason: "a kind served only as a subresource is not a kind of the group version", apiVersion: "v1", kind: "Pod", want: "the API server serves v1 but no kind Pod in it" },
-    { reason: "a subresource's kind (Scale) is not served as a resource", apiVersion: "apps/v1", kind: "Scale", want: "no kind Scale in apps/v1" },
-    { reason: "an unknown kind names the group version it looked in", apiVersion: "apps/v1", kind: "Widget", want: "the API server serves apps/v1 but no kind Widget in it" },
-    { reason: "a group version the server does not serve (404)", apiVersion: "example.com/v1", kind: "Widget", want: "the API server does not serve example.com/v1" },
-    { reason: "an aggregated API whose backend is down (503)", apiVersion: "metrics.k8s.io/v1beta1", kind: "PodMetrics", answer: new ApiError("GET", "/apis/metrics.k8s.io/v1beta1", 503, "ServiceUnavailable", "down"), want: "discovery of metrics.k8s.io/v1beta1 failed (503 ServiceUnavailable)" },
-    { reason: "a network error is a failed discovery too", apiVersion: "metrics.k8s.io/v1beta1", kind: "PodMetrics", answer: new Error("socket hang up"), want: "discovery of metrics.k8s.io/v1beta1 failed (socket hang up)" },
+    {
+      reason: "a kind served only as a subresource is not a kind of the group version",
+      apiVersion: "v1",
+      kind: "Pod",
+      want: "the API server serves v1 but no kind Pod in it",
+    },
+    {
+      reason: "a subresource's kind (Scale) is not served as a resource",
+      apiVersion: "apps/v1",
+      kind: "Scale",
+      want: "no kind Scale in apps/v1",
+    },
+    {
+      reason: "an unknown kind names the group version it looked in",
+      apiVersion: "apps/v1",
+      kind: "Widget",
+      want: "the API server serves apps/v1 but no kind Widget in it",
+    },
+    {
+      reason: "a group version the server does not serve (404)",
+      apiVersion: "example.com/v1",
+      kind: "Widget",
+      want: "the API server does not serve example.com/v1",
+    },
+    {
+      reason: "an aggregated API whose backend is down (503)",
+      apiVersion: "metrics.k8s.io/v1beta1",
+      kind: "PodMetrics",
+      answer: new ApiError("GET", "/apis/metrics.k8s.io/v1beta1", 503, "ServiceUnavailable", "down"),
+      want: "discovery of metrics.k8s.io/v1beta1 failed (503 ServiceUnavailable)",
+    },
+    {
+      reason: "a network error is a failed discovery too",
+      apiVersion: "metrics.k8s.io/v1beta1",
+      kind: "PodMetrics",
+      answer: new Error("socket hang up"),
+      want: "discovery of metrics.k8s.io/v1beta1 failed (socket hang up)",
+    },
   ];
 
-  // prettier-ignore
   const nearMisses: Array<{ reason: string; apiVersion: string; kind: string; want: string | undefined }> = [
-    { reason: "a kind differing only in case", apiVersion: "v1", kind: "configmap", want: 'did you mean "ConfigMap"?' },
-    { reason: "a plural is one edit away", apiVersion: "apps/v1", kind: "Deployments", want: 'did you mean "Deployment"?' },
-    { reason: "a typo, in lower case", apiVersion: "v1", kind: "configmqp", want: 'did you mean "ConfigMap"?' },
+    {
+      reason: "a kind differing only in case",
+      apiVersion: "v1",
+      kind: "configmap",
+      want: 'did you mean "ConfigMap"?',
+    },
+    {
+      reason: "a plural is one edit away",
+      apiVersion: "apps/v1",
+      kind: "Deployments",
+      want: 'did you mean "Deployment"?',
+    },
+    {
+      reason: "a typo, in lower case",
+      apiVersion: "v1",
+      kind: "configmqp",
+      want: 'did you mean "ConfigMap"?',
+    },
     { reason: "a missing letter", apiVersion: "v1", kind: "Nde", want: 'did you mean "Node"?' },
     { reason: "two edits away is not a near miss", apiVersion: "v1", kind: "Nodexx", want: undefined },
-    { reason: "an unrelated kind gets no suggestion", apiVersion: "apps/v1", kind: "Widget", want: undefined },
-    { reason: "a subresource's kind (Pod of pods/status) is never suggested", apiVersion: "v1", kind: "Pods", want: undefined },
+    {
+      reason: "an unrelated kind gets no suggestion",
+      apiVersion: "apps/v1",
+      kind: "Widget",
+      want: undefined,
+    },
+    {
+      reason: "a subresource's kind (Pod of pods/status) is never suggested",
+      apiVersion: "v1",
+      kind: "Pods",
+      want: undefined,
+    },
   ];
   it.each(nearMisses)("KindNotFound says did you mean: $reason", async ({ apiVersion, kind, want }) => {
     const { discovery } = setup();

@@ -87,10 +87,12 @@ function readyCondition(reason: string, status = "True") {
 }
 
 describe("the Referable CRD stores valid specs", () => {
-  // prettier-ignore
   const cases: Array<{ reason: string; spec: Spec; want?: Spec }> = [
     { reason: "a source by name is the basic form", spec: { source: byName } },
-    { reason: "a cluster-scoped source has no namespace", spec: { source: { apiVersion: "v1", kind: "Namespace", name: "team-a", fieldPath: "metadata.uid" } } },
+    {
+      reason: "a cluster-scoped source has no namespace",
+      spec: { source: { apiVersion: "v1", kind: "Namespace", name: "team-a", fieldPath: "metadata.uid" } },
+    },
     {
       reason: "a selector source may take every match in order, bounded",
       spec: {
@@ -108,17 +110,37 @@ describe("the Referable CRD stores valid specs", () => {
         selection: { mode: "Multiple", sortByFieldPath: "metadata.name", minMatch: 0, maxMatch: 10 },
       },
     },
-    { reason: "an empty selector matches every object of the kind", spec: { source: { ...bySelector, selector: {} } } },
-    { reason: "selection defaults mode to Single when it is present", spec: { source: bySelector, selection: {} }, want: { source: bySelector, selection: { mode: "Single" } } },
-    { reason: "policy defaults resolution to Required when it is present", spec: { source: byName, policy: {} }, want: { source: byName, policy: { resolution: "Required" } } },
-    { reason: "resolution Optional is kept", spec: { source: byName, policy: { resolution: "Optional" } } },
-    { reason: "a JSONPath fieldPath of the maximum length is accepted", spec: { source: { ...byName, fieldPath: `{.${"a".repeat(1021)}}` } } },
+    {
+      reason: "an empty selector matches every object of the kind",
+      spec: { source: { ...bySelector, selector: {} } },
+    },
+    {
+      reason: "selection defaults mode to Single when it is present",
+      spec: { source: bySelector, selection: {} },
+      want: { source: bySelector, selection: { mode: "Single" } },
+    },
+    {
+      reason: "policy defaults resolution to Required when it is present",
+      spec: { source: byName, policy: {} },
+      want: { source: byName, policy: { resolution: "Required" } },
+    },
+    {
+      reason: "resolution Optional is kept",
+      spec: { source: byName, policy: { resolution: "Optional" } },
+    },
+    {
+      reason: "a JSONPath fieldPath of the maximum length is accepted",
+      spec: { source: { ...byName, fieldPath: `{.${"a".repeat(1021)}}` } },
+    },
     { reason: "a string default", spec: { source: byName, default: "fallback" } },
     { reason: "an empty string default", spec: { source: byName, default: "" } },
     { reason: "an integer default", spec: { source: byName, default: 42 } },
     { reason: "a number default", spec: { source: byName, default: 1.5 } },
     { reason: "a boolean default, false included", spec: { source: byName, default: false } },
-    { reason: "an object default keeps its nested fields", spec: { source: byName, default: { host: "db", port: 5432, tags: { a: [1, true, null] } } } },
+    {
+      reason: "an object default keeps its nested fields",
+      spec: { source: byName, default: { host: "db", port: 5432, tags: { a: [1, true, null] } } },
+    },
     { reason: "a list default", spec: { source: byName, default: ["a", 1, { b: false }] } },
     {
       reason: "export into a ConfigMap and a Secret, keys of the API server's alphabet, up to 16",
@@ -131,7 +153,11 @@ describe("the Referable CRD stores valid specs", () => {
         ],
       },
     },
-    { reason: "a null default is dropped by the API server: it means no default", spec: { source: byName, default: null }, want: { source: byName } },
+    {
+      reason: "a null default is dropped by the API server: it means no default",
+      spec: { source: byName, default: null },
+      want: { source: byName },
+    },
   ];
 
   it.each(cases)("$reason", async ({ spec, want }) => {
@@ -231,13 +257,32 @@ describe("the Referable CRD stores a status written through /status", () => {
     }
   });
 
-  // prettier-ignore
   const invalid: Array<{ reason: string; status: Record<string, unknown>; messages: string[] }> = [
-    { reason: "a condition status outside True, False, Unknown", status: { conditions: [{ ...readyCondition("Available"), status: "Maybe" }] }, messages: ['status.conditions[0].status: Unsupported value: "Maybe"'] },
-    { reason: "a condition without a reason", status: { conditions: [{ ...readyCondition("Available"), reason: undefined }] }, messages: ["status.conditions[0].reason: Required value"] },
-    { reason: "a reason that is not CamelCase", status: { conditions: [readyCondition("not a reason")] }, messages: ['status.conditions[0].reason: Invalid value: "not a reason"', "should match"] },
-    { reason: "two conditions of one type", status: { conditions: [readyCondition("Available"), readyCondition("Defaulted")] }, messages: ["status.conditions[1]: Duplicate value"] },
-    { reason: "a negative observedGeneration", status: { observedGeneration: -1 }, messages: ["status.observedGeneration: Invalid value: -1", "should be greater than or equal to 0"] },
+    {
+      reason: "a condition status outside True, False, Unknown",
+      status: { conditions: [{ ...readyCondition("Available"), status: "Maybe" }] },
+      messages: ['status.conditions[0].status: Unsupported value: "Maybe"'],
+    },
+    {
+      reason: "a condition without a reason",
+      status: { conditions: [{ ...readyCondition("Available"), reason: undefined }] },
+      messages: ["status.conditions[0].reason: Required value"],
+    },
+    {
+      reason: "a reason that is not CamelCase",
+      status: { conditions: [readyCondition("not a reason")] },
+      messages: ['status.conditions[0].reason: Invalid value: "not a reason"', "should match"],
+    },
+    {
+      reason: "two conditions of one type",
+      status: { conditions: [readyCondition("Available"), readyCondition("Defaulted")] },
+      messages: ["status.conditions[1]: Duplicate value"],
+    },
+    {
+      reason: "a negative observedGeneration",
+      status: { observedGeneration: -1 },
+      messages: ["status.observedGeneration: Invalid value: -1", "should be greater than or equal to 0"],
+    },
   ];
 
   it.each(invalid)("refuses $reason", async ({ status, messages }) => {
@@ -252,32 +297,127 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
   const matchExpression = (e: Record<string, unknown>) => ({
     source: { ...bySelector, selector: { matchExpressions: [e] } },
   });
-  // prettier-ignore
   const cases: Array<{ reason: string; spec: Spec | undefined; messages: string[] }> = [
-    { reason: "both name and selector", spec: { source: { ...bySelector, name: "x" } }, messages: ["spec.source: Forbidden: name and selector are mutually exclusive: set exactly one of them"] },
-    { reason: "neither name nor selector", spec: { source: { apiVersion: "v1", kind: "ConfigMap", namespace: "crd-test", fieldPath: "data.k" } }, messages: ["spec.source: Required value: one of name and selector is required"] },
-    { reason: "selection without a selector", spec: { source: byName, selection: { mode: "Single" } }, messages: ["spec.selection: Forbidden: selection applies only to a source with a selector"] },
-    { reason: "minMatch greater than maxMatch", spec: { source: bySelector, selection: { mode: "Multiple", minMatch: 3, maxMatch: 2 } }, messages: ["spec.selection: Invalid value: minMatch must not be greater than maxMatch"] },
-    { reason: "minMatch with mode Single", spec: { source: bySelector, selection: { mode: "Single", minMatch: 1 } }, messages: ["minMatch, maxMatch and sortByFieldPath apply only with mode Multiple"] },
-    { reason: "sortByFieldPath without a mode, which defaults to Single", spec: { source: bySelector, selection: { sortByFieldPath: "metadata.name" } }, messages: ["minMatch, maxMatch and sortByFieldPath apply only with mode Multiple"] },
-    { reason: "a mode that does not exist", spec: { source: bySelector, selection: { mode: "Many" } }, messages: ['spec.selection.mode: Unsupported value: "Many"'] },
-    { reason: "a negative minMatch", spec: { source: bySelector, selection: { mode: "Multiple", minMatch: -1 } }, messages: ["spec.selection.minMatch in body should be greater than or equal to 0"] },
-    { reason: "maxMatch 0", spec: { source: bySelector, selection: { mode: "Multiple", maxMatch: 0 } }, messages: ["spec.selection.maxMatch in body should be greater than or equal to 1"] },
-    { reason: "an empty fieldPath", spec: { source: { ...byName, fieldPath: "" } }, messages: ["spec.source.fieldPath in body should be at least 1 chars long"] },
-    { reason: "a fieldPath over 1024 characters", spec: { source: { ...byName, fieldPath: "a".repeat(1025) } }, messages: ["spec.source.fieldPath: Too long: may not be more than 1024"] },
-    { reason: "no fieldPath", spec: { source: { apiVersion: "v1", kind: "ConfigMap", name: "x" } }, messages: ["spec.source.fieldPath: Required value"] },
-    { reason: "no spec", spec: undefined, messages: ["spec: Required value"] },
-    { reason: "no source", spec: { policy: { resolution: "Optional" } }, messages: ["spec.source: Required value"] },
-    { reason: "an apiVersion with two slashes", spec: { source: { ...byName, apiVersion: "apps/v1/extra" } }, messages: ["spec.source.apiVersion in body should match"] },
-    { reason: "an apiVersion in upper case", spec: { source: { ...byName, apiVersion: "Apps/V1" } }, messages: ["spec.source.apiVersion in body should match"] },
-    { reason: "a kind with a space", spec: { source: { ...byName, kind: "Config Map" } }, messages: ["spec.source.kind in body should match"] },
-    { reason: "a namespace that is not a DNS label", spec: { source: { ...byName, namespace: "Team_A" } }, messages: ["spec.source.namespace in body should match"] },
-    { reason: "an operator that does not exist", spec: matchExpression({ key: "tier", operator: "Bogus", values: ["a"] }), messages: ['spec.source.selector.matchExpressions[0].operator: Unsupported value: "Bogus"'] },
-    { reason: "operator In without values", spec: matchExpression({ key: "tier", operator: "In" }), messages: ["operator In needs at least one value"] },
-    { reason: "operator Exists with values", spec: matchExpression({ key: "tier", operator: "Exists", values: ["a"] }), messages: ["operator Exists takes no values"] },
-    { reason: "a matchExpressions key that is not a label key", spec: matchExpression({ key: "not a key", operator: "Exists" }), messages: ["spec.source.selector.matchExpressions[0].key in body should match"] },
-    { reason: "a matchLabels key that is not a label key", spec: { source: { ...bySelector, selector: { matchLabels: { "not a key!": "x" } } } }, messages: ["spec.source.selector.matchLabels: Invalid value: matchLabels keys must be label keys"] },
-    { reason: "a matchLabels value that is not a label value", spec: { source: { ...bySelector, selector: { matchLabels: { app: "-bad-" } } } }, messages: ["spec.source.selector.matchLabels.app in body should match"] },
+    {
+      reason: "both name and selector",
+      spec: { source: { ...bySelector, name: "x" } },
+      messages: ["spec.source: Forbidden: name and selector are mutually exclusive: set exactly one of them"],
+    },
+    {
+      reason: "neither name nor selector",
+      spec: { source: { apiVersion: "v1", kind: "ConfigMap", namespace: "crd-test", fieldPath: "data.k" } },
+      messages: ["spec.source: Required value: one of name and selector is required"],
+    },
+    {
+      reason: "selection without a selector",
+      spec: { source: byName, selection: { mode: "Single" } },
+      messages: ["spec.selection: Forbidden: selection applies only to a source with a selector"],
+    },
+    {
+      reason: "minMatch greater than maxMatch",
+      spec: { source: bySelector, selection: { mode: "Multiple", minMatch: 3, maxMatch: 2 } },
+      messages: ["spec.selection: Invalid value: minMatch must not be greater than maxMatch"],
+    },
+    {
+      reason: "minMatch with mode Single",
+      spec: { source: bySelector, selection: { mode: "Single", minMatch: 1 } },
+      messages: ["minMatch, maxMatch and sortByFieldPath apply only with mode Multiple"],
+    },
+    {
+      reason: "sortByFieldPath without a mode, which defaults to Single",
+      spec: { source: bySelector, selection: { sortByFieldPath: "metadata.name" } },
+      messages: ["minMatch, maxMatch and sortByFieldPath apply only with mode Multiple"],
+    },
+    {
+      reason: "a mode that does not exist",
+      spec: { source: bySelector, selection: { mode: "Many" } },
+      messages: ['spec.selection.mode: Unsupported value: "Many"'],
+    },
+    {
+      reason: "a negative minMatch",
+      spec: { source: bySelector, selection: { mode: "Multiple", minMatch: -1 } },
+      messages: ["spec.selection.minMatch in body should be greater than or equal to 0"],
+    },
+    {
+      reason: "maxMatch 0",
+      spec: { source: bySelector, selection: { mode: "Multiple", maxMatch: 0 } },
+      messages: ["spec.selection.maxMatch in body should be greater than or equal to 1"],
+    },
+    {
+      reason: "an empty fieldPath",
+      spec: { source: { ...byName, fieldPath: "" } },
+      messages: ["spec.source.fieldPath in body should be at least 1 chars long"],
+    },
+    {
+      reason: "a fieldPath over 1024 characters",
+      spec: { source: { ...byName, fieldPath: "a".repeat(1025) } },
+      messages: ["spec.source.fieldPath: Too long: may not be more than 1024"],
+    },
+    {
+      reason: "no fieldPath",
+      spec: { source: { apiVersion: "v1", kind: "ConfigMap", name: "x" } },
+      messages: ["spec.source.fieldPath: Required value"],
+    },
+    {
+      reason: "no spec",
+      spec: undefined,
+      messages: ["spec: Required value"],
+    },
+    {
+      reason: "no source",
+      spec: { policy: { resolution: "Optional" } },
+      messages: ["spec.source: Required value"],
+    },
+    {
+      reason: "an apiVersion with two slashes",
+      spec: { source: { ...byName, apiVersion: "apps/v1/extra" } },
+      messages: ["spec.source.apiVersion in body should match"],
+    },
+    {
+      reason: "an apiVersion in upper case",
+      spec: { source: { ...byName, apiVersion: "Apps/V1" } },
+      messages: ["spec.source.apiVersion in body should match"],
+    },
+    {
+      reason: "a kind with a space",
+      spec: { source: { ...byName, kind: "Config Map" } },
+      messages: ["spec.source.kind in body should match"],
+    },
+    {
+      reason: "a namespace that is not a DNS label",
+      spec: { source: { ...byName, namespace: "Team_A" } },
+      messages: ["spec.source.namespace in body should match"],
+    },
+    {
+      reason: "an operator that does not exist",
+      spec: matchExpression({ key: "tier", operator: "Bogus", values: ["a"] }),
+      messages: ['spec.source.selector.matchExpressions[0].operator: Unsupported value: "Bogus"'],
+    },
+    {
+      reason: "operator In without values",
+      spec: matchExpression({ key: "tier", operator: "In" }),
+      messages: ["operator In needs at least one value"],
+    },
+    {
+      reason: "operator Exists with values",
+      spec: matchExpression({ key: "tier", operator: "Exists", values: ["a"] }),
+      messages: ["operator Exists takes no values"],
+    },
+    {
+      reason: "a matchExpressions key that is not a label key",
+      spec: matchExpression({ key: "not a key", operator: "Exists" }),
+      messages: ["spec.source.selector.matchExpressions[0].key in body should match"],
+    },
+    {
+      reason: "a matchLabels key that is not a label key",
+      spec: { source: { ...bySelector, selector: { matchLabels: { "not a key!": "x" } } } },
+      messages: ["spec.source.selector.matchLabels: Invalid value: matchLabels keys must be label keys"],
+    },
+    {
+      reason: "a matchLabels value that is not a label value",
+      spec: { source: { ...bySelector, selector: { matchLabels: { app: "-bad-" } } } },
+      messages: ["spec.source.selector.matchLabels.app in body should match"],
+    },
     {
       reason: "two requireConditions of one type",
       spec: {
@@ -291,7 +431,11 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
       },
       messages: ["spec.source.requireConditions[1]: Duplicate value"],
     },
-    { reason: "a requireConditions status outside True, False, Unknown", spec: { source: { ...byName, requireConditions: [{ type: "Ready", status: "true" }] } }, messages: ['spec.source.requireConditions[0].status: Unsupported value: "true"'] },
+    {
+      reason: "a requireConditions status outside True, False, Unknown",
+      spec: { source: { ...byName, requireConditions: [{ type: "Ready", status: "true" }] } },
+      messages: ['spec.source.requireConditions[0].status: Unsupported value: "true"'],
+    },
     {
       reason: "more than 16 requireConditions",
       spec: {
@@ -302,15 +446,51 @@ describe("the Referable CRD refuses invalid specs with a clear message", () => {
       },
       messages: ["spec.source.requireConditions: Too many: 17: must have at most 16 items"],
     },
-    { reason: "a resolution that does not exist", spec: { source: byName, policy: { resolution: "Sometimes" } }, messages: ['spec.policy.resolution: Unsupported value: "Sometimes"'] },
-    { reason: "a key of a kind other than ConfigMap or Secret (a Deployment takes a fieldPath)", spec: { source: byName, export: [{ ...exportTarget, kind: "Deployment" }] }, messages: ["spec.export[0]: Invalid value", "a key is exported into a ConfigMap or a Secret"] },
-    { reason: "an export key that is not a ConfigMap key", spec: { source: byName, export: [{ ...exportTarget, key: "DB HOST" }] }, messages: ["spec.export[0].key in body should match '^[-._a-zA-Z0-9]+$'"] },
-    { reason: "an export key of '..'", spec: { source: byName, export: [{ ...exportTarget, key: ".." }] }, messages: ["spec.export[0].key: Invalid value", "key must not be '.' or '..'"] },
-    { reason: "an export key over 253 characters", spec: { source: byName, export: [{ ...exportTarget, key: "k".repeat(254) }] }, messages: ["spec.export[0].key: Too long: may not be more than 253"] },
-    { reason: "an export namespace that is not a DNS label", spec: { source: byName, export: [{ ...exportTarget, namespace: "Team_B" }] }, messages: ["spec.export[0].namespace in body should match"] },
-    { reason: "an export object name that is not a DNS subdomain", spec: { source: byName, export: [{ ...exportTarget, name: "App_Settings" }] }, messages: ["spec.export[0].name in body should match"] },
-    { reason: "an export without a key", spec: { source: byName, export: [{ ...exportTarget, key: undefined }] }, messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"] },
-    { reason: "an export with both a key and a fieldPath", spec: { source: byName, export: [{ ...exportTarget, apiVersion: "v1", fieldPath: "data.x" }] }, messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"] },
+    {
+      reason: "a resolution that does not exist",
+      spec: { source: byName, policy: { resolution: "Sometimes" } },
+      messages: ['spec.policy.resolution: Unsupported value: "Sometimes"'],
+    },
+    {
+      reason: "a key of a kind other than ConfigMap or Secret (a Deployment takes a fieldPath)",
+      spec: { source: byName, export: [{ ...exportTarget, kind: "Deployment" }] },
+      messages: ["spec.export[0]: Invalid value", "a key is exported into a ConfigMap or a Secret"],
+    },
+    {
+      reason: "an export key that is not a ConfigMap key",
+      spec: { source: byName, export: [{ ...exportTarget, key: "DB HOST" }] },
+      messages: ["spec.export[0].key in body should match '^[-._a-zA-Z0-9]+$'"],
+    },
+    {
+      reason: "an export key of '..'",
+      spec: { source: byName, export: [{ ...exportTarget, key: ".." }] },
+      messages: ["spec.export[0].key: Invalid value", "key must not be '.' or '..'"],
+    },
+    {
+      reason: "an export key over 253 characters",
+      spec: { source: byName, export: [{ ...exportTarget, key: "k".repeat(254) }] },
+      messages: ["spec.export[0].key: Too long: may not be more than 253"],
+    },
+    {
+      reason: "an export namespace that is not a DNS label",
+      spec: { source: byName, export: [{ ...exportTarget, namespace: "Team_B" }] },
+      messages: ["spec.export[0].namespace in body should match"],
+    },
+    {
+      reason: "an export object name that is not a DNS subdomain",
+      spec: { source: byName, export: [{ ...exportTarget, name: "App_Settings" }] },
+      messages: ["spec.export[0].name in body should match"],
+    },
+    {
+      reason: "an export without a key",
+      spec: { source: byName, export: [{ ...exportTarget, key: undefined }] },
+      messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"],
+    },
+    {
+      reason: "an export with both a key and a fieldPath",
+      spec: { source: byName, export: [{ ...exportTarget, apiVersion: "v1", fieldPath: "data.x" }] },
+      messages: ["set exactly one of key (a ConfigMap or Secret key) and fieldPath (a field of any object)"],
+    },
     {
       reason: "a field target without its apiVersion",
       spec: {

@@ -552,35 +552,130 @@ describe("deploy/ on the real API server", () => {
 
     const lease = { group: "coordination.k8s.io", resource: "leases", namespace: SYSTEM_NAMESPACE };
     const referables = { group: "referable.dev", resource: "referables" };
-    // prettier-ignore
     const cases: Array<{ reason: string; attributes: Record<string, string>; allowed: boolean }> = [
       { reason: "the Referable informer lists", attributes: { ...referables, verb: "list" }, allowed: true },
-      { reason: "the Referable informer watches", attributes: { ...referables, verb: "watch" }, allowed: true },
-      { reason: "statuses are written with a JSON patch", attributes: { ...referables, subresource: "status", verb: "patch" }, allowed: true },
-      { reason: "the resolver watches CRDs while a kind is missing", attributes: { group: "apiextensions.k8s.io", resource: "customresourcedefinitions", verb: "watch" }, allowed: true },
-      { reason: "secure metrics authenticate each scraper's token", attributes: { group: "authentication.k8s.io", resource: "tokenreviews", verb: "create" }, allowed: true },
-      { reason: "secure metrics authorize each scraper", attributes: { group: "authorization.k8s.io", resource: "subjectaccessreviews", verb: "create" }, allowed: true },
-      { reason: "Events about cluster-scoped Referables go to default", attributes: { resource: "events", namespace: "default", verb: "create" }, allowed: true },
-      { reason: "the first replica creates the Lease", attributes: { ...lease, verb: "create" }, allowed: true },
-      { reason: "replicas renew the Lease named by --leader-election-id", attributes: { ...lease, name: "referable-controller", verb: "update" }, allowed: true },
-      { reason: "default kinds are readable cluster-wide (aggregated)", attributes: { resource: "configmaps", verb: "watch" }, allowed: true },
-      { reason: "apps kinds are in the default set", attributes: { group: "apps", resource: "deployments", verb: "list" }, allowed: true },
+      {
+        reason: "the Referable informer watches",
+        attributes: { ...referables, verb: "watch" },
+        allowed: true,
+      },
+      {
+        reason: "statuses are written with a JSON patch",
+        attributes: { ...referables, subresource: "status", verb: "patch" },
+        allowed: true,
+      },
+      {
+        reason: "the resolver watches CRDs while a kind is missing",
+        attributes: { group: "apiextensions.k8s.io", resource: "customresourcedefinitions", verb: "watch" },
+        allowed: true,
+      },
+      {
+        reason: "secure metrics authenticate each scraper's token",
+        attributes: { group: "authentication.k8s.io", resource: "tokenreviews", verb: "create" },
+        allowed: true,
+      },
+      {
+        reason: "secure metrics authorize each scraper",
+        attributes: { group: "authorization.k8s.io", resource: "subjectaccessreviews", verb: "create" },
+        allowed: true,
+      },
+      {
+        reason: "Events about cluster-scoped Referables go to default",
+        attributes: { resource: "events", namespace: "default", verb: "create" },
+        allowed: true,
+      },
+      {
+        reason: "the first replica creates the Lease",
+        attributes: { ...lease, verb: "create" },
+        allowed: true,
+      },
+      {
+        reason: "replicas renew the Lease named by --leader-election-id",
+        attributes: { ...lease, name: "referable-controller", verb: "update" },
+        allowed: true,
+      },
+      {
+        reason: "default kinds are readable cluster-wide (aggregated)",
+        attributes: { resource: "configmaps", verb: "watch" },
+        allowed: true,
+      },
+      {
+        reason: "apps kinds are in the default set",
+        attributes: { group: "apps", resource: "deployments", verb: "list" },
+        allowed: true,
+      },
       { reason: "the spec belongs to users", attributes: { ...referables, verb: "update" }, allowed: false },
-      { reason: "the export finalizer is added and removed with a JSON patch (never the spec: SECURITY.md)", attributes: { ...referables, verb: "patch" }, allowed: true },
-      { reason: "no ConfigMap is written until a namespace is opted in to export", attributes: { resource: "configmaps", namespace: ns, verb: "patch" }, allowed: false },
-      { reason: "nor created", attributes: { resource: "configmaps", namespace: ns, verb: "create" }, allowed: false },
-      { reason: "no Secret is ever written by the base install", attributes: { resource: "secrets", namespace: ns, verb: "patch" }, allowed: false },
-      { reason: "the controller never creates Referables", attributes: { ...referables, verb: "create" }, allowed: false },
+      {
+        reason: "the export finalizer is added and removed with a JSON patch (never the spec: SECURITY.md)",
+        attributes: { ...referables, verb: "patch" },
+        allowed: true,
+      },
+      {
+        reason: "no ConfigMap is written until a namespace is opted in to export",
+        attributes: { resource: "configmaps", namespace: ns, verb: "patch" },
+        allowed: false,
+      },
+      {
+        reason: "nor created",
+        attributes: { resource: "configmaps", namespace: ns, verb: "create" },
+        allowed: false,
+      },
+      {
+        reason: "no Secret is ever written by the base install",
+        attributes: { resource: "secrets", namespace: ns, verb: "patch" },
+        allowed: false,
+      },
+      {
+        reason: "the controller never creates Referables",
+        attributes: { ...referables, verb: "create" },
+        allowed: false,
+      },
       { reason: "nor deletes them", attributes: { ...referables, verb: "delete" }, allowed: false },
-      { reason: "status is only patched, never replaced", attributes: { ...referables, subresource: "status", verb: "update" }, allowed: false },
-      { reason: "Secrets are not a default kind", attributes: { resource: "secrets", verb: "list" }, allowed: false },
-      { reason: "not even one Secret by name", attributes: { resource: "secrets", namespace: "kube-system", verb: "get" }, allowed: false },
-      { reason: "pods are not a default kind", attributes: { resource: "pods", verb: "list" }, allowed: false },
-      { reason: "sources are read-only", attributes: { resource: "configmaps", namespace: ns, verb: "update" }, allowed: false },
-      { reason: "no Events outside default", attributes: { resource: "events", namespace: "kube-system", verb: "create" }, allowed: false },
-      { reason: "no other Lease in its namespace", attributes: { ...lease, name: "kube-scheduler", verb: "update" }, allowed: false },
-      { reason: "no Lease in other namespaces", attributes: { ...lease, namespace: "kube-system", verb: "create" }, allowed: false },
-      { reason: "no way to grant itself more", attributes: { group: "rbac.authorization.k8s.io", resource: "clusterrolebindings", verb: "create" }, allowed: false },
+      {
+        reason: "status is only patched, never replaced",
+        attributes: { ...referables, subresource: "status", verb: "update" },
+        allowed: false,
+      },
+      {
+        reason: "Secrets are not a default kind",
+        attributes: { resource: "secrets", verb: "list" },
+        allowed: false,
+      },
+      {
+        reason: "not even one Secret by name",
+        attributes: { resource: "secrets", namespace: "kube-system", verb: "get" },
+        allowed: false,
+      },
+      {
+        reason: "pods are not a default kind",
+        attributes: { resource: "pods", verb: "list" },
+        allowed: false,
+      },
+      {
+        reason: "sources are read-only",
+        attributes: { resource: "configmaps", namespace: ns, verb: "update" },
+        allowed: false,
+      },
+      {
+        reason: "no Events outside default",
+        attributes: { resource: "events", namespace: "kube-system", verb: "create" },
+        allowed: false,
+      },
+      {
+        reason: "no other Lease in its namespace",
+        attributes: { ...lease, name: "kube-scheduler", verb: "update" },
+        allowed: false,
+      },
+      {
+        reason: "no Lease in other namespaces",
+        attributes: { ...lease, namespace: "kube-system", verb: "create" },
+        allowed: false,
+      },
+      {
+        reason: "no way to grant itself more",
+        attributes: { group: "rbac.authorization.k8s.io", resource: "clusterrolebindings", verb: "create" },
+        allowed: false,
+      },
     ];
     const got = await Promise.all(
       cases.map(async (c) => ({ ...c, allowed: (await selfCan(c.attributes)).allowed })),

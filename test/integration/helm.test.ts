@@ -1136,18 +1136,45 @@ describe("helm template", () => {
 });
 
 describe("helm template refuses values the chart does not know, saying which (values.schema.json)", () => {
-  // prettier-ignore
   const refused: Array<{ reason: string; set: string; says: string }> = [
-    { reason: "a typo of replicaCount", set: "replicas=3", says: "additional properties 'replicas' not allowed" },
-    { reason: "an extra source kind without resources", set: "extraSourceKinds[0].apiGroups[0]=example.com", says: "at '/extraSourceKinds/0': missing property 'resources'" },
-    { reason: "a duration that is not one", set: "leaderElection.leaseDuration=15", says: "/leaderElection/leaseDuration" },
+    {
+      reason: "a typo of replicaCount",
+      set: "replicas=3",
+      says: "additional properties 'replicas' not allowed",
+    },
+    {
+      reason: "an extra source kind without resources",
+      set: "extraSourceKinds[0].apiGroups[0]=example.com",
+      says: "at '/extraSourceKinds/0': missing property 'resources'",
+    },
+    {
+      reason: "a duration that is not one",
+      set: "leaderElection.leaseDuration=15",
+      says: "/leaderElection/leaseDuration",
+    },
     { reason: "a log level the controller does not have", set: "logLevel=verbose", says: "/logLevel" },
-    { reason: "a typo inside serviceAccount", set: "serviceAccount.annotation.a=b", says: "additional properties 'annotation' not allowed" },
+    {
+      reason: "a typo inside serviceAccount",
+      set: "serviceAccount.annotation.a=b",
+      says: "additional properties 'annotation' not allowed",
+    },
     { reason: "a digest that is not one", set: "image.digest=latest", says: "/image/digest" },
     { reason: "a log format the controller does not have", set: "logFormat=pretty", says: "/logFormat" },
-    { reason: "a pull secret given as a string", set: "imagePullSecrets[0]=regcred", says: "/imagePullSecrets/0" },
-    { reason: "a global pull secret given as a string", set: "global.imagePullSecrets[0]=regcred", says: "/global/imagePullSecrets/0" },
-    { reason: "a typo inside webhook.certManager", set: "webhook.certManager.enable=true", says: "'enable' not allowed" },
+    {
+      reason: "a pull secret given as a string",
+      set: "imagePullSecrets[0]=regcred",
+      says: "/imagePullSecrets/0",
+    },
+    {
+      reason: "a global pull secret given as a string",
+      set: "global.imagePullSecrets[0]=regcred",
+      says: "/global/imagePullSecrets/0",
+    },
+    {
+      reason: "a typo inside webhook.certManager",
+      set: "webhook.certManager.enable=true",
+      says: "'enable' not allowed",
+    },
     { reason: "a strategy that is not one", set: "strategy.type=Rolling", says: "/strategy/type" },
   ];
   it.each(refused)(
@@ -1160,18 +1187,57 @@ describe("helm template refuses values the chart does not know, saying which (va
 });
 
 describe("helm template refuses contradictory values, saying the fix", () => {
-  // prettier-ignore
   const contradictions: Array<{ reason: string; set: string[]; says: string }> = [
-    { reason: "a PodDisruptionBudget with minAvailable 1 over one replica blocks every node drain", set: ["replicaCount=1"], says: "podDisruptionBudget.minAvailable=1 with replicaCount=1 lets no pod be evicted, so every node drain blocks: set replicaCount=2 or more, or a lower minAvailable, or podDisruptionBudget.enabled=false" },
-    { reason: "minAvailable 100% blocks every node drain whatever the replicas", set: ["podDisruptionBudget.minAvailable=100%"], says: "podDisruptionBudget.minAvailable=100% lets no pod be evicted" },
-    { reason: "leader election off with two replicas makes two writers", set: ["leaderElection.enabled=false"], says: "leaderElection.enabled=false with replicaCount=2 makes 2 controllers write the same statuses and exports: set leaderElection.enabled=true, or replicaCount=1" },
-    { reason: "fewer buckets than replicas leaves a replica with nothing to serve", set: ["sharding.shards=2", "replicaCount=3"], says: "sharding.shards=2 with replicaCount=3 leaves a replica with no bucket to serve: set sharding.shards=3 or more" },
-    { reason: "sharding without leader election has no Lease settings for its buckets", set: ["sharding.shards=4", "leaderElection.enabled=false"], says: "sharding.shards=4 needs leaderElection.enabled=true" },
-    { reason: "a heap cap at the memory limit", set: ["heapCapMiB=512"], says: "heapCapMiB=512 is at or above resources.limits.memory=512Mi (512 MiB)" },
-    { reason: "a heap cap above a limit given in Gi", set: ["heapCapMiB=2048", "resources.limits.memory=1Gi"], says: "set heapCapMiB to about half the limit (BENCHMARKS.md, Sizing), or raise resources.limits.memory" },
-    { reason: "a heap cap above a limit given in bytes", set: ["heapCapMiB=300", "resources.limits.memory=268435456"], says: "heapCapMiB=300 is at or above resources.limits.memory=268435456 (256 MiB)" },
-    { reason: "a PodDisruptionBudget with maxUnavailable 0 blocks every node drain", set: ["podDisruptionBudget.maxUnavailable=0"], says: "podDisruptionBudget.maxUnavailable=0 lets no pod be evicted, so every node drain blocks" },
-    { reason: "an existing ServiceAccount without its name", set: ["serviceAccount.create=false"], says: "serviceAccount.create=false needs serviceAccount.name" },
+    {
+      reason: "a PodDisruptionBudget with minAvailable 1 over one replica blocks every node drain",
+      set: ["replicaCount=1"],
+      says: "podDisruptionBudget.minAvailable=1 with replicaCount=1 lets no pod be evicted, so every node drain blocks: set replicaCount=2 or more, or a lower minAvailable, or podDisruptionBudget.enabled=false",
+    },
+    {
+      reason: "minAvailable 100% blocks every node drain whatever the replicas",
+      set: ["podDisruptionBudget.minAvailable=100%"],
+      says: "podDisruptionBudget.minAvailable=100% lets no pod be evicted",
+    },
+    {
+      reason: "leader election off with two replicas makes two writers",
+      set: ["leaderElection.enabled=false"],
+      says: "leaderElection.enabled=false with replicaCount=2 makes 2 controllers write the same statuses and exports: set leaderElection.enabled=true, or replicaCount=1",
+    },
+    {
+      reason: "fewer buckets than replicas leaves a replica with nothing to serve",
+      set: ["sharding.shards=2", "replicaCount=3"],
+      says: "sharding.shards=2 with replicaCount=3 leaves a replica with no bucket to serve: set sharding.shards=3 or more",
+    },
+    {
+      reason: "sharding without leader election has no Lease settings for its buckets",
+      set: ["sharding.shards=4", "leaderElection.enabled=false"],
+      says: "sharding.shards=4 needs leaderElection.enabled=true",
+    },
+    {
+      reason: "a heap cap at the memory limit",
+      set: ["heapCapMiB=512"],
+      says: "heapCapMiB=512 is at or above resources.limits.memory=512Mi (512 MiB)",
+    },
+    {
+      reason: "a heap cap above a limit given in Gi",
+      set: ["heapCapMiB=2048", "resources.limits.memory=1Gi"],
+      says: "set heapCapMiB to about half the limit (BENCHMARKS.md, Sizing), or raise resources.limits.memory",
+    },
+    {
+      reason: "a heap cap above a limit given in bytes",
+      set: ["heapCapMiB=300", "resources.limits.memory=268435456"],
+      says: "heapCapMiB=300 is at or above resources.limits.memory=268435456 (256 MiB)",
+    },
+    {
+      reason: "a PodDisruptionBudget with maxUnavailable 0 blocks every node drain",
+      set: ["podDisruptionBudget.maxUnavailable=0"],
+      says: "podDisruptionBudget.maxUnavailable=0 lets no pod be evicted, so every node drain blocks",
+    },
+    {
+      reason: "an existing ServiceAccount without its name",
+      set: ["serviceAccount.create=false"],
+      says: "serviceAccount.create=false needs serviceAccount.name",
+    },
   ];
   it.each(contradictions)(
     "$reason",
@@ -1368,11 +1434,31 @@ describe("helm install on the control plane", () => {
           },
         });
         await createSecret(admin, src, "s", { k: "v" });
-        // prettier-ignore
         const cases = [
-          { reason: "Available", apiVersion: "v1", kind: "ConfigMap", name: "db", fieldPath: "data.host", value: "db.example" },
-          { reason: "Available", apiVersion: `${widgetGroup}/v1`, kind: "Widget", name: "w", fieldPath: "spec.size", value: 7 },
-          { reason: "Forbidden", apiVersion: "v1", kind: "Secret", name: "s", fieldPath: "data.k", value: undefined },
+          {
+            reason: "Available",
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            name: "db",
+            fieldPath: "data.host",
+            value: "db.example",
+          },
+          {
+            reason: "Available",
+            apiVersion: `${widgetGroup}/v1`,
+            kind: "Widget",
+            name: "w",
+            fieldPath: "spec.size",
+            value: 7,
+          },
+          {
+            reason: "Forbidden",
+            apiVersion: "v1",
+            kind: "Secret",
+            name: "s",
+            fieldPath: "data.k",
+            value: undefined,
+          },
         ];
         const names: string[] = [];
         for (const c of cases) {

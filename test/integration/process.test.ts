@@ -207,13 +207,28 @@ describe("flags", () => {
     expect(p.stderr()).toBe("");
   }, 60_000);
 
-  // prettier-ignore
   const refused: Array<{ reason: string; args: string[]; stderr: string }> = [
     { reason: "an unknown flag", args: ["--no-such-flag"], stderr: 'unknown option "--no-such-flag"' },
-    { reason: "a typo'd flag, with the flag meant", args: ["--leader-elction-id=x"], stderr: 'unknown option "--leader-elction-id": did you mean --leader-election-id?' },
-    { reason: "an unknown log format", args: ["--log-format=pretty"], stderr: '--log-format (env REFERABLE_LOG_FORMAT): "pretty" is not json or text' },
-    { reason: "a bad duration", args: ["--leader-election-lease-duration", "10x"], stderr: '--leader-election-lease-duration (env REFERABLE_LEASE_DURATION): "10x" is not a duration' },
-    { reason: "a bad bind address (refused while parsing, not when listening)", args: ["--metrics-bind-address", "8080"], stderr: 'bind address "8080" is not of the form [host]:port' },
+    {
+      reason: "a typo'd flag, with the flag meant",
+      args: ["--leader-elction-id=x"],
+      stderr: 'unknown option "--leader-elction-id": did you mean --leader-election-id?',
+    },
+    {
+      reason: "an unknown log format",
+      args: ["--log-format=pretty"],
+      stderr: '--log-format (env REFERABLE_LOG_FORMAT): "pretty" is not json or text',
+    },
+    {
+      reason: "a bad duration",
+      args: ["--leader-election-lease-duration", "10x"],
+      stderr: '--leader-election-lease-duration (env REFERABLE_LEASE_DURATION): "10x" is not a duration',
+    },
+    {
+      reason: "a bad bind address (refused while parsing, not when listening)",
+      args: ["--metrics-bind-address", "8080"],
+      stderr: 'bind address "8080" is not of the form [host]:port',
+    },
     {
       reason: "leader-election timing LeaderElector would refuse",
       args: [
