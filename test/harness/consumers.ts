@@ -8,11 +8,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { repoRoot } from "./control-plane.ts";
+import { forwardTo } from "./netns-host.ts";
+import { stopProcessGroup } from "./process-group.ts";
 
 /** Builds (once) or finds kro and provider-kubernetes; returns their folder. */
 export async function consumerBinaries(): Promise<string> {
@@ -73,17 +74,7 @@ function handle({ child, output, cleanup }: Started): ConsumerProcess {
     tail: (bytes = 4000) => output.join("").slice(-bytes),
     async stop() {
       // The whole process group: the forwarder and the consumer it runs.
-      const kill = (signal: NodeJS.Signals) => {
-        try {
-          process.kill(-child.pid!, signal);
-        } catch {
-          // already gone
-        }
-      };
-      kill("SIGTERM");
-      const timer = setTimeout(() => kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timer);
+      await stopProcessGroup(child, exited);
       await cleanup();
     },
   };
@@ -121,16 +112,7 @@ export async function startIsolated(
     throw new Error(`startIsolated forwards to 127.0.0.1 only, not ${apiServer}`);
   const dir = await mkdtemp(join(tmpdir(), "referable-netns-"));
   const socket = join(dir, "apiserver.sock");
-  const server: Server = createServer((inner) => {
-    const outer = connect(Number(target.port), "127.0.0.1");
-    inner.pipe(outer).pipe(inner);
-    inner.on("error", () => outer.destroy());
-    outer.on("error", () => inner.destroy());
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(socket, () => resolve());
-  });
+  const server = await forwardTo(socket, Number(target.port));
   const forwarder = fileURLToPath(new URL("./netns-forwarder.js", import.meta.url));
   const inner = [process.execPath, forwarder, target.port, socket, command, ...args]
     .map(shellQuote)

@@ -32,8 +32,7 @@ export async function controllerAccount(
   cleanup: string[],
   baseRules: unknown[] = deployBaseRules("rbac-controller.yaml", "rbac-source-reader-defaults.yaml"),
 ): Promise<ControllerAccount> {
-  const ns = await createNamespace(admin, prefix);
-  cleanup.push(`/api/v1/namespaces/${ns}`);
+  const ns = await createNamespace(admin, prefix, cleanup);
   const subjects = [serviceAccount("controller", ns)];
   const bind = (role: string, namespace: string, name = role) =>
     bindRole(admin, name, role, subjects, namespace);

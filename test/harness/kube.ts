@@ -42,6 +42,34 @@ export function deployBaseRules(...files: string[]): unknown[] {
   return rules;
 }
 
+/**
+ * The rules of deploy/examples/export-fields' ClusterRole (the opt-in of Tasks for field exports),
+ * for `resources` of `apiGroup` instead of Tasks.
+ */
+export function exportFieldsOptInRules(apiGroup: string, resources: string[]): unknown[] {
+  const path = join(
+    dirname(fileURLToPath(import.meta.url)),
+    "../../deploy/examples/export-fields/tasks.yaml",
+  );
+  for (const doc of loadAll(readFileSync(path, "utf8"))) {
+    const obj = doc as { kind?: string; rules?: Array<Record<string, unknown>> } | null;
+    if (obj?.kind === "ClusterRole")
+      return (obj.rules ?? []).map((r) => ({ ...r, apiGroups: [apiGroup], resources }));
+  }
+  throw new Error(`no ClusterRole in ${path}`);
+}
+
+/** The message of the API server's refusal of `request`; fails the test when the request was allowed. */
+export async function refusal(request: Promise<unknown>): Promise<string> {
+  try {
+    await request;
+  } catch (err) {
+    if (isApiError(err)) return err.message;
+    throw err;
+  }
+  throw new Error("the request was allowed, but a refusal was expected");
+}
+
 /** The admin kubeconfig of the control plane that the global setup started. */
 export function testKubeConfig(): KubeConfig {
   const path = process.env.REFERABLE_TEST_KUBECONFIG;
@@ -151,12 +179,20 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString("hex")}`;
 }
 
-/** Creates a namespace of its own for a test and returns its name. */
-export async function createNamespace(client: KubeClient, prefix: string): Promise<string> {
+/**
+ * Creates a namespace of its own for a test and returns its name; pushes its path on `cleanup`
+ * (the paths the test deletes when it is done) when given.
+ */
+export async function createNamespace(
+  client: KubeClient,
+  prefix: string,
+  cleanup?: string[],
+): Promise<string> {
   const name = uniqueName(prefix);
   await client.request("POST", "/api/v1/namespaces", {
     body: { apiVersion: "v1", kind: "Namespace", metadata: { name } },
   });
+  cleanup?.push(`/api/v1/namespaces/${name}`);
   return name;
 }
 

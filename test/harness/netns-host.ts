@@ -16,6 +16,7 @@ import { connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { stopProcessGroup } from "./process-group.ts";
 
 /** A test host in a network namespace, forwarding one port to a listener on 127.0.0.1. */
 export interface NetnsHost {
@@ -119,7 +120,7 @@ async function freeSubnet(): Promise<[string, string]> {
 }
 
 /** Listens on the unix socket `path`, passing each connection on to 127.0.0.1:`port`. */
-async function forwardTo(path: string, port: number): Promise<Server> {
+export async function forwardTo(path: string, port: number): Promise<Server> {
   const server = createServer((inner) => {
     const outer = connect(port, "127.0.0.1");
     inner.pipe(outer).pipe(inner);
@@ -163,18 +164,7 @@ function listening(child: ChildProcess, output: string[]): Promise<void> {
 /** SIGTERM to the child's process group, SIGKILL after 10 s; resolves once it exited. */
 async function killGroup(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null || !child.pid) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const kill = (signal: NodeJS.Signals) => {
-    try {
-      process.kill(-child.pid!, signal);
-    } catch {
-      // already gone
-    }
-  };
-  kill("SIGTERM");
-  const timer = setTimeout(() => kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(timer);
+  await stopProcessGroup(child, new Promise<void>((resolve) => child.once("exit", () => resolve())));
 }
 
 /** Removes the test hosts of test processes that died without cleaning up (their pid is in the name). */

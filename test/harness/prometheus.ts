@@ -24,6 +24,22 @@ export function prometheusUnavailable(): string | undefined {
   }
 }
 
+/**
+ * The endpoint a ServiceMonitor shipped with secure metrics must hold: HTTPS on `port`, with a
+ * bearer token from the Secret `tokenSecret` (authorization, as prometheus-operator deprecates
+ * bearerTokenFile) and the controller's self-signed certificate accepted.
+ */
+export function secureMetricsEndpoint(port: string, tokenSecret: string): Record<string, unknown> {
+  return {
+    port,
+    path: "/metrics",
+    interval: "30s",
+    scheme: "https",
+    authorization: { type: "Bearer", credentials: { name: tokenSecret, key: "token" } },
+    tlsConfig: { insecureSkipVerify: true },
+  };
+}
+
 /** One scrape job: static targets (host:port) on one metrics path. */
 export interface ScrapeJob {
   job: string;

@@ -8,18 +8,19 @@ import { isApiError, type KubeClient } from "../../src/kube/client.ts";
 import { EXPORT_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "../../src/webhook/index.ts";
 import {
   closeTestClients,
+  configMapField,
+  createConfigMap,
   createNamespace,
+  createSecret,
   impersonatingClient,
+  openScope,
+  refusal,
+  selfAccess,
   serviceAccountToken,
+  testCrdSource,
   tokenClient,
   uniqueName,
   waitFor,
-  openScope,
-  selfAccess,
-  createConfigMap,
-  createSecret,
-  testCrdSource,
-  configMapField,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount, user, type Rule, type Subject } from "../harness/rbac.ts";
 import { presentedFingerprint, startTestWebhook, type TestWebhook } from "../harness/webhook.ts";
@@ -156,17 +157,6 @@ function createReferable(
       spec: { source, ...extra },
     },
   });
-}
-
-/** The message of the API server's refusal; fails the test when the request was allowed. */
-async function refusal(request: Promise<unknown>): Promise<string> {
-  try {
-    await request;
-  } catch (err) {
-    if (isApiError(err)) return err.message;
-    throw err;
-  }
-  throw new Error("the request was allowed, but a refusal was expected");
 }
 
 const configMap = (name: string, fieldPath?: string) => configMapField(ns, name, fieldPath);

@@ -38,6 +38,7 @@ import {
   createNamespace,
   impersonatingClient,
   mergePatch,
+  refusal,
   selfAccess,
   testKubeConfig,
   tokenClient,
@@ -53,15 +54,14 @@ jest.setTimeout(60_000);
 let admin: KubeClient;
 let team: string;
 let account: ControllerAccount;
-let ctl: TestController;
-let webhook: TestWebhook;
+/** The controller as deploy/base ships it, and the admission webhook in front of its Referables. */
+let ctl: TestController, webhook: TestWebhook;
 let authorRole: string;
 const cleanup: string[] = [];
 
 beforeAll(async () => {
   admin = adminClient();
-  team = await createNamespace(admin, "deputy-team");
-  cleanup.push(`/api/v1/namespaces/${team}`);
+  team = await createNamespace(admin, "deputy-team", cleanup);
   // The controller as deploy/base ships it, with ConfigMaps of the team opted in for fields.
   account = await controllerAccount(admin, "deputy-ctl", cleanup);
   await account.grant([{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "patch"] }], team);
@@ -85,17 +85,6 @@ afterAll(async () => {
   await webhook?.stop();
   await tearDownControllers(admin, [ctl], cleanup);
 }, 60_000);
-
-/** The API server's refusal message; fails the test when the request was allowed. */
-async function refusal(request: Promise<unknown>): Promise<string> {
-  try {
-    await request;
-  } catch (err) {
-    if (isApiError(err)) return err.message;
-    throw err;
-  }
-  throw new Error("the request was allowed, but a refusal was expected");
-}
 
 const referableBody = (name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}) => ({
   apiVersion: "referable.dev/v1alpha1",

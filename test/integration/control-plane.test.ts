@@ -9,11 +9,11 @@ import { repoRoot } from "../harness/control-plane.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../../src/kube/client.ts";
 import {
   closeTestClients,
+  openScope,
   serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
-  openScope,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 

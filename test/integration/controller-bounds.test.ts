@@ -20,13 +20,9 @@
  * every key), 2's canary waited for every bad evaluation in the one worker, and 3 read every
  * target every second.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
-import { loadAll } from "js-yaml";
 import { isApiError, type KubeClient } from "../../src/kube/client.ts";
 import { DEEP_EQUALITY } from "../fixtures/hostile-transforms.ts";
-import { repoRoot } from "../harness/control-plane.ts";
 import { controllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
@@ -42,6 +38,7 @@ import {
   adminClient,
   createConfigMap,
   createNamespace,
+  exportFieldsOptInRules,
   installTestCrd,
   uniqueName,
   waitFor,
@@ -76,8 +73,7 @@ describe("label keys: a total per watched kind", () => {
   let ns: string;
 
   beforeAll(async () => {
-    ns = await createNamespace(admin, "bounds-labels");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    ns = await createNamespace(admin, "bounds-labels", cleanup);
     ctl = await startTestController({
       build: { maxLabelKeysPerKind: TOTAL, maxLabelBytesPerObject: 1024 },
     });
@@ -159,8 +155,7 @@ describe("transforms: a quarantine lane for expressions that hit their limits", 
   let ns: string;
 
   beforeAll(async () => {
-    ns = await createNamespace(admin, "bounds-transforms");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    ns = await createNamespace(admin, "bounds-transforms", cleanup);
     ctl = await startTestController({ build: { transformWorkers: 1, transformTimeoutMs: 50 } });
     controllers.push(ctl);
   }, 60_000);
@@ -236,18 +231,6 @@ describe("reads: one budget for drift reads, and a backoff for missing targets",
   let group: string;
   let apiVersion: string;
 
-  /** The rules of deploy/examples/export-fields, for `resources` of `apiGroup`. */
-  function optInRules(apiGroup: string, resources: string[]): unknown[] {
-    for (const doc of loadAll(
-      readFileSync(join(repoRoot, "deploy/examples/export-fields/tasks.yaml"), "utf8"),
-    )) {
-      const obj = doc as { kind?: string; rules?: Array<Record<string, unknown>> } | null;
-      if (obj?.kind === "ClusterRole")
-        return (obj.rules ?? []).map((r) => ({ ...r, apiGroups: [apiGroup], resources }));
-    }
-    throw new Error("no ClusterRole in deploy/examples/export-fields/tasks.yaml");
-  }
-
   /** GETs of the test's Tasks as the API server counts them (its own metrics), by code. */
   async function taskGets(code?: string): Promise<number> {
     const text = await admin.request<string>("GET", "/metrics", { decode: (t) => t });
@@ -275,7 +258,7 @@ describe("reads: one budget for drift reads, and a backoff for missing targets",
     });
     cleanup.push(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/tasks.${group}`);
     const account = await controllerAccount(admin, "bounds-ctl", cleanup);
-    await account.grant(optInRules(group, ["tasks"]));
+    await account.grant(exportFieldsOptInRules(group, ["tasks"]));
     await waitFor("the controller's RBAC to apply", async () => {
       await account.client
         .request("GET", `/apis/${group}/v1beta1/namespaces/${team}/tasks/none`)
@@ -304,6 +287,16 @@ describe("reads: one budget for drift reads, and a backoff for missing targets",
     name,
     fieldPath: "spec.forProvider.arn",
   });
+  /** A Referable of the ConfigMap `source`'s data.v in the source namespace, exported to the Tasks `tasks`. */
+  const exportToTasks = (source: string, tasks: string[]) =>
+    createReferableAs(
+      admin,
+      {
+        source: { apiVersion: "v1", kind: "ConfigMap", namespace: src, name: source, fieldPath: "data.v" },
+        export: tasks.map(target),
+      },
+      { shard: ctl.shard },
+    );
 
   it("keeps drift reads of existing targets within the controller's budget, shared by every Referable", async () => {
     // 10 Referables with two Tasks each, read every second: 20 reads a second wanted, 5 allowed.
@@ -312,22 +305,7 @@ describe("reads: one budget for drift reads, and a backoff for missing targets",
       await createConfigMap(admin, src, `drift-${r}`, { v: `arn-${r}` });
       const tasks = [`drift-${r}-a`, `drift-${r}-b`];
       for (const t of tasks) await createTask(t);
-      names.push(
-        await createReferableAs(
-          admin,
-          {
-            source: {
-              apiVersion: "v1",
-              kind: "ConfigMap",
-              namespace: src,
-              name: `drift-${r}`,
-              fieldPath: "data.v",
-            },
-            export: tasks.map(target),
-          },
-          { shard: ctl.shard },
-        ),
-      );
+      names.push(await exportToTasks(`drift-${r}`, tasks));
     }
     for (const name of names)
       await waitForView(admin, name, "to be Exported", (v) => exportedCondition(v)?.reason === "Exported", {
@@ -360,22 +338,7 @@ describe("reads: one budget for drift reads, and a backoff for missing targets",
       await createConfigMap(admin, src, `missing-${r}`, { v: `arn-${r}` });
       const tasks = [0, 1, 2].map((i) => `missing-${r}-${i}`);
       missing.push(...tasks);
-      names.push(
-        await createReferableAs(
-          admin,
-          {
-            source: {
-              apiVersion: "v1",
-              kind: "ConfigMap",
-              namespace: src,
-              name: `missing-${r}`,
-              fieldPath: "data.v",
-            },
-            export: tasks.map(target),
-          },
-          { shard: ctl.shard },
-        ),
-      );
+      names.push(await exportToTasks(`missing-${r}`, tasks));
     }
     for (const name of names)
       await waitForView(

@@ -41,7 +41,12 @@ import {
 } from "../harness/kube.ts";
 import { KUBECTL, kustomize } from "../harness/kubectl.ts";
 import { itIf } from "../harness/availability.ts";
-import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
+import {
+  prometheusUnavailable,
+  secureMetricsEndpoint,
+  startPrometheus,
+  type Prometheus,
+} from "../harness/prometheus.ts";
 import { freePort } from "../harness/ports.ts";
 import { aggregateClusterRole } from "../harness/rbac.ts";
 
@@ -459,20 +464,9 @@ describe("deploy/ on the real API server", () => {
     };
     expect(compileLabelSelector(monitorSpec.selector).matches(service.metadata?.labels)).toBe(true);
     expect(monitorSpec.namespaceSelector.matchNames).toContain(service.metadata?.namespace);
+    // The token is the scraper ServiceAccount's, bound to the metrics reader role.
     expect(monitorSpec.endpoints).toEqual([
-      {
-        port: servicePort!.name,
-        path: "/metrics",
-        interval: "30s",
-        scheme: "https",
-        // A token from a Secret (prometheus-operator deprecates bearerTokenFile): the scraper
-        // ServiceAccount's, bound to the metrics reader role.
-        authorization: {
-          type: "Bearer",
-          credentials: { name: "referable-metrics-scraper-token", key: "token" },
-        },
-        tlsConfig: { insecureSkipVerify: true },
-      },
+      secureMetricsEndpoint(servicePort!.name, "referable-metrics-scraper-token"),
     ]);
     const tokenSecret = find(overlay, "Secret", "referable-metrics-scraper-token") as Obj & { type: string };
     expect(tokenSecret.type).toBe("kubernetes.io/service-account-token");

@@ -16,27 +16,24 @@
  * - a real Deployment's spec.template.metadata.annotations[...]: a new generation (a rollout) per change.
  * The webhook's refusal of an author who may not patch the target is in admission.test.ts.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
-import { loadAll } from "js-yaml";
 import { exportValue, isExportError, removeExport } from "../../src/index.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
-import { repoRoot } from "../harness/control-plane.ts";
 import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
+  REFERABLES,
   restartCountingWrites,
   startTestController,
   tearDownControllers,
   type TestController,
-  REFERABLES,
 } from "../harness/controller.ts";
 import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
   adminClient,
   createNamespace,
+  exportFieldsOptInRules,
   installTestCrd,
   testKubeConfig,
   tokenClient,
@@ -59,18 +56,6 @@ let group: string;
 let taskApiVersion: string;
 let controllerToken: string;
 const cleanup: string[] = [];
-
-/** The rules of deploy/examples/export-fields, for `resources` of `apiGroup` instead of Tasks. */
-function optInRules(apiGroup: string, resources: string[]): unknown[] {
-  for (const doc of loadAll(
-    readFileSync(join(repoRoot, "deploy/examples/export-fields/tasks.yaml"), "utf8"),
-  )) {
-    const obj = doc as { kind?: string; rules?: Array<Record<string, unknown>> } | null;
-    if (obj?.kind === "ClusterRole")
-      return (obj.rules ?? []).map((r) => ({ ...r, apiGroups: [apiGroup], resources }));
-  }
-  throw new Error("no ClusterRole in deploy/examples/export-fields/tasks.yaml");
-}
 
 /** A CRD shaped like a Crossplane managed resource (or, cluster-scoped, provider-kubernetes' Object). */
 async function installCrd(kind: string, scope: "Namespaced" | "Cluster", spec: Record<string, unknown>) {
@@ -121,8 +106,8 @@ beforeAll(async () => {
   });
   // What deploy/base gives the controller, and the opt-in of Tasks and Deployments (not Objects).
   account = await controllerAccount(admin, "xfield-ctl", cleanup);
-  await account.grant(optInRules(group, ["tasks"]));
-  await account.grant(optInRules("apps", ["deployments"]));
+  await account.grant(exportFieldsOptInRules(group, ["tasks"]));
+  await account.grant(exportFieldsOptInRules("apps", ["deployments"]));
   controllerToken = account.token;
   const controllerClient = account.client;
   await waitFor("the controller's RBAC to apply", async () => {
@@ -564,7 +549,7 @@ describe("opting a kind in", () => {
       ),
     );
     expect((await getReferable(admin, rf)).reason).toBe("Available");
-    await account.grant(optInRules(group, ["objects"]));
+    await account.grant(exportFieldsOptInRules(group, ["objects"]));
     await waitForExported(rf, "Exported", 20_000);
     const obj = await admin.request<{
       spec: { forProvider: { manifest: { data: Record<string, string> } } };

@@ -16,10 +16,10 @@ import { controllerAccount } from "../harness/controller-account.ts";
 import {
   createReferable as createReferableAs,
   getReferable,
+  REFERABLES,
   startTestController,
   tearDownControllers,
   type TestController,
-  REFERABLES,
 } from "../harness/controller.ts";
 import { dataOf, exportedCondition, getKeyTarget, waitForData, waitForExported } from "../harness/export.ts";
 import {

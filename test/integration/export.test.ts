@@ -26,15 +26,15 @@ import { describeIf } from "../harness/availability.ts";
 import { repoRoot } from "../harness/control-plane.ts";
 import { controllerAccount, type ControllerAccount } from "../harness/controller-account.ts";
 import {
+  createReferable as createReferableAs,
   getReferable,
+  REFERABLES,
+  type ReferableView,
   restartCountingWrites,
-  waitForReason,
   startTestController,
   tearDownControllers,
-  type ReferableView,
   type TestController,
-  createReferable as createReferableAs,
-  REFERABLES,
+  waitForReason,
 } from "../harness/controller.ts";
 import {
   dataOf,
@@ -441,8 +441,7 @@ describe("export into ConfigMaps", () => {
 
 describe("opting a namespace in later", () => {
   it("is picked up by itself: the refused export is retried on a backoff and succeeds", async () => {
-    const later = await createNamespace(admin, "export-later");
-    cleanup.push(`/api/v1/namespaces/${later}`);
+    const later = await createNamespace(admin, "export-later", cleanup);
     const out = uniqueName("later");
     const { rf } = await exportingReferable("db.internal", [target("ConfigMap", later, out, "DB_HOST")]);
     await waitForExported(rf, "ExportForbidden");
@@ -720,8 +719,7 @@ describe("--allow-secret-export turned off (issue 22, case 8)", () => {
   });
 
   it("says so where RBAC no longer allows the removal, and the finalizer waits until it does", async () => {
-    const ns = await createNamespace(admin, "export-revoked");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    const ns = await createNamespace(admin, "export-revoked", cleanup);
     await bindToController(ns, exportConfigMapsRole);
     const secretsBinding = await bindToController(ns, exportSecretsRole);
     await waitForSecretAccess(ns, 404);

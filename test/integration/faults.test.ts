@@ -32,26 +32,26 @@ import {
 } from "../harness/faults.ts";
 import {
   cmSource,
+  createConfigMap as createConfigMapIn,
   installTestCrd,
   newShardScope,
+  type ShardScope,
   uniqueName,
   waitFor,
-  type ShardScope,
-  createConfigMap as createConfigMapIn,
 } from "../harness/kube.ts";
 import { checkAll, describeMismatch, observeWorld, type Mismatch } from "../harness/oracle.ts";
 import {
+  type ControllerProcess,
   killAllProcesses,
-  metricValue,
   leaseArgs,
-  startControllerProcess,
+  logTime,
+  metricValue,
   QUEUE,
+  startControllerProcess,
+  TAKE_OVER_BOUND_MS,
+  TOLERANCE_MS,
   waitForIdle as waitForProcessIdle,
   waitForLeaderStatus as waitForProcessLeaderStatus,
-  TAKE_OVER_BOUND_MS,
-  logTime,
-  TOLERANCE_MS,
-  type ControllerProcess,
 } from "../harness/process.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";

@@ -41,7 +41,12 @@ import { itIf } from "../harness/availability.ts";
 import { startPrivatePlane } from "../harness/faults.ts";
 import { netnsUnavailable, startNetnsHost, type NetnsHost } from "../harness/netns-host.ts";
 import { CHART, ensureHelm, runHelm } from "../harness/helm.ts";
-import { prometheusUnavailable, startPrometheus, type Prometheus } from "../harness/prometheus.ts";
+import {
+  prometheusUnavailable,
+  secureMetricsEndpoint,
+  startPrometheus,
+  type Prometheus,
+} from "../harness/prometheus.ts";
 import {
   adminClient,
   closeTestClients,
@@ -199,6 +204,24 @@ function controllerContainer(d: Deployment): Container {
   if (!c) throw new Error("no container named controller");
   return c;
 }
+
+/** `helm install` of the chart as `release` into `ns` (created if need be), on `kubeconfig`'s cluster. */
+const installArgs = (release: string, ns: string, kubeconfig: string) => [
+  "install",
+  release,
+  CHART,
+  "--namespace",
+  ns,
+  "--create-namespace",
+  `--kubeconfig=${kubeconfig}`,
+];
+
+/** The NODE_OPTIONS variable of a container's env, holding `value`. */
+const nodeOptions = (value: string) => ({ name: "NODE_OPTIONS", value });
+
+/** The controller container of the release "rel"'s Deployment among rendered `objects`. */
+const controllerOf = (objects: Obj[]) =>
+  controllerContainer(find<Deployment>(objects, "Deployment", "rel-controller"));
 
 describe("helm template", () => {
   it(
@@ -444,16 +467,13 @@ describe("helm template", () => {
     {
       reason: "image.repository and image.tag make the image (the tag defaults to appVersion)",
       set: ["image.repository=registry.example/referable", "image.tag=1.2.3"],
-      check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).image).toBe(
-          "registry.example/referable:1.2.3",
-        ),
+      check: (o) => expect(controllerOf(o).image).toBe("registry.example/referable:1.2.3"),
     },
     {
       reason: "resources replace the container's resources",
       set: ["resources.limits.memory=1Gi", "resources.requests.cpu=100m"],
       check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).resources).toEqual({
+        expect(controllerOf(o).resources).toEqual({
           requests: { cpu: "100m", memory: "128Mi" },
           limits: { cpu: "1", memory: "1Gi" },
         }),
@@ -461,28 +481,20 @@ describe("helm template", () => {
     {
       reason: "heapCapMiB sets V8's heap cap",
       set: ["heapCapMiB=384", "semiSpaceMiB=0"],
-      check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env).toContainEqual({
-          name: "NODE_OPTIONS",
-          value: "--max-old-space-size=384",
-        }),
+      check: (o) => expect(controllerOf(o).env).toContainEqual(nodeOptions("--max-old-space-size=384")),
     },
     {
       reason: "semiSpaceMiB adds V8's young-generation size to the heap cap",
       set: ["heapCapMiB=256", "semiSpaceMiB=2"],
       check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env).toContainEqual({
-          name: "NODE_OPTIONS",
-          value: "--max-old-space-size=256 --max-semi-space-size=2",
-        }),
+        expect(controllerOf(o).env).toContainEqual(
+          nodeOptions("--max-old-space-size=256 --max-semi-space-size=2"),
+        ),
     },
     {
       reason: "heapCapMiB=0 and semiSpaceMiB=0 leave V8's defaults",
       set: ["heapCapMiB=0", "semiSpaceMiB=0"],
-      check: (o) =>
-        expect(
-          controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).env?.map((e) => e.name),
-        ).not.toContain("NODE_OPTIONS"),
+      check: (o) => expect(controllerOf(o).env?.map((e) => e.name)).not.toContain("NODE_OPTIONS"),
     },
     {
       reason: "extraSourceKinds become an aggregated ClusterRole granting get, list and watch",
@@ -499,9 +511,7 @@ describe("helm template", () => {
       reason: "allowSecrets needs both halves: the flag and the RBAC rule",
       set: ["allowSecrets=true"],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--allow-secrets",
-        );
+        expect(controllerOf(o).args).toContain("--allow-secrets");
         expect(find(o, "ClusterRole", "rel-source-reader-secrets").rules).toEqual([
           { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] },
         ]);
@@ -530,9 +540,7 @@ describe("helm template", () => {
       reason: "allowSecretExport needs both halves: the flag and the Secret role, bound in exportNamespaces",
       set: ["allowSecretExport=true", "exportNamespaces[0]=team-b"],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--allow-secret-export",
-        );
+        expect(controllerOf(o).args).toContain("--allow-secret-export");
         expect(find(o, "ClusterRole", "rel-export-secrets").rules).toEqual([
           {
             apiGroups: [""],
@@ -553,9 +561,7 @@ describe("helm template", () => {
         "impersonationNamespaces[1]=team-c",
       ],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--default-service-account=team-b/nobody",
-        );
+        expect(controllerOf(o).args).toContain("--default-service-account=team-b/nobody");
         const impersonate = { apiGroups: [""], resources: ["serviceaccounts"], verbs: ["impersonate"] };
         expect(find(o, "ClusterRole", "rel-controller").rules).not.toContainEqual(impersonate);
         expect(find(o, "ClusterRole", "rel-impersonate").rules).toEqual([impersonate]);
@@ -573,20 +579,14 @@ describe("helm template", () => {
           verbs: ["impersonate"],
         });
         expect(o.some((x) => x.metadata?.name === "rel-impersonate")).toBe(false);
-        expect(
-          controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args?.some((a) =>
-            a.startsWith("--default-service-account"),
-          ),
-        ).toBe(false);
+        expect(controllerOf(o).args?.some((a) => a.startsWith("--default-service-account"))).toBe(false);
       },
     },
     {
       reason: "without allowSecrets there is neither",
       set: [],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).not.toContain(
-          "--allow-secrets",
-        );
+        expect(controllerOf(o).args).not.toContain("--allow-secrets");
         expect(o.some((x) => x.metadata?.name === "rel-source-reader-secrets")).toBe(false);
       },
     },
@@ -594,9 +594,7 @@ describe("helm template", () => {
       reason: "leaderElection.enabled=false turns it off and drops the Lease's Role",
       set: ["leaderElection.enabled=false", "replicaCount=1", "podDisruptionBudget.enabled=false"],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--leader-elect=false",
-        );
+        expect(controllerOf(o).args).toContain("--leader-elect=false");
         expect(o.some((x) => x.kind === "Role" && x.metadata?.name === "rel-leader-election")).toBe(false);
       },
     },
@@ -604,7 +602,7 @@ describe("helm template", () => {
       reason: "denyKinds, concurrency and maxValueBytes become the flags",
       set: ["denyKinds[0]=Token.auth.example.com", "concurrency=4", "maxValueBytes=1024"],
       check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toEqual(
+        expect(controllerOf(o).args).toEqual(
           expect.arrayContaining([
             "--deny-kinds=Token.auth.example.com",
             "--concurrency=4",
@@ -616,7 +614,7 @@ describe("helm template", () => {
       reason: "maxLabelKeysPerKind, maxLabelBytesPerObject and driftReadBudget become the flags",
       set: ["maxLabelKeysPerKind=512", "maxLabelBytesPerObject=8192", "driftReadBudget=0"],
       check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toEqual(
+        expect(controllerOf(o).args).toEqual(
           expect.arrayContaining([
             "--max-label-keys-per-kind=512",
             "--max-label-bytes-per-object=8192",
@@ -713,9 +711,7 @@ describe("helm template", () => {
       reason: "securityContext replaces the container's settings key by key",
       set: ["securityContext.readOnlyRootFilesystem=false"],
       check: (o) =>
-        expect(
-          controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).securityContext,
-        ).toEqual({
+        expect(controllerOf(o).securityContext).toEqual({
           allowPrivilegeEscalation: false,
           readOnlyRootFilesystem: false,
           runAsNonRoot: true,
@@ -731,7 +727,7 @@ describe("helm template", () => {
         "extraArgs[0]=--concurrency=8",
       ],
       check: (o) => {
-        const c = controllerContainer(find<Deployment>(o, "Deployment", "rel-controller"));
+        const c = controllerOf(o);
         expect(c.env?.at(-1)).toEqual({ name: "HTTPS_PROXY", value: "http://proxy:3128" });
         expect(c.args?.at(-1)).toBe("--concurrency=8");
       },
@@ -743,10 +739,7 @@ describe("helm template", () => {
         "image.tag=1.2.3",
         `image.digest=sha256:${"a".repeat(64)}`,
       ],
-      check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).image).toBe(
-          `registry.example/referable@sha256:${"a".repeat(64)}`,
-        ),
+      check: (o) => expect(controllerOf(o).image).toBe(`registry.example/referable@sha256:${"a".repeat(64)}`),
     },
     {
       reason: "nameOverride makes the prefix <release>-<nameOverride>",
@@ -768,10 +761,7 @@ describe("helm template", () => {
       reason:
         "global keys of other charts are accepted (Helm passes global to every chart) and change nothing",
       set: ["global.imageRegistry=registry.example"],
-      check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).image).toBe(
-          "referable-controller:0.1.0",
-        ),
+      check: (o) => expect(controllerOf(o).image).toBe("referable-controller:0.1.0"),
     },
     {
       reason: "global.imagePullSecrets come before imagePullSecrets, each name once",
@@ -969,10 +959,7 @@ describe("helm template", () => {
     {
       reason: "logFormat becomes --log-format",
       set: ["logFormat=text"],
-      check: (o) =>
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--log-format=text",
-        ),
+      check: (o) => expect(controllerOf(o).args).toContain("--log-format=text"),
     },
     {
       reason:
@@ -983,9 +970,7 @@ describe("helm template", () => {
         "metrics.readerServiceAccounts[0].namespace=monitoring",
       ],
       check: (o) => {
-        expect(controllerContainer(find<Deployment>(o, "Deployment", "rel-controller")).args).toContain(
-          "--metrics-secure",
-        );
+        expect(controllerOf(o).args).toContain("--metrics-secure");
         expect(find(o, "ClusterRole", "rel-metrics-auth").rules).toEqual([
           { apiGroups: ["authentication.k8s.io"], resources: ["tokenreviews"], verbs: ["create"] },
           { apiGroups: ["authorization.k8s.io"], resources: ["subjectaccessreviews"], verbs: ["create"] },
@@ -1008,19 +993,7 @@ describe("helm template", () => {
       check: (o) =>
         expect(
           (find(o, "ServiceMonitor", "rel-controller").spec as { endpoints: unknown[] }).endpoints,
-        ).toEqual([
-          {
-            port: "metrics",
-            path: "/metrics",
-            interval: "30s",
-            scheme: "https",
-            authorization: {
-              type: "Bearer",
-              credentials: { name: "rel-metrics-scraper-token", key: "token" },
-            },
-            tlsConfig: { insecureSkipVerify: true },
-          },
-        ]),
+        ).toEqual([secureMetricsEndpoint("metrics", "rel-metrics-scraper-token")]),
     },
     {
       reason:
@@ -1354,13 +1327,7 @@ describe("helm install on the control plane", () => {
     async () => {
       const kubeconfig = process.env.REFERABLE_TEST_KUBECONFIG!;
       await runHelm(helm, [
-        "install",
-        release,
-        CHART,
-        "--namespace",
-        ns,
-        "--create-namespace",
-        `--kubeconfig=${kubeconfig}`,
+        ...installArgs(release, ns, kubeconfig),
         "--set",
         `extraSourceKinds[0].apiGroups[0]=${widgetGroup}`,
         "--set",
@@ -1866,15 +1833,7 @@ describe("the chart's default webhook without cert-manager", () => {
       const ns = "referable-system";
       const kubeconfig = plane.kubeconfigPath;
       // The chart's defaults: nothing set.
-      await runHelm(helm, [
-        "install",
-        release,
-        CHART,
-        "--namespace",
-        ns,
-        "--create-namespace",
-        `--kubeconfig=${kubeconfig}`,
-      ]);
+      await runHelm(helm, installArgs(release, ns, kubeconfig));
       // No cert-manager anywhere: neither its API nor any object of it.
       await expect(admin.request("GET", "/apis/cert-manager.io")).rejects.toThrow(/404/);
       const vwcPath = `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${release}-validating-webhook`;

@@ -14,14 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { readFileSync } from "node:fs";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import {
-  DEEP_EQUALITY,
-  FORMAT_BOMB,
-  JSON_BOMB,
-  PROTO_KEYS,
-  SHARED_REFERENCES,
-  SIZE_LOOP,
-} from "../fixtures/hostile-transforms.ts";
+import * as transforms from "../fixtures/hostile-transforms.ts";
 import { getReferable, SHARD_LABEL, waitForReason } from "../harness/controller.ts";
 import {
   adminClient,
@@ -153,32 +146,32 @@ describe("a hostile transform costs one evaluation, never the controller", () =>
   it.each([
     {
       reason: "case 1: a 200 KB JSON document parsed 200 times is refused by its estimated cost",
-      transform: JSON_BOMB,
+      transform: transforms.JSON_BOMB,
       want: "InvalidSpec",
       message: /estimated worst-case cost is \d+, over the budget of 1000000/,
     },
     {
       reason: "case 2: size() of a 1 MiB string 10,000 times is refused by its estimated cost",
-      transform: SIZE_LOOP,
+      transform: transforms.SIZE_LOOP,
       want: "InvalidSpec",
       message: /estimated worst-case cost is \d+, over the budget of 1000000/,
     },
     {
       reason: "case 4: 900 references to a 1 MiB string are sized as they are built",
-      transform: SHARED_REFERENCES,
+      transform: transforms.SHARED_REFERENCES,
       want: "TransformFailed",
       message: /result is over the limit of 32768 bytes of JSON \(ValueTooLarge\)/,
     },
     {
       reason: "case 4: '%s'.format() of 900 references stops at its bound while it builds",
-      transform: FORMAT_BOMB,
+      transform: transforms.FORMAT_BOMB,
       want: "TransformFailed",
       message: /format would build a string over the limit/,
     },
     {
       reason:
         "a hole the meter does not see (deep equality of 100^5 leaves) is stopped by the worker's deadline",
-      transform: DEEP_EQUALITY,
+      transform: transforms.DEEP_EQUALITY,
       want: "TransformFailed",
       message: /the transform ran past its time limit of 50 ms/,
     },
@@ -204,7 +197,7 @@ describe("a hostile transform costs one evaluation, never the controller", () =>
   });
 
   it("case 5: a map literal's __proto__, constructor and prototype keys reach status.value", async () => {
-    const rf = await createReferable("source", PROTO_KEYS);
+    const rf = await createReferable("source", transforms.PROTO_KEYS);
     await setData("source", { v: "proto" });
     const view = await waitForReason(admin, rf, "Available", (v) => {
       const value = v.status.value as Record<string, unknown> | undefined;
@@ -237,8 +230,8 @@ describe("with the webhook installed", () => {
   });
 
   it.each([
-    { reason: "case 1", transform: JSON_BOMB },
-    { reason: "case 2", transform: SIZE_LOOP },
+    { reason: "case 1", transform: transforms.JSON_BOMB },
+    { reason: "case 2", transform: transforms.SIZE_LOOP },
   ])("$reason is refused at admission, with its estimate in the message", async ({ transform }) => {
     const name = uniqueName("rf");
     const err = await admin

@@ -97,8 +97,7 @@ describe("discovery follows CRDs", () => {
   it("a namespaced CRD recreated cluster-scoped makes its Referables InvalidSpec within seconds", async () => {
     const tc = await startTestController();
     controllers.push(tc);
-    const ns = await createNamespace(admin, "scope");
-    cleanup.push(`/api/v1/namespaces/${ns}`);
+    const ns = await createNamespace(admin, "scope", cleanup);
     const group = `${uniqueName("scope")}.test.referable.dev`;
     await installTestCrd(admin, group, "Gadget", "Namespaced");
     const crd = `gadgets.${group}`;

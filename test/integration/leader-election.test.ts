@@ -11,11 +11,11 @@ import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/cli
 import type { Logger } from "../../src/api/log.ts";
 import {
   closeTestClients,
+  openScope,
   serviceAccountToken,
   tokenClient,
   uniqueName,
   waitFor,
-  openScope,
 } from "../harness/kube.ts";
 import { bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
 

@@ -25,11 +25,50 @@ async function npm(cwd: string, ...args: string[]): Promise<string> {
   return stdout;
 }
 
+/** A new consumer project under the test's folder, named after `prefix`; `fields` go into its package.json. */
+async function newProject(prefix: string, fields: Record<string, unknown> = {}): Promise<string> {
+  const project = await mkdtemp(join(tmp, prefix));
+  await writeFile(
+    join(project, "package.json"),
+    JSON.stringify({ name: "consumer", private: true, ...fields }),
+  );
+  return project;
+}
+
+/** `npm install` of `specs` in `project`, as a user would (from the cache where it can). */
+const npmInstall = (project: string, ...specs: string[]) =>
+  npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", ...specs);
+
 /** Runs a consumer's script with this Node.js (>= 22.19); resolves with its stdout. */
 async function run(cwd: string, file: string, code: string): Promise<string> {
   await writeFile(join(cwd, file), code);
   const { stdout } = await execFileAsync(process.execPath, [file], { cwd });
   return stdout.trim();
+}
+
+/**
+ * Type-checks the project's consumer.ts with this repository's tsc under `options` (no emit, the
+ * repository's @types/node); resolves with "compiles" or with tsc's errors.
+ */
+async function compile(project: string, options: Record<string, unknown>): Promise<string> {
+  await writeFile(
+    join(project, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "ES2023",
+        ...options,
+        noEmit: true,
+        types: ["node"],
+        typeRoots: [join(repoRoot, "node_modules", "@types")],
+      },
+      files: ["consumer.ts"],
+    }),
+  );
+  const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+  return execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
+    () => "compiles",
+    (err: { stdout?: string }) => err.stdout ?? String(err),
+  );
 }
 
 const ESM = `import { createResolver, Reasons, isResolutionError } from "referable";
@@ -129,9 +168,8 @@ describe("installed into a new project", () => {
   it.each(ways)(
     "from $reason: import and require work on the first try",
     async ({ install }) => {
-      const project = await mkdtemp(join(tmp, "consumer-"));
-      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", install());
+      const project = await newProject("consumer-");
+      await npmInstall(project, install());
       expect(await run(project, "esm.mjs", ESM)).toBe("function Available function");
       expect(await run(project, "cjs.cjs", CJS)).toBe("function Available");
     },
@@ -141,35 +179,17 @@ describe("installed into a new project", () => {
   it(
     "from the npm pack tarball: a TypeScript consumer compiles against the published types, which hold the curated API only",
     async () => {
-      const project = await mkdtemp(join(tmp, "typed-consumer-"));
-      await writeFile(
-        join(project, "package.json"),
-        JSON.stringify({ name: "consumer", private: true, type: "module" }),
-      );
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      const project = await newProject("typed-consumer-", { type: "module" });
+      await npmInstall(project, tarball);
       await writeFile(join(project, "consumer.ts"), TYPED_CONSUMER);
-      await writeFile(
-        join(project, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            target: "ES2023",
-            module: "NodeNext",
-            moduleResolution: "NodeNext",
-            strict: true,
-            noEmit: true,
-            skipLibCheck: true,
-            types: ["node"],
-            typeRoots: [join(repoRoot, "node_modules", "@types")],
-          },
-          files: ["consumer.ts"],
+      expect(
+        await compile(project, {
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          skipLibCheck: true,
         }),
-      );
-      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
-      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
-        () => "compiles",
-        (err: { stdout?: string }) => err.stdout ?? String(err),
-      );
-      expect(result).toBe("compiles");
+      ).toBe("compiles");
     },
     STEP_MS,
   );
@@ -180,44 +200,26 @@ describe("installed into a new project", () => {
   ])(
     "from the npm pack tarball: its declarations compile in the strictest consumer (moduleResolution $resolution, skipLibCheck false, exactOptionalPropertyTypes)",
     async ({ resolution, module }) => {
-      const project = await mkdtemp(join(tmp, `strict-${resolution}-`));
-      await writeFile(
-        join(project, "package.json"),
-        JSON.stringify({ name: "consumer", private: true, type: "module" }),
-      );
+      const project = await newProject(`strict-${resolution}-`, { type: "module" });
       // @types/ws: client-node's own declarations import "ws", which a consumer checking every
       // declaration needs the types of (nothing of this package's).
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball, "@types/ws@^8");
+      await npmInstall(project, tarball, "@types/ws@^8");
       // Every declaration the entry point reaches is checked (skipLibCheck: false), the
       // namespace import making sure none is left out.
       await writeFile(
         join(project, "consumer.ts"),
         `${TYPED_CONSUMER}\nimport * as everything from "referable";\nexport const api = everything;\n`,
       );
-      await writeFile(
-        join(project, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            target: "ES2023",
-            module,
-            moduleResolution: resolution,
-            strict: true,
-            exactOptionalPropertyTypes: true,
-            noUncheckedIndexedAccess: true,
-            skipLibCheck: false,
-            noEmit: true,
-            types: ["node"],
-            typeRoots: [join(repoRoot, "node_modules", "@types")],
-          },
-          files: ["consumer.ts"],
+      expect(
+        await compile(project, {
+          module,
+          moduleResolution: resolution,
+          strict: true,
+          exactOptionalPropertyTypes: true,
+          noUncheckedIndexedAccess: true,
+          skipLibCheck: false,
         }),
-      );
-      const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
-      const result = await execFileAsync(process.execPath, [tsc, "-p", project], { cwd: project }).then(
-        () => "compiles",
-        (err: { stdout?: string }) => err.stdout ?? String(err),
-      );
-      expect(result).toBe("compiles");
+      ).toBe("compiles");
     },
     STEP_MS,
   );
@@ -225,9 +227,8 @@ describe("installed into a new project", () => {
   it(
     "from the npm pack tarball: only what the library loads is installed (no pino, no prom-client), its dependencies in caret ranges",
     async () => {
-      const project = await mkdtemp(join(tmp, "installs-"));
-      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      const project = await newProject("installs-");
+      await npmInstall(project, tarball);
       const lock = JSON.parse(await readFile(join(project, "package-lock.json"), "utf8")) as {
         packages: Record<string, { peer?: boolean }>;
       };
@@ -254,20 +255,12 @@ describe("installed into a new project", () => {
   it(
     "beside the consumer's own @kubernetes/client-node, it uses that one copy (a peer dependency)",
     async () => {
-      const project = await mkdtemp(join(tmp, "peer-"));
-      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
+      const project = await newProject("peer-");
       const version = JSON.parse(
         await readFile(join(repoRoot, "node_modules", "@kubernetes", "client-node", "package.json"), "utf8"),
       ).version as string;
-      await npm(
-        project,
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--prefer-offline",
-        `@kubernetes/client-node@${version}`,
-      );
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      await npmInstall(project, `@kubernetes/client-node@${version}`);
+      await npmInstall(project, tarball);
       const { stdout } = await execFileAsync("find", [
         join(project, "node_modules"),
         "-path",
@@ -284,9 +277,8 @@ describe("installed into a new project", () => {
   it(
     "on an unsupported Node.js, importing it throws one error naming the version needed",
     async () => {
-      const project = await mkdtemp(join(tmp, "old-node-"));
-      await writeFile(join(project, "package.json"), JSON.stringify({ name: "consumer", private: true }));
-      await npm(project, "install", "--no-audit", "--no-fund", "--prefer-offline", tarball);
+      const project = await newProject("old-node-");
+      await npmInstall(project, tarball);
       // Node 20 itself may not be on this machine: the same check, with the version it reads faked.
       const out = await run(
         project,

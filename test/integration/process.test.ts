@@ -20,24 +20,24 @@ import { SHARD_LABEL, waitForReason } from "../harness/controller.ts";
 import {
   adminClient,
   closeTestClients,
+  createConfigMap as createConfigMapIn,
   newShardScope,
-  writeUnreachableKubeconfig,
+  type ShardScope,
   uniqueName,
   waitFor,
-  type ShardScope,
-  createConfigMap as createConfigMapIn,
+  writeUnreachableKubeconfig,
 } from "../harness/kube.ts";
 import {
+  type ControllerProcess,
   killAllProcesses,
-  metricValue,
   leaseArgs,
-  startControllerProcess,
+  type LogLine,
+  metricValue,
   QUEUE,
+  startControllerProcess,
+  TAKE_OVER_BOUND_MS,
   waitForIdle as waitForProcessIdle,
   waitForLeaderStatus as waitForProcessLeaderStatus,
-  TAKE_OVER_BOUND_MS,
-  type ControllerProcess,
-  type LogLine,
 } from "../harness/process.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";

@@ -50,6 +50,18 @@ function newResolver(): Resolver {
   return resolver;
 }
 
+/**
+ * A new resolver whose first request is by name, for a ConfigMap of `ns` created just before it:
+ * what the calls after it mix with (the informer it starts serves them).
+ */
+async function resolverAfterFirstRequest(ns: string): Promise<Resolver> {
+  const resolver = newResolver();
+  const first = uniqueName("a-first");
+  await createConfigMap(admin, ns, first, { v: "first" });
+  expect((await resolver.resolve(byName(ns, first))).value).toBe("first");
+  return resolver;
+}
+
 /** A namespace of the test's own, with the large unlabelled ConfigMaps that sort after its objects. */
 async function namespaceWithFillers(prefix: string): Promise<string> {
   const ns = await createNamespace(admin, prefix);
@@ -108,10 +120,7 @@ describe("a consumer mixing calls on one kind", () => {
     "resolves by name, then a Multiple selector over ConfigMaps created and labelled after the first request",
     async () => {
       const ns = await namespaceWithFillers("mixed-multiple");
-      const resolver = newResolver();
-      const first = uniqueName("a-first");
-      await createConfigMap(admin, ns, first, { v: "first" });
-      expect((await resolver.resolve(byName(ns, first))).value).toBe("first");
+      const resolver = await resolverAfterFirstRequest(ns);
 
       // After the first request: two created with the label, one created bare and labelled.
       const [x, y, z] = [uniqueName("b-x"), uniqueName("b-y"), uniqueName("b-z")];
@@ -134,10 +143,7 @@ describe("a consumer mixing calls on one kind", () => {
     "resolves by name, then a Single selector on an object labelled after it; relabelled away and onto another, a watch follows",
     async () => {
       const ns = await namespaceWithFillers("mixed-single");
-      const resolver = newResolver();
-      const first = uniqueName("a-first");
-      await createConfigMap(admin, ns, first, { v: "first" });
-      expect((await resolver.resolve(byName(ns, first))).value).toBe("first");
+      const resolver = await resolverAfterFirstRequest(ns);
 
       const [one, two] = [uniqueName("b-one"), uniqueName("b-two")];
       await createConfigMap(admin, ns, one, { v: "one" });
@@ -224,10 +230,7 @@ describe("a consumer mixing calls on one kind", () => {
     "serves several namespaces of one kind from one informer: by name in one, selectors in both, each sees only its own",
     async () => {
       const [nsA, nsB] = [await namespaceWithFillers("mixed-ns-a"), await namespaceWithFillers("mixed-ns-b")];
-      const resolver = newResolver();
-      const first = uniqueName("a-first");
-      await createConfigMap(admin, nsA, first, { v: "first" });
-      expect((await resolver.resolve(byName(nsA, first))).value).toBe("first");
+      const resolver = await resolverAfterFirstRequest(nsA);
 
       const [a1, b1, b2] = [uniqueName("b-a1"), uniqueName("b-b1"), uniqueName("b-b2")];
       await createConfigMap(admin, nsA, a1, { v: "a1" }, { team: "blue" });

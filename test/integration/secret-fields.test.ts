@@ -14,7 +14,7 @@ import {
   type TestController,
 } from "../harness/controller.ts";
 import { exportedCondition, waitForExported } from "../harness/export.ts";
-import { adminClient, createNamespace, uniqueName } from "../harness/kube.ts";
+import { openScope, uniqueName } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
 
@@ -22,14 +22,13 @@ jest.setTimeout(30_000);
 const VALUE = "c2VjcmV0";
 
 let admin: KubeClient;
-let gated: TestController;
-let allowed: TestController;
 let ns: string;
+/** The controller as shipped (Secret exports off), and one with --allow-secret-export. */
+let gated: TestController, allowed: TestController;
 const cleanup: string[] = [];
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "secret-fields");
+  ({ admin, ns } = await openScope("secret-fields"));
   cleanup.push(`/api/v1/namespaces/${ns}`);
   gated = await startTestController();
   allowed = await startTestController({ allowSecretExport: true });

@@ -17,7 +17,7 @@ import {
 } from "../harness/controller.ts";
 import { exportedCondition, waitForExported } from "../harness/export.ts";
 import { memoryLogger, type MemoryLogger } from "../harness/faults.ts";
-import { adminClient, createNamespace, installTestCrd, uniqueName, waitFor } from "../harness/kube.ts";
+import { installTestCrd, openScope, uniqueName, waitFor } from "../harness/kube.ts";
 
 jest.setTimeout(30_000);
 
@@ -26,15 +26,15 @@ const PASSWORD = "hunter2-do-not-show";
 const QUOTED = "is not a database host";
 
 let admin: KubeClient;
-let ctl: TestController;
-let logger: MemoryLogger;
 let ns: string;
+/** The API group of the test's Vault CRD. */
 let group: string;
+/** The controller, and what it logged. */
+let ctl: TestController, logger: MemoryLogger;
 const cleanup: string[] = [];
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "server-messages");
+  ({ admin, ns } = await openScope("server-messages"));
   cleanup.push(`/api/v1/namespaces/${ns}`);
   group = `${uniqueName("vault")}.example.org`;
   // The rule quotes the password, another field of the object, in its message.

@@ -48,8 +48,8 @@ jest.setTimeout(60_000);
 let admin: KubeClient;
 let account: ControllerAccount;
 let ctl: TestController;
-let teamA: string;
-let teamB: string;
+/** The tenants' namespaces: team-a's accounts must not reach into team-b's. */
+let teamA: string, teamB: string;
 const cleanup: string[] = [];
 const controllers: TestController[] = [];
 
@@ -70,6 +70,27 @@ async function tenant(name: string, rules?: unknown[]): Promise<{ namespace: str
     await bindRole(admin, name, name, [serviceAccount(name, teamA)], teamA, "Role");
   }
   return { namespace: teamA, name };
+}
+
+/**
+ * A Referable run as `account` that exports a team-a ConfigMap's value through `target(victim)`,
+ * `victim` a new team-b ConfigMap holding `{ keep: "yes" }`; resolves with the Referable once its
+ * export is refused (ExportForbidden), and the victim's name.
+ */
+async function exportIntoTeamB(
+  account: { namespace: string; name: string },
+  target: (victim: string) => Record<string, unknown>,
+): Promise<{ view: Awaited<ReturnType<typeof waitForExported>>; victim: string }> {
+  const source = uniqueName("src");
+  await createConfigMap(admin, teamA, source, { v: "from-team-a" });
+  const victim = uniqueName("victim");
+  await createConfigMap(admin, teamB, victim, { keep: "yes" });
+  const rf = await createReferableAs(
+    admin,
+    { source: configMapField(teamA, source), serviceAccountRef: account, export: [target(victim)] },
+    { shard: ctl.shard },
+  );
+  return { view: await waitForExported(admin, rf, "ExportForbidden"), victim };
 }
 
 beforeAll(async () => {
@@ -110,20 +131,12 @@ describe("a Referable that names a ServiceAccount", () => {
 
   it("never writes an export into a ConfigMap the account may not write (the write pivot)", async () => {
     const writer = await tenant("writer", CONFIGMAPS_RW);
-    const source = uniqueName("src");
-    await createConfigMap(admin, teamA, source, { v: "from-team-a" });
-    const victim = uniqueName("victim");
-    await createConfigMap(admin, teamB, victim, { keep: "yes" });
-    const rf = await createReferableAs(
-      admin,
-      {
-        source: configMapField(teamA, source),
-        serviceAccountRef: writer,
-        export: [{ kind: "ConfigMap", namespace: teamB, name: victim, key: "INJECTED" }],
-      },
-      { shard: ctl.shard },
-    );
-    const view = await waitForExported(admin, rf, "ExportForbidden");
+    const { view, victim } = await exportIntoTeamB(writer, (name) => ({
+      kind: "ConfigMap",
+      namespace: teamB,
+      name,
+      key: "INJECTED",
+    }));
     expect(view.reason).toBe("Available");
     expect(exportedCondition(view)?.message).toContain(`serviceaccount ${teamA}/writer may not`);
     expect(exportedCondition(view)?.message).toContain(`configmaps in namespace ${teamB}`);
@@ -132,22 +145,13 @@ describe("a Referable that names a ServiceAccount", () => {
 
   it("never writes a field of an object the account may not patch (the write pivot, through a field)", async () => {
     const fielder = await tenant("fielder", CONFIGMAPS_RW);
-    const source = uniqueName("src");
-    await createConfigMap(admin, teamA, source, { v: "from-team-a" });
-    const victim = uniqueName("victim");
-    await createConfigMap(admin, teamB, victim, { keep: "yes" });
-    const rf = await createReferableAs(
-      admin,
-      {
-        source: configMapField(teamA, source),
-        serviceAccountRef: fielder,
-        export: [
-          { apiVersion: "v1", kind: "ConfigMap", namespace: teamB, name: victim, fieldPath: "data.INJECTED" },
-        ],
-      },
-      { shard: ctl.shard },
-    );
-    const view = await waitForExported(admin, rf, "ExportForbidden");
+    const { view, victim } = await exportIntoTeamB(fielder, (name) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespace: teamB,
+      name,
+      fieldPath: "data.INJECTED",
+    }));
     expect(exportedCondition(view)?.message).toContain(`serviceaccount ${teamA}/fielder may not`);
     expect(dataOf(await getKeyTarget(admin, "ConfigMap", teamB, victim))).toEqual({ keep: "yes" });
   });

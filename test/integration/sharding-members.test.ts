@@ -9,7 +9,6 @@
  * The test has its own namespace (ConfigMaps, Leases) and its own label on its Referables (the
  * processes see only those), so it runs beside any other test file.
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { bucketOf } from "../../src/runtime/buckets.ts";
 import { jest } from "@jest/globals";
 import { microTime, type Lease } from "../../src/runtime/leader-election.ts";
@@ -21,20 +20,12 @@ import {
   SYNCING_ANNOTATION,
 } from "../../src/runtime/shard-leases.ts";
 import { SHARD_LABEL } from "../harness/controller.ts";
-import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
-import {
-  killAllProcesses,
-  leaseTimingArgs,
-  metricValue,
-  startControllerProcess,
-  TEST_LEASE_MS,
-  TEST_RETRY_MS,
-  type ControllerProcess,
-} from "../harness/process.ts";
+import { openShardSet, REFERABLES_PATH as RF, type ShardSet } from "../harness/shard-set.ts";
+import { waitFor } from "../harness/kube.ts";
+import { metricValue, TEST_LEASE_MS, TEST_RETRY_MS } from "../harness/process.ts";
 
 jest.setTimeout(120_000);
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 /** The set's name: the default --leader-election-id. */
 const SET = "referable-controller";
 const BUCKETS = 4;
@@ -47,50 +38,37 @@ const REFERABLES = 24;
  */
 const MARGIN_MS = 8_000;
 
-let admin: KubeClient;
-let ns: string;
-let label: string;
+let set: ShardSet;
 let leases: string;
 let stopRenewing = false;
 let renewing: Promise<void> | undefined;
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "shard-members");
-  label = uniqueName("shard-members");
-  leases = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
+  set = await openShardSet("shard-members");
+  leases = `/apis/coordination.k8s.io/v1/namespaces/${set.ns}/leases`;
 });
 afterAll(async () => {
   stopRenewing = true;
   await renewing?.catch(() => undefined);
-  await killAllProcesses();
-  await admin
-    .request("DELETE", RF, { query: { labelSelector: `${SHARD_LABEL}=${label}` } })
-    .catch(() => undefined);
-  await closeTestClients();
+  await set?.close();
 }, 60_000);
 
-function startReplica(identity: string): Promise<ControllerProcess> {
-  return startControllerProcess([
-    "--referable-selector",
-    `${SHARD_LABEL}=${label}`,
-    "--leader-election-namespace",
-    ns,
-    "--identity",
-    identity,
-    `--shards=${BUCKETS}`,
-    ...leaseTimingArgs(),
-  ]);
-}
+const startReplica = (identity: string) => set.startReplica(identity, BUCKETS);
 
 function createReferable(name: string): Promise<unknown> {
-  return admin.request("POST", RF, {
+  return set.admin.request("POST", RF, {
     body: {
       apiVersion: "referable.dev/v1alpha1",
       kind: "Referable",
-      metadata: { name, labels: { [SHARD_LABEL]: label } },
+      metadata: { name, labels: { [SHARD_LABEL]: set.label } },
       spec: {
-        source: { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "source", fieldPath: "data.v" },
+        source: {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          namespace: set.ns,
+          name: "source",
+          fieldPath: "data.v",
+        },
       },
     },
   });
@@ -98,18 +76,13 @@ function createReferable(name: string): Promise<unknown> {
 
 /** The names of the Referables without `value` in status.value, of `names`. */
 async function without(names: readonly string[], value: string): Promise<string[]> {
-  const list = await admin.request<{ items: KubeObject[] }>("GET", RF, {
-    query: { labelSelector: `${SHARD_LABEL}=${label}` },
-  });
-  const values = new Map(
-    list.items.map((item) => [item.metadata?.name, (item.status as { value?: unknown })?.value]),
-  );
+  const values = await set.values();
   return names.filter((name) => values.get(name) !== value);
 }
 
 /** The holder of each bucket's Lease ("" when released or absent). */
 async function holders(): Promise<string[]> {
-  const list = await admin.request<{ items: Lease[] }>("GET", leases, {
+  const list = await set.admin.request<{ items: Lease[] }>("GET", leases, {
     query: { labelSelector: `${ROLE_LABEL}=bucket` },
   });
   const byName = new Map(list.items.map((l) => [l.metadata?.name, String(l.spec?.holderIdentity ?? "")]));
@@ -127,7 +100,7 @@ async function bogusMember(identity: string, buckets: number): Promise<void> {
     leaseDurationSeconds: Math.ceil(TEST_LEASE_MS / 1000),
     renewTime: microTime(new Date()),
   });
-  let lease = await admin.request<Lease>("POST", leases, {
+  let lease = await set.admin.request<Lease>("POST", leases, {
     body: {
       apiVersion: "coordination.k8s.io/v1",
       kind: "Lease",
@@ -143,16 +116,16 @@ async function bogusMember(identity: string, buckets: number): Promise<void> {
     while (!stopRenewing) {
       // The attacker's own pace, not a wait for a condition: a renewal every retry period.
       await new Promise((resolve) => setTimeout(resolve, TEST_RETRY_MS));
-      lease = await admin
+      lease = await set.admin
         .request<Lease>("PUT", `${leases}/${name}`, { body: { ...lease, spec: spec() } })
-        .catch(() => admin.request<Lease>("GET", `${leases}/${name}`));
+        .catch(() => set.admin.request<Lease>("GET", `${leases}/${name}`));
     }
   })();
 }
 
 describe("sharding with a member Lease that is no member", () => {
   it("a renewed member Lease claiming another number of buckets keeps no Referable from its status", async () => {
-    await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+    await set.admin.request("POST", `/api/v1/namespaces/${set.ns}/configmaps`, {
       body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "source" }, data: { v: "v1" } },
     });
     const replicas = await Promise.all(["replica-0", "replica-1"].map(startReplica));
@@ -175,7 +148,7 @@ describe("sharding with a member Lease that is no member", () => {
       names.length < REFERABLES || new Set(names.map((n) => bucketOf(n, BUCKETS))).size < BUCKETS;
       i++
     )
-      names.push(`${label}-${i}`);
+      names.push(`${set.label}-${i}`);
     await Promise.all(names.map(createReferable));
 
     const limitMs = TEST_LEASE_MS + TEST_RETRY_MS + MARGIN_MS;
@@ -195,7 +168,7 @@ describe("sharding with a member Lease that is no member", () => {
 
     // Then, the Lease renewed all along: a change of the source followed by every Referable, and
     // every bucket held by a replica.
-    await admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/source`, {
+    await set.admin.request("PATCH", `/api/v1/namespaces/${set.ns}/configmaps/source`, {
       body: { data: { v: "v2" } },
       contentType: "application/merge-patch+json",
     });

@@ -8,23 +8,19 @@
  * The test has its own namespace (ConfigMaps, Leases) and its own label on its Referables (the
  * processes see only those), so it runs beside any other test file.
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import type { Lease } from "../../src/runtime/leader-election.ts";
 import { ROLE_LABEL } from "../../src/runtime/shard-leases.ts";
 import { SHARD_LABEL } from "../harness/controller.ts";
-import { adminClient, closeTestClients, createNamespace, uniqueName, waitFor } from "../harness/kube.ts";
+import { openShardSet, REFERABLES_PATH as RF, type ShardSet } from "../harness/shard-set.ts";
+import { waitFor } from "../harness/kube.ts";
 import {
-  killAllProcesses,
-  leaseTimingArgs,
   logTime,
   metricValue,
-  startControllerProcess,
   TEST_LEASE_MS,
   TEST_RETRY_MS,
   type ControllerProcess,
 } from "../harness/process.ts";
 
-const RF = "/apis/referable.dev/v1alpha1/referables";
 const REFERABLES = 300;
 /** Sources: each ConfigMap is read by REFERABLES / CONFIG_MAPS Referables. */
 const CONFIG_MAPS = 30;
@@ -38,48 +34,29 @@ const BUCKETS = 12;
 const TAKEOVER_SLACK_MS = 8_000;
 const WAIT_MS = 60_000;
 
-let admin: KubeClient;
-let ns: string;
-let label: string;
+let set: ShardSet;
 const processes = new Map<string, ControllerProcess[]>();
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "sharding");
-  label = uniqueName("sharding");
+  set = await openShardSet("sharding");
 });
-afterAll(async () => {
-  await killAllProcesses();
-  await admin
-    .request("DELETE", RF, { query: { labelSelector: `${SHARD_LABEL}=${label}` } })
-    .catch(() => undefined);
-  await closeTestClients();
-}, 60_000);
+afterAll(() => set?.close(), 60_000);
 
 /** Starts replica `identity` (again, when it ran before: its earlier processes' logs are kept). */
 async function startReplica(identity: string): Promise<ControllerProcess> {
-  const p = await startControllerProcess([
-    "--referable-selector",
-    `${SHARD_LABEL}=${label}`,
-    "--leader-election-namespace",
-    ns,
-    "--identity",
-    identity,
-    `--shards=${BUCKETS}`,
-    ...leaseTimingArgs(),
-  ]);
+  const p = await set.startReplica(identity, BUCKETS);
   processes.set(identity, [...(processes.get(identity) ?? []), p]);
   return p;
 }
 
 const configMap = (i: number) => `cm-${i}`;
-const referable = (j: number) => `${label}-${j}`;
+const referable = (j: number) => `${set.label}-${j}`;
 const sourceOf = (j: number) => j % CONFIG_MAPS;
 
 async function setSources(round: string): Promise<void> {
   await Promise.all(
     Array.from({ length: CONFIG_MAPS }, (_, i) =>
-      admin.request("PATCH", `/api/v1/namespaces/${ns}/configmaps/${configMap(i)}`, {
+      set.admin.request("PATCH", `/api/v1/namespaces/${set.ns}/configmaps/${configMap(i)}`, {
         body: { data: { v: `${round}-${i}` } },
         contentType: "application/merge-patch+json",
       }),
@@ -94,12 +71,7 @@ async function waitForValues(round: string, timeoutMs = WAIT_MS): Promise<void> 
     await waitFor(
       `every Referable to show the sources' "${round}" values`,
       async () => {
-        const list = await admin.request<{ items: KubeObject[] }>("GET", RF, {
-          query: { labelSelector: `${SHARD_LABEL}=${label}` },
-        });
-        const values = new Map(
-          list.items.map((item) => [item.metadata?.name, (item.status as { value?: unknown })?.value]),
-        );
+        const values = await set.values();
         behind = Array.from({ length: REFERABLES }, (_, j) => j)
           .filter((j) => values.get(referable(j)) !== `${round}-${sourceOf(j)}`)
           .map(referable);
@@ -211,9 +183,9 @@ async function writesLogged(atLeast: number): Promise<{ writes: number; clashes:
  * consecutive ones and the whole spread.
  */
 async function announcements(): Promise<{ gapMs: number; spreadMs: number }> {
-  const list = await admin.request<{ items: Lease[] }>(
+  const list = await set.admin.request<{ items: Lease[] }>(
     "GET",
-    `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`,
+    `/apis/coordination.k8s.io/v1/namespaces/${set.ns}/leases`,
     { query: { labelSelector: `${ROLE_LABEL}=member` } },
   );
   const times = list.items.map((lease) => Date.parse(String(lease.spec?.acquireTime))).sort((x, y) => x - y);
@@ -237,7 +209,7 @@ describe("sharding across three replicas", () => {
   it("shares 300 Referables out, takes over a killed replica's within the lease duration, and rebalances when it returns", async () => {
     await Promise.all(
       Array.from({ length: CONFIG_MAPS }, (_, i) =>
-        admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+        set.admin.request("POST", `/api/v1/namespaces/${set.ns}/configmaps`, {
           body: {
             apiVersion: "v1",
             kind: "ConfigMap",
@@ -250,16 +222,16 @@ describe("sharding across three replicas", () => {
     for (let start = 0; start < REFERABLES; start += 50)
       await Promise.all(
         Array.from({ length: Math.min(50, REFERABLES - start) }, (_, k) => start + k).map((j) =>
-          admin.request("POST", RF, {
+          set.admin.request("POST", RF, {
             body: {
               apiVersion: "referable.dev/v1alpha1",
               kind: "Referable",
-              metadata: { name: referable(j), labels: { [SHARD_LABEL]: label } },
+              metadata: { name: referable(j), labels: { [SHARD_LABEL]: set.label } },
               spec: {
                 source: {
                   apiVersion: "v1",
                   kind: "ConfigMap",
-                  namespace: ns,
+                  namespace: set.ns,
                   name: configMap(sourceOf(j)),
                   fieldPath: "data.v",
                 },
