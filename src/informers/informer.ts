@@ -35,7 +35,7 @@ import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { backoffDelay, jittered } from "../runtime/backoff.ts";
+import { backoffDelay, jittered } from "../timing/backoff.ts";
 import type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
 import { ListPager } from "./list-pager.ts";
 import { compareResourceVersions, ObjectStore, type Cached } from "./object-store.ts";

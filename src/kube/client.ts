@@ -10,7 +10,7 @@ import { createSecureContext } from "node:tls";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Dispatcher } from "undici";
 import { asError } from "../errors.ts";
-import { sleep } from "../runtime/sleep.ts";
+import { sleep } from "../timing/sleep.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
 import { ListStreamParser, MAX_LIST_ITEM_BYTES, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";

@@ -8,7 +8,7 @@
 import { asError } from "../errors.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { TokenBucket } from "../runtime/token-bucket.ts";
+import { TokenBucket } from "../timing/token-bucket.ts";
 import { REFERABLE_API_VERSION, type Referable } from "../api/referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 

@@ -18,7 +18,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
-import { sleep } from "./sleep.ts";
+import { sleep } from "../timing/sleep.ts";
 
 /** client-go's `JitterFactor`: a candidate waits between `retryPeriod` and 2.2 times it. */
 export const JITTER_FACTOR = 1.2;

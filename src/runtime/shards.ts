@@ -55,7 +55,7 @@ import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { planBuckets } from "./buckets.ts";
 import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";
-import { sleep } from "./sleep.ts";
+import { sleep } from "../timing/sleep.ts";
 import {
   BUCKETS_ANNOTATION,
   leaseRecord,
