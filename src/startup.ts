@@ -8,6 +8,8 @@
 import { asError } from "./errors.ts";
 import { isApiError, type KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
+import { backoffDelay } from "./timing/backoff.ts";
+import { sleep } from "./timing/sleep.ts";
 import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "./api/referable.ts";
 
 /** What the checks need to know of the configuration. */
@@ -241,9 +243,10 @@ export class StartupGate {
   /** Resolves true once every check passes, false when `signal` aborts first. Never rejects. */
   async waitUntilPassing(signal: AbortSignal): Promise<boolean> {
     const { logger } = this.options;
-    let waitMs = this.options.minRetryMs ?? 1_000;
+    const retry = { baseMs: this.options.minRetryMs ?? 1_000, maxMs: this.options.maxRetryMs ?? 10_000 };
     let logged: string | undefined;
-    while (!signal.aborted) {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      const waitMs = backoffDelay(attempt, retry);
       const problem = await checkStartup(this.options);
       if (signal.aborted) break;
       if (!problem) {
@@ -260,17 +263,7 @@ export class StartupGate {
       } else {
         logger.debug({ check: problem.check }, "start-up check still failing");
       }
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) return resolve();
-        const timer = setTimeout(done, waitMs);
-        function done() {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          resolve();
-        }
-        signal.addEventListener("abort", done, { once: true });
-      });
-      waitMs = Math.min(waitMs * 2, this.options.maxRetryMs ?? 10_000);
+      await sleep(waitMs, signal);
     }
     return false;
   }

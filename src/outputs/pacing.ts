@@ -57,7 +57,7 @@ export class OutputPacing {
   }
 
   /** The wait before the next pass of a Referable whose pass failed; counts the failure. */
-  backoff(memory: PacedMemory): number {
+  afterFailure(memory: PacedMemory): number {
     const attempt = memory.failures++;
     return backoffDelay(attempt, {
       baseMs: this.options.minRetryMs ?? 1000,

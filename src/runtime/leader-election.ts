@@ -18,6 +18,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { jitter } from "../timing/backoff.ts";
 import { sleep } from "../timing/sleep.ts";
 
 /** client-go's `JitterFactor`: a candidate waits between `retryPeriod` and 2.2 times it. */
@@ -216,7 +217,7 @@ export class LeaderElector {
       const acquired = await this.tryAcquireOrRenew(this.renewDeadlineMs);
       this.reportTransition();
       if (acquired) break;
-      await sleep(this.retryPeriodMs * (1 + Math.random() * JITTER_FACTOR), stopped);
+      await sleep(jitter(this.retryPeriodMs, JITTER_FACTOR), stopped);
     }
     if (stopped.aborted) {
       // A write may have won the Lease just as stop() was called.

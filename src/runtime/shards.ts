@@ -55,6 +55,7 @@ import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { planBuckets } from "./buckets.ts";
 import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";
+import { jitter } from "../timing/backoff.ts";
 import { sleep } from "../timing/sleep.ts";
 import {
   BUCKETS_ANNOTATION,
@@ -272,11 +273,11 @@ export class ShardCoordinator {
   }
 
   /**
-   * How long {@link run} waits after a round: the retry period (jittered by `jitter` times a
-   * tenth), or less when another replica's Lease would expire sooner. Exposed for tests.
+   * How long {@link run} waits after a round: the retry period (jittered by up to a tenth more,
+   * by `random`), or less when another replica's Lease would expire sooner. Exposed for tests.
    */
-  delay(jitter = Math.random()): number {
-    return Math.min(this.retryPeriodMs * (1 + jitter * 0.1), this.untilExpiry());
+  delay(random = Math.random()): number {
+    return Math.min(jitter(this.retryPeriodMs, 0.1, random), this.untilExpiry());
   }
 
   /**

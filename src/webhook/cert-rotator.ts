@@ -25,6 +25,7 @@ import { createSecureContext } from "node:tls";
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
+import { backoffDelay } from "../timing/backoff.ts";
 import {
   certificateAuthority,
   selfSignedCertificate,
@@ -146,7 +147,7 @@ export class CertRotator {
     const interval = this.options.checkIntervalMs ?? 60_000;
     // After failures: 1 s, 2 s, 4 s, ... up to the interval, so a fixed RBAC is seen soon.
     const delay =
-      this.failures === 0 ? interval : Math.min(interval, 1000 * 2 ** Math.min(this.failures - 1, 16));
+      this.failures === 0 ? interval : backoffDelay(this.failures - 1, { baseMs: 1000, maxMs: interval });
     this.timer = setTimeout(() => void this.check(), delay);
     this.timer.unref();
   }
