@@ -34,6 +34,7 @@
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import { resourcePath } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { backoffDelay, jitter, jittered } from "../timing/backoff.ts";
 import { sleep } from "../timing/sleep.ts";
@@ -151,9 +152,7 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private pathIn(namespace: string | undefined): string {
-    const { group, version, resource } = this.resource;
-    const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    return namespace ? `${base}/namespaces/${namespace}/${resource}` : `${base}/${resource}`;
+    return resourcePath(this.resource, { namespace });
   }
 
   get state(): InformerState {

@@ -8,6 +8,7 @@ import { LRUCache } from "lru-cache";
 import { ResolutionError } from "../errors.ts";
 import { backoffDelay } from "../timing/backoff.ts";
 import { isApiError, type KubeClient } from "./client.ts";
+import { groupVersionPath } from "./resource-path.ts";
 
 /** How a kind is served. */
 export interface ResourceInfo {
@@ -203,7 +204,7 @@ export class Discovery implements KindResolver {
     version: string,
     previous: GroupVersionEntry | undefined,
   ): Promise<GroupVersionEntry> {
-    const path = group ? `/apis/${group}/${version}` : `/api/${version}`;
+    const path = groupVersionPath(group, version);
     const refreshes = previous ? previous.refreshes + 1 : 0;
     const backoffMs = backoffDelay(refreshes, { baseMs: this.minRefreshMs, maxMs: this.maxRefreshMs });
     let entry: GroupVersionEntry;

@@ -17,6 +17,7 @@
  */
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
+import { LEASES, resourcePath } from "../kube/resource-path.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { jitter } from "../timing/backoff.ts";
 import { sleep } from "../timing/sleep.ts";
@@ -164,9 +165,8 @@ export class LeaderElector {
     this.retryPeriodMs = timings.retryPeriodMs;
     this.client = options.client;
     this.leaseName = options.name;
-    const ns = encodeURIComponent(options.namespace);
-    this.collection = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
-    this.path = `${this.collection}/${encodeURIComponent(options.name)}`;
+    this.collection = resourcePath(LEASES, { namespace: options.namespace });
+    this.path = resourcePath(LEASES, { namespace: options.namespace, name: options.name });
     this.identity = options.identity;
     this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.releaseOnCancel = options.releaseOnCancel ?? true;

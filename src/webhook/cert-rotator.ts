@@ -24,6 +24,7 @@ import { X509Certificate, createPrivateKey } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import { asError } from "../errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
+import { resourcePath, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { backoffDelay } from "../timing/backoff.ts";
 import {
@@ -186,7 +187,7 @@ export class CertRotator {
   }
 
   private get secretPath(): string {
-    return `/api/v1/namespaces/${encodeURIComponent(this.options.namespace)}/secrets/${encodeURIComponent(this.options.secretName)}`;
+    return resourcePath(SECRETS, { namespace: this.options.namespace, name: this.options.secretName });
   }
 
   /** The Secret's material, made, renewed or repaired first when it needs to be. */
@@ -223,7 +224,7 @@ export class CertRotator {
         } else {
           await this.options.client.request(
             "POST",
-            `/api/v1/namespaces/${encodeURIComponent(this.options.namespace)}/secrets`,
+            resourcePath(SECRETS, { namespace: this.options.namespace }),
             {
               body: {
                 apiVersion: "v1",
@@ -315,7 +316,7 @@ export class CertRotator {
   }
 
   private get webhookConfigurationPath(): string {
-    return `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(this.options.webhookConfigurationName)}`;
+    return resourcePath(VALIDATING_WEBHOOK_CONFIGURATIONS, { name: this.options.webhookConfigurationName });
   }
 
   /** Sets the caBundle of every webhook of the configuration to `bundle` (PEM). */

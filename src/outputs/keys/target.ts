@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { EXPORT_KINDS, isExportKind, type ExportKind } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
+import { resourcePath } from "../../kube/resource-path.ts";
 
 export type { ExportKind } from "../../api/export-kinds.ts";
 
@@ -86,7 +87,8 @@ export function resourceOf(kind: ExportKind): "configmaps" | "secrets" {
 
 /** The API path of the object a target sits in. */
 export function objectPath(object: TargetObject): string {
-  return `/api/v1/namespaces/${object.namespace}/${resourceOf(object.kind)}/${object.name}`;
+  const resource = { group: "", version: "v1", resource: resourceOf(object.kind) };
+  return resourcePath(resource, { namespace: object.namespace, name: object.name });
 }
 
 /** `ConfigMap team-b/app-settings`: the object in words, for messages. */
