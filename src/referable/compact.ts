@@ -347,7 +347,7 @@ class SpecShapes {
       sourceName = name;
       shape = { ...(spec as Record<string, unknown>), source: rest };
     }
-    const key = JSON.stringify(shape);
+    const key = stableStringify(shape);
     if (key.length > SHAPE_MAX_CHARS) return { shape: deepFreeze(JSON.parse(key)), sourceName };
     let hit = this.shapes.get(key);
     if (hit === undefined) {
