@@ -9,7 +9,7 @@
  *   node bench/budget-queue.ts [--referables 100000] [--rate 5000] [--burst 1000]
  */
 import { parseArgs } from "node:util";
-import { TokenBucket } from "../src/runtime/token-bucket.ts";
+import { TokenBucket } from "../src/timing/token-bucket.ts";
 import { runWorkers, WorkQueue, type WorkResult } from "../src/runtime/workqueue.ts";
 
 const { values } = parseArgs({

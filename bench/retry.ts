@@ -6,8 +6,8 @@
  * of 30,000 objects got the API server's 60 s 504: this file is what keeps a run of 100,000 alive.
  */
 import { isApiError, type KubeClient, type RequestOptions, type WatchStream } from "../src/kube/client.ts";
-import { backoffDelay, jittered } from "../src/runtime/backoff.ts";
-import { sleep as abortableSleep } from "../src/runtime/sleep.ts";
+import { backoffDelay, jittered } from "../src/timing/backoff.ts";
+import { sleep as abortableSleep } from "../src/timing/sleep.ts";
 
 /** How requests are retried. */
 export interface RetryOptions {

@@ -5,7 +5,7 @@
  * start again from a fresh list. A stream's failure is never an unhandled rejection.
  */
 import { isApiError, type KubeObject, type RequestOptions, type WatchEvent } from "../src/kube/client.ts";
-import { sleep } from "../src/runtime/sleep.ts";
+import { sleep } from "../src/timing/sleep.ts";
 import type { BenchClient } from "./retry.ts";
 
 /** Options of {@link reopeningWatch}. */

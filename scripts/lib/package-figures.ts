@@ -60,9 +60,9 @@ const ROWS: readonly Row[] = [
     match: /^dist\/transform\//,
   },
   {
-    label: "`dist/runtime/` (backoff and sleep only)",
-    what: "the retry timing the library uses",
-    match: /^dist\/runtime\//,
+    label: "`dist/timing/`",
+    what: "backoff, jitter, sleep, token bucket",
+    match: /^dist\/timing\//,
   },
   { label: "`dist/host/`", what: "`createReferenceController`", match: /^dist\/host\// },
   { label: "`crds/`", what: "the Referable CRD", match: /^crds\// },

@@ -20,11 +20,6 @@ export const REFERABLE_RESOURCE = {
   verbs: ["get", "list", "watch", "patch", "update"] as readonly string[],
 };
 
-/** The API path of one Referable (`subresource`: "status" for its status). */
-export function referablePath(name: string, subresource?: "status"): string {
-  return `/apis/${REFERABLE_API_VERSION}/referables/${name}${subresource ? `/${subresource}` : ""}`;
-}
-
 /** Whether an apiVersion and kind name the Referable kind (any version of the group). */
 export function isReferableKind(apiVersion: string | undefined, kind: string | undefined): boolean {
   return kind === "Referable" && apiVersion?.split("/")[0] === REFERABLE_GROUP;

@@ -34,8 +34,10 @@
 import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
+import { resourcePath } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
-import { backoffDelay, jittered } from "../runtime/backoff.ts";
+import { backoffDelay, jitter, jittered } from "../timing/backoff.ts";
+import { sleep } from "../timing/sleep.ts";
 import type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
 import { ListPager } from "./list-pager.ts";
 import { compareResourceVersions, ObjectStore, type Cached } from "./object-store.ts";
@@ -100,7 +102,8 @@ export class Informer<T extends Cached = KubeObject> {
   private resourceVersion = "";
   private running = false;
   private stopWatch: (() => void) | undefined;
-  private wake: (() => void) | undefined;
+  /** Aborted by {@link stop}: cuts the loop's wait short. */
+  private stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private syncedWaiters: Array<() => void> = [];
 
@@ -130,6 +133,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.refreshQueue = new RefreshQueue({
       readRound: (targets) => this.refreshRound(targets),
       isRunning: () => this.running,
+      stopped: () => this.stopping.signal,
       onFailure: (err, failures) => {
         const reason = classifyFailure(err);
         this.onSignal?.(signalOf(reason), reason);
@@ -137,7 +141,7 @@ export class Informer<T extends Cached = KubeObject> {
           { resource: this.describe(), reason, err: safeMessage(err, reason) },
           "refresh read failed; retrying with backoff",
         );
-        return this.backoff(failures, err);
+        return this.retryWait(failures, err);
       },
     });
   }
@@ -148,9 +152,7 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private pathIn(namespace: string | undefined): string {
-    const { group, version, resource } = this.resource;
-    const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    return namespace ? `${base}/namespaces/${namespace}/${resource}` : `${base}/${resource}`;
+    return resourcePath(this.resource, { namespace });
   }
 
   get state(): InformerState {
@@ -200,6 +202,7 @@ export class Informer<T extends Cached = KubeObject> {
   start(): void {
     if (this.running) return;
     this.running = true;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
     this.loop = this.run().catch((err: unknown) => {
       // run() handles its own errors; reaching here is a bug, never a crash of the process.
       this.logger.error({ err: asError(err).message, path: this.path }, "informer loop ended unexpectedly");
@@ -210,7 +213,7 @@ export class Informer<T extends Cached = KubeObject> {
   async stop(): Promise<void> {
     this.running = false;
     this.stopWatch?.();
-    this.wake?.();
+    this.stopping.abort();
     this.settleWaiters();
     await this.loop;
   }
@@ -249,7 +252,7 @@ export class Informer<T extends Cached = KubeObject> {
         }
         failures++;
         await this.noteFailure(err, reason);
-        await this.sleep(this.backoff(failures, err));
+        await sleep(this.retryWait(failures, err), this.stopping.signal);
       }
     }
   }
@@ -275,7 +278,7 @@ export class Informer<T extends Cached = KubeObject> {
           { path: this.path, resource: this.describe(), reason: "throttled" },
           "watch refused (429): opening it again from the same resourceVersion after the wait",
         );
-        await this.sleep(this.backoff(refused, err));
+        await sleep(this.retryWait(refused, err), this.stopping.signal);
       }
     }
   }
@@ -319,23 +322,12 @@ export class Informer<T extends Cached = KubeObject> {
    * less than the `Retry-After` a 429 or 5xx gave (itself jittered upwards, by up to a half, so
    * the informers a throttled server turned away together do not come back together).
    */
-  private backoff(failures: number, err?: unknown): number {
+  private retryWait(failures: number, err?: unknown): number {
     const wait = jittered(
       backoffDelay(failures - 1, { baseMs: this.minBackoffMs, maxMs: this.maxBackoffMs }),
     );
     const after = isApiError(err) ? err.retryAfterMs : undefined;
-    return after === undefined ? wait : Math.max(wait, after + Math.random() * (after / 2));
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
+    return after === undefined ? wait : Math.max(wait, jitter(after, 0.5));
   }
 
   private async relist(): Promise<void> {

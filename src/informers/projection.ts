@@ -13,6 +13,7 @@
 import { isResolutionError, type ResolutionError } from "../api/errors.ts";
 import type { CompiledPath } from "../fieldpath/index.ts";
 import type { KubeObject } from "../kube/client.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import { packVersion, unpackVersion, type PackedVersion } from "../kube/packed-version.ts";
 import { keptLabels, LabelSetPool, NO_LABEL_KEYS, type LabelKeys } from "./label-keys.ts";
 
@@ -386,7 +387,7 @@ export interface ConditionRequirement {
  * unmet condition as text (`condition Ready=True`), or null when every one is met.
  */
 export function conditionsExtractor(conditions: readonly ConditionRequirement[]): Extractor {
-  const key = `conditions:${JSON.stringify(conditions.map((c) => [c.type, c.status]))}`;
+  const key = `conditions:${stableStringify(conditions.map((c) => [c.type, c.status]))}`;
   return {
     key,
     blindToLabels: true,

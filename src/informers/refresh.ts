@@ -3,6 +3,7 @@
  * read together, one round at a time; a failed round is retried with backoff.
  */
 import { nameFieldSelector } from "../kube/field-selector.ts";
+import { sleep } from "../timing/sleep.ts";
 import { objectKey } from "./object-store.ts";
 
 /** Which objects `Informer.refresh` reads again: one by name, or those a label selector matches. */
@@ -62,6 +63,8 @@ export interface RefreshQueueOptions {
   readRound: (targets: RefreshTarget[]) => Promise<void>;
   /** False ends the rounds. */
   isRunning: () => boolean;
+  /** Aborted when the rounds should end: cuts the wait after a failed round short. */
+  stopped: () => AbortSignal;
   /** Told of a failed round and how many failed in a row; returns how long to wait (ms). */
   onFailure: (err: unknown, failures: number) => number;
 }
@@ -88,7 +91,7 @@ export class RefreshQueue {
   }
 
   private async rounds(): Promise<void> {
-    const { readRound, isRunning, onFailure } = this.options;
+    const { readRound, isRunning, stopped, onFailure } = this.options;
     try {
       while (this.queue.size > 0 && isRunning()) {
         const targets = [...this.queue.values()];
@@ -103,7 +106,7 @@ export class RefreshQueue {
             if (!this.queue.has(key)) this.queue.set(key, t);
           }
           this.failures++;
-          await pause(onFailure(err, this.failures));
+          await sleep(onFailure(err, this.failures), stopped());
         }
       }
     } finally {
@@ -111,15 +114,4 @@ export class RefreshQueue {
       this.refreshing = false;
     }
   }
-}
-
-/**
- * A refresh round's backoff. Not the list/watch loop's sleep: a stop does not cut it short; the
- * round checks `isRunning` when it ends (the timer holds no exit).
- */
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    timer.unref?.();
-  });
 }

@@ -24,6 +24,7 @@
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { nameFieldSelector } from "../kube/field-selector.ts";
+import { resourcePath } from "../kube/resource-path.ts";
 import type { Logger } from "../api/log.ts";
 import type { InformerListener, InformerOptions, InformerState, RefreshTarget } from "./informer.ts";
 import type { Informer } from "./informer.ts";
@@ -327,10 +328,7 @@ export class InformerSourceCache implements SourceCache {
     labelKeys: readonly string[] = [],
   ): Promise<Projection[]> {
     const keys = labelKeys.length ? new LabelKeys(labelKeys) : NO_LABEL_KEYS;
-    const { group, version, resource: plural } = resource;
-    const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    const ns = resource.namespaced ? target.namespace : undefined;
-    const path = ns ? `${base}/namespaces/${ns}/${plural}` : `${base}/${plural}`;
+    const path = resourcePath(resource, { namespace: resource.namespaced ? target.namespace : undefined });
     const query =
       "name" in target
         ? { fieldSelector: nameFieldSelector(target.name) }

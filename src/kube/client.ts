@@ -10,7 +10,10 @@ import { createSecureContext } from "node:tls";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Dispatcher } from "undici";
 import { asError } from "../api/errors.ts";
-import { sleep } from "../runtime/sleep.ts";
+import { sleep } from "../timing/sleep.ts";
+import { Deadline } from "./deadline.ts";
+import { RequestUrls } from "./request-url.ts";
+import { verbOf } from "./request-verb.ts";
 import { accessFromKubeConfig, type ClusterAccess } from "./access.ts";
 import { ListStreamParser, MAX_LIST_ITEM_BYTES, type ListItemFilter } from "./list-stream.ts";
 import { Agent, request as undiciRequest, type RequestOptions as UndiciRequestOptions } from "./undici.ts";
@@ -180,8 +183,7 @@ export class KubeClient {
   private authPending: Promise<AuthState> | undefined;
   private dispatcher: Dispatcher | undefined;
   private openWatches = 0;
-  /** The server's origin and path, for {@link url}: undefined until the first request, null when its URL has more. */
-  private base: { origin: string; path: string } | null | undefined;
+  private readonly urls: RequestUrls;
 
   constructor(options: KubeClientOptions) {
     const access =
@@ -192,6 +194,7 @@ export class KubeClient {
       throw new Error("a KubeClient's context chooses a context of its kubeConfig: give a kubeConfig");
     this.access = access;
     this.server = access.server.replace(/\/+$/, "");
+    this.urls = new RequestUrls(this.server);
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     this.authCacheMs = options.authCacheMs ?? 10_000;
     this.observe = options.observe;
@@ -229,7 +232,7 @@ export class KubeClient {
         init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
         (init.headers as Record<string, string>)["content-type"] = options.contentType ?? "application/json";
       }
-      const url = this.url(path, options.query);
+      const url = this.urls.of(path, options.query);
       for (let attempt = 0; ; attempt++) {
         const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
@@ -282,7 +285,7 @@ export class KubeClient {
           headers: { ...headers, accept: "application/json" },
           signal: controller.signal,
         };
-        const url = this.url(path, { ...query, watch: true });
+        const url = this.urls.of(path, { ...query, watch: true });
         const response = await undiciRequest(dispatcher, url.origin, url.path, init);
         code = response.statusCode;
         if (code < 200 || code >= 300)
@@ -357,35 +360,6 @@ export class KubeClient {
     await dispatcher?.close().catch(() => undefined);
   }
 
-  /**
-   * Where a request goes: `new URL(server + path)` with the query set on it, as origin and
-   * path. A path of plain characters (every path this project builds) is joined to the server's
-   * own path as the URL parser would leave it, without parsing a URL per request; any other
-   * path is parsed.
-   */
-  private url(path: string, query: RequestOptions["query"]): { origin: string; path: string } {
-    let origin: string;
-    let pathname: string;
-    const base = this.base === undefined ? (this.base = baseOf(this.server) ?? null) : this.base;
-    // Dot segments ("/..", "/%2e%2e") are the parser's to resolve.
-    if (base && PLAIN_PATH.test(path) && !path.includes("/.") && !/%2e/i.test(path)) {
-      origin = base.origin;
-      pathname = base.path + path;
-    } else {
-      const url = new URL(this.server + path);
-      origin = url.origin;
-      pathname = url.pathname;
-      if (url.search) return { origin, path: withQuery(url, query) };
-    }
-    if (!query) return { origin, path: pathname };
-    let params: URLSearchParams | undefined;
-    for (const key of Object.keys(query)) {
-      const value = query[key];
-      if (value !== undefined) (params ??= new URLSearchParams()).set(key, String(value));
-    }
-    return { origin, path: params ? `${pathname}?${params.toString()}` : pathname };
-  }
-
   private async authenticate(): Promise<AuthState> {
     if (this.auth && this.auth.expires > Date.now()) return this.auth;
     this.authPending ??= this.loadAuth().finally(() => {
@@ -439,64 +413,6 @@ export class KubeClient {
   }
 }
 
-/** Path characters the URL parser keeps as they are (no `?`, `#`, `\\`, spaces or non-ASCII). */
-const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
-
-/** The server's origin and path (without its trailing slash), or undefined when it has more (a query). */
-function baseOf(server: string): { origin: string; path: string } | undefined {
-  const url = new URL(server);
-  if (url.search || url.hash || url.username || url.password) return undefined;
-  return { origin: url.origin, path: url.pathname.replace(/\/+$/, "") };
-}
-
-/** A parsed URL's path and query with `query` set on it. */
-function withQuery(url: URL, query: RequestOptions["query"]): string {
-  for (const [key, value] of Object.entries(query ?? {})) {
-    if (value !== undefined) url.searchParams.set(key, String(value));
-  }
-  return `${url.pathname}${url.search}`;
-}
-
-/**
- * A request's deadline: aborted after `ms`, or when `outer` aborts (with its reason), as
- * `AbortSignal.any([outer, AbortSignal.timeout(ms)])`, but with a timer that {@link end} clears.
- * AbortSignal.timeout's timer stays until it fires, and the signals it and AbortSignal.any hold
- * through weak references live until a full GC: per request of a cold start's thousands.
- */
-class Deadline {
-  private readonly controller = new AbortController();
-  private readonly timer: NodeJS.Timeout;
-  private readonly outer: AbortSignal | undefined;
-  private readonly onOuterAbort: (() => void) | undefined;
-
-  constructor(ms: number, outer: AbortSignal | undefined) {
-    const controller = this.controller;
-    this.timer = setTimeout(
-      () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
-      ms,
-    );
-    this.timer.unref(); // as AbortSignal.timeout's: a deadline keeps no process alive
-    if (!outer) return;
-    if (outer.aborted) {
-      controller.abort(outer.reason);
-      return;
-    }
-    this.outer = outer;
-    this.onOuterAbort = () => controller.abort(outer.reason);
-    outer.addEventListener("abort", this.onOuterAbort, { once: true });
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  /** The request ended: no timer or listener stays behind. */
-  end(): void {
-    clearTimeout(this.timer);
-    if (this.onOuterAbort) this.outer!.removeEventListener("abort", this.onOuterAbort);
-  }
-}
-
 /**
  * Reads a list answer item by item (options.onItem), then returns the list without its items.
  * A failure half-way (a broken stream, an item over the bound, what onItem throws) ends the
@@ -512,30 +428,4 @@ async function readList(response: Dispatcher.ResponseData, options: RequestOptio
   }
   options.onBodyLength?.(parser.length);
   return parser.end();
-}
-
-function verbOf(method: string, path: string, query: RequestOptions["query"]): string {
-  switch (method) {
-    case "GET": {
-      if (query?.watch) return "watch";
-      // A collection path ends in a plural resource: /api/v1/configmaps, /apis/g/v/namespaces/n/kind.
-      const parts = path.split("?")[0]!.split("/").filter(Boolean);
-      const isGroup = parts[0] === "apis";
-      const base = isGroup ? 3 : 2;
-      const rest = parts.length - base;
-      if (rest <= 0) return "get";
-      const namespaced = parts[base] === "namespaces" && rest >= 3;
-      return (namespaced ? rest - 2 : rest) % 2 === 1 ? "list" : "get";
-    }
-    case "POST":
-      return "create";
-    case "PUT":
-      return "update";
-    case "PATCH":
-      return "patch";
-    case "DELETE":
-      return "delete";
-    default:
-      return method.toLowerCase();
-  }
 }

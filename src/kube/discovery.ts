@@ -6,7 +6,9 @@
  */
 import { LRUCache } from "lru-cache";
 import { ResolutionError } from "../api/errors.ts";
+import { backoffDelay } from "../timing/backoff.ts";
 import { isApiError, type KubeClient } from "./client.ts";
+import { groupVersionPath } from "./resource-path.ts";
 
 /** How a kind is served. */
 export interface ResourceInfo {
@@ -61,6 +63,8 @@ interface GroupVersionEntry {
   /** kind → resource; undefined when the group version is not served. */
   kinds: Map<string, ResourceInfo> | undefined;
   fetchedAt: number;
+  /** Reads of the group version since it was first cached (0: the first). */
+  refreshes: number;
   /** Wait before the next refresh is allowed; doubles on each refresh that still misses. */
   backoffMs: number;
   /** Why the group version could not be read, for messages. */
@@ -200,8 +204,9 @@ export class Discovery implements KindResolver {
     version: string,
     previous: GroupVersionEntry | undefined,
   ): Promise<GroupVersionEntry> {
-    const path = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    const backoffMs = previous ? Math.min(previous.backoffMs * 2, this.maxRefreshMs) : this.minRefreshMs;
+    const path = groupVersionPath(group, version);
+    const refreshes = previous ? previous.refreshes + 1 : 0;
+    const backoffMs = backoffDelay(refreshes, { baseMs: this.minRefreshMs, maxMs: this.maxRefreshMs });
     let entry: GroupVersionEntry;
     try {
       const list = await this.client.request<{
@@ -219,7 +224,7 @@ export class Discovery implements KindResolver {
           verbs: r.verbs ?? [],
         });
       }
-      entry = { kinds, fetchedAt: this.now(), backoffMs };
+      entry = { kinds, fetchedAt: this.now(), refreshes, backoffMs };
     } catch (err) {
       if (isApiError(err, 403) || isApiError(err, 401)) {
         throw new ResolutionError(
@@ -238,6 +243,7 @@ export class Discovery implements KindResolver {
       entry = {
         kinds: previous?.kinds,
         fetchedAt: this.now(),
+        refreshes,
         backoffMs,
         failure: isApiError(err, 404)
           ? `the API server does not serve ${gv}`

@@ -4,7 +4,7 @@
  * controller's budget), and a doubling backoff after a failed pass. What it counts lives in the
  * Referable's memory, so a change of leader starts it afresh.
  */
-import { backoffDelay } from "../runtime/backoff.ts";
+import { backoffDelay } from "../timing/backoff.ts";
 import { pass, WritePolicy, type WriteGate } from "./write-policy.ts";
 
 /** The part of an output's per-Referable memory that pacing reads and counts. */
@@ -57,7 +57,7 @@ export class OutputPacing {
   }
 
   /** The wait before the next pass of a Referable whose pass failed; counts the failure. */
-  backoff(memory: PacedMemory): number {
+  afterFailure(memory: PacedMemory): number {
     const attempt = memory.failures++;
     return backoffDelay(attempt, {
       baseMs: this.options.minRetryMs ?? 1000,

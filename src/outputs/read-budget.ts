@@ -15,7 +15,7 @@
  *
  * Pure logic on a clock given as milliseconds, for fake time.
  */
-import { TokenBucket } from "../runtime/token-bucket.ts";
+import { TokenBucket } from "../timing/token-bucket.ts";
 
 /** The defaults: 10 reads a second, 10 at once. */
 export const READ_BUDGET_DEFAULTS = Object.freeze({ rate: 10 });

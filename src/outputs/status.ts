@@ -4,9 +4,10 @@
  * preconditions (see statusPatch in src/referable/status.ts). Admitted by the write policy like
  * every output: a wait comes back as `deferred`, never as a sleep.
  */
-import { referablePath, type Referable, type ReferableStatus } from "../api/referable.ts";
+import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
 import { peekMetadataString, UNREADABLE } from "../kube/json-peek.ts";
+import { resourcePath } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
 import { statusPatch } from "../referable/status.ts";
 import { TerminalError } from "../runtime/reconciler.ts";
@@ -101,7 +102,8 @@ export class StatusOutput implements Output<DesiredStatus, StatusOutcome, Status
     }
     const name = owner.metadata.name;
     try {
-      const updated = await this.options.client.request<Written>("PATCH", referablePath(name, "status"), {
+      const path = resourcePath(REFERABLE_RESOURCE, { name, subresource: "status" });
+      const updated = await this.options.client.request<Written>("PATCH", path, {
         body: statusPatch(owner.metadata.uid, desired.status, desired.baseVersion),
         contentType: "application/json-patch+json",
         decode: writtenVersion,

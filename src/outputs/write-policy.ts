@@ -22,9 +22,9 @@
  * Pure logic on a clock given as milliseconds (performance.now() by default), for fake time.
  */
 
-import { TokenBucket } from "../runtime/token-bucket.ts";
+import { TokenBucket } from "../timing/token-bucket.ts";
 
-export { TokenBucket } from "../runtime/token-bucket.ts";
+export { TokenBucket } from "../timing/token-bucket.ts";
 
 /** The policy's settings; see the module comment. */
 export interface WritePolicyOptions {

@@ -7,7 +7,10 @@
  */
 import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
+import { groupVersionPath, LEASES, resourcePath } from "../kube/resource-path.ts";
 import type { Logger } from "../api/log.ts";
+import { backoffDelay } from "../timing/backoff.ts";
+import { sleep } from "../timing/sleep.ts";
 import { REFERABLE_GROUP, REFERABLE_RESOURCE, REFERABLE_VERSION } from "../api/referable.ts";
 
 /** What the checks need to know of the configuration. */
@@ -73,8 +76,9 @@ async function allowed(
 
 async function checkCrd(client: Pick<KubeClient, "request">): Promise<StartupProblem | undefined> {
   const gv = `${REFERABLE_GROUP}/${REFERABLE_VERSION}`;
+  const path = groupVersionPath(REFERABLE_GROUP, REFERABLE_VERSION);
   try {
-    const list = await client.request<{ resources?: Array<{ name: string }> }>("GET", `/apis/${gv}`);
+    const list = await client.request<{ resources?: Array<{ name: string }> }>("GET", path);
     if (list.resources?.some((r) => r.name === REFERABLE_RESOURCE.resource)) return undefined;
   } catch (err) {
     if (!isApiError(err, 404)) throw err;
@@ -102,7 +106,7 @@ async function checkRbac(client: Pick<KubeClient, "request">): Promise<StartupPr
     if (ok === undefined && verb === "list") {
       // No access reviews: try the list itself (one object at most).
       try {
-        await client.request("GET", `/apis/${REFERABLE_GROUP}/${REFERABLE_VERSION}/referables`, {
+        await client.request("GET", resourcePath(REFERABLE_RESOURCE), {
           query: { limit: "1" },
         });
         ok = true;
@@ -123,10 +127,9 @@ async function checkRbac(client: Pick<KubeClient, "request">): Promise<StartupPr
 
 async function checkLeaseNamespace(options: StartupCheckOptions): Promise<StartupProblem | undefined> {
   const { client, leaseNamespace: ns, leaseName: name } = options;
-  const collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases`;
   const off = "or run without leader election (--leader-elect=false, the default of `npm start`)";
   try {
-    await client.request("GET", `${collection}/${encodeURIComponent(name)}`);
+    await client.request("GET", resourcePath(LEASES, { namespace: ns, name }));
     return undefined;
   } catch (err) {
     if (isApiError(err, 403)) {
@@ -140,7 +143,7 @@ async function checkLeaseNamespace(options: StartupCheckOptions): Promise<Startu
   // No Lease yet: a dry-run create says whether the namespace exists without writing anything
   // (a GET of a Lease in a missing namespace is a plain 404 too).
   try {
-    await client.request("POST", collection, {
+    await client.request("POST", resourcePath(LEASES, { namespace: ns }), {
       query: { dryRun: "All" },
       body: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name } },
     });
@@ -241,9 +244,10 @@ export class StartupGate {
   /** Resolves true once every check passes, false when `signal` aborts first. Never rejects. */
   async waitUntilPassing(signal: AbortSignal): Promise<boolean> {
     const { logger } = this.options;
-    let waitMs = this.options.minRetryMs ?? 1_000;
+    const retry = { baseMs: this.options.minRetryMs ?? 1_000, maxMs: this.options.maxRetryMs ?? 10_000 };
     let logged: string | undefined;
-    while (!signal.aborted) {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      const waitMs = backoffDelay(attempt, retry);
       const problem = await checkStartup(this.options);
       if (signal.aborted) break;
       if (!problem) {
@@ -260,17 +264,7 @@ export class StartupGate {
       } else {
         logger.debug({ check: problem.check }, "start-up check still failing");
       }
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) return resolve();
-        const timer = setTimeout(done, waitMs);
-        function done() {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          resolve();
-        }
-        signal.addEventListener("abort", done, { once: true });
-      });
-      waitMs = Math.min(waitMs * 2, this.options.maxRetryMs ?? 10_000);
+      await sleep(waitMs, signal);
     }
     return false;
   }

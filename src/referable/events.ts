@@ -7,8 +7,9 @@
  */
 import { asError } from "../api/errors.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { EVENTS, resourcePath } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
-import { TokenBucket } from "../runtime/token-bucket.ts";
+import { TokenBucket } from "../timing/token-bucket.ts";
 import { REFERABLE_API_VERSION, type Referable } from "../api/referable.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
@@ -95,7 +96,7 @@ export class EventRecorder {
       count: 1,
     };
     this.options.client
-      .request("POST", `/api/v1/namespaces/${namespace}/events`, { body })
+      .request("POST", resourcePath(EVENTS, { namespace }), { body })
       .catch((err: unknown) => {
         this.logger.warn(
           { referable: obj.metadata.name, reason, err: asError(err).message },

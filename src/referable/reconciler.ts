@@ -22,7 +22,7 @@ import { newKeysMemory, type KeysMemory, type KeysOutput, type KeysStep } from "
 import type { StatusOutput } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { DONE, sooner, type Reconciler, type Result } from "../runtime/reconciler.ts";
-import { backoffDelay } from "../runtime/backoff.ts";
+import { backoffDelay } from "../timing/backoff.ts";
 import { sameAsStored } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { describeCycle, isObjectNode } from "./reference-graph.ts";

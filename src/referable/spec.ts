@@ -4,6 +4,7 @@
  * edges, and the one rule that a Referable cannot read itself).
  */
 import { isExportKind } from "../api/export-kinds.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import {
   EXPORTED_LABEL,
   isReferableKind,
@@ -124,7 +125,7 @@ class LabelSets {
   private readonly sets = new Map<string, Readonly<Record<string, string>>>();
 
   intern(labels: Record<string, string>, pool: StringPool): Record<string, string> {
-    const key = JSON.stringify(labels);
+    const key = stableStringify(labels);
     if (key.length > LABEL_SET_MAX_CHARS) return labels;
     const hit = this.sets.get(key);
     if (hit) return hit as Record<string, string>;

@@ -22,6 +22,7 @@
  */
 import { describeServiceAccount, serviceAccountGroups, serviceAccountUser } from "../api/service-account.ts";
 import type { ServiceAccountRef } from "../api/referable.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import { asError } from "../api/errors.ts";
 import { Informer } from "../informers/informer.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
@@ -229,7 +230,7 @@ export class AccessReviews {
 
   private entry(account: ServiceAccountRef, attributes: AccessAttributes): AccessEntry {
     const a = attributes;
-    const key = JSON.stringify([
+    const key = stableStringify([
       account.namespace,
       account.name,
       a.verb,

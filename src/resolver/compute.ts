@@ -9,6 +9,7 @@
  * {@link NOT_KEPT}, never a guess, and the caller has the object read again.
  */
 import { Limits } from "../api/limits.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import { ResolutionError, isResolutionError, type FailureReason } from "../api/errors.ts";
 import type { Projection, Read } from "../informers/projection.ts";
 import type { SourceView } from "../informers/source-cache.ts";
@@ -302,8 +303,8 @@ function compareJson(a: unknown, b: unknown): number {
   if (b === undefined) return -1;
   if (typeof a === "number" && typeof b === "number") return a - b;
   return compareText(
-    typeof a === "string" ? a : JSON.stringify(a),
-    typeof b === "string" ? b : JSON.stringify(b),
+    typeof a === "string" ? a : stableStringify(a),
+    typeof b === "string" ? b : stableStringify(b),
   );
 }
 

@@ -14,7 +14,7 @@ import {
 import type { KindHandle, SourceCache } from "../informers/source-cache.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { compileFieldPath } from "../fieldpath/index.ts";
-import { backoffDelay, jittered } from "../runtime/backoff.ts";
+import { backoffDelay, jittered } from "../timing/backoff.ts";
 import type { Sub } from "./subscription.ts";
 
 const CRD_RESOURCE: ResourceInfo = {

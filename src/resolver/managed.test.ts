@@ -122,6 +122,25 @@ describe("resolveReferences", () => {
     expect(err).toMatchObject({ reason: "InvalidSpec", message: expect.stringContaining(message) });
   });
 
+  it("compares values as JSON data, whatever the order of their keys", async () => {
+    const always = ref("x", { resolve: "Always" });
+    const same = await resolveReferences(
+      reader({ x: { host: "db", port: 5432 } }),
+      { spec: { arnRef: always, arn: { port: 5432, host: "db" } } },
+      [{ target: "spec.arn" }],
+    );
+    expect({ changed: same.changed }).toEqual({ changed: false });
+    const err = await resolveReferences(
+      reader({ a: { host: "db", port: 1 }, b: { port: 1, host: "db" } }),
+      { spec: { idRefs: [ref("a"), ref("b")] } },
+      [{ target: "spec.ids", refs: "spec.idRefs", unique: true }],
+    ).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      reason: "InvalidSpec",
+      message: expect.stringContaining("duplicate values"),
+    });
+  });
+
   it("names the field a failure came from and keeps its reason and retryability", async () => {
     const err = await resolveReferences(reader({}), { spec: { arnRef: ref("missing") } }, [
       { target: "spec.arn" },

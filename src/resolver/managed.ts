@@ -6,6 +6,7 @@
  */
 import { ResolutionError, isResolutionError } from "../api/errors.ts";
 import type { GenericReference, GenericSelector, ResolvedValue, ResolvedValues } from "./types.ts";
+import { jsonEqual, stableStringify } from "../api/stable-json.ts";
 import { checkKeys, everyKey } from "./strict.ts";
 
 /** The two calls the helper needs from a resolver. */
@@ -85,7 +86,7 @@ export async function resolveReferences<T extends object>(
     }
     resolved.push({ target: field.target, reason: outcome.reason });
     if (outcome.value === undefined) continue;
-    if (JSON.stringify(getPath(copy, field.target)) !== JSON.stringify(outcome.value)) {
+    if (!jsonEqual(getPath(copy, field.target), outcome.value)) {
       setPath(copy, field.target, outcome.value);
       changed = true;
     }
@@ -150,7 +151,7 @@ async function resolveList(
   if (field.unique && Array.isArray(outcome.value)) {
     const seen = new Set<string>();
     for (const v of outcome.value) {
-      const key = JSON.stringify(v);
+      const key = stableStringify(v);
       if (seen.has(key))
         throw new ResolutionError(
           "InvalidSpec",

@@ -8,7 +8,7 @@
  * object's event to the subscriptions it concerns; a subscription recomputes its result from the
  * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
  */
-import { createHash } from "node:crypto";
+import { digest } from "../api/digest.ts";
 import type { ServiceAccountRef } from "../api/referable.ts";
 import { serviceAccountProblem } from "../api/service-account.ts";
 import { asError, ResolutionError } from "../api/errors.ts";
@@ -566,10 +566,9 @@ export class Resolver {
 
   private deliver(sub: Sub, result: ResolutionResult): void {
     // A digest, not the fingerprint itself: the fingerprint holds the value (up to
-    // --max-value-bytes), and every subscription keeps the last one it pushed. Its first 16
-    // bytes as text of their own (22 characters, 40 bytes): a slice of the whole digest's text
-    // would keep that text too (64 bytes more per subscription).
-    const print = createHash("sha256").update(fingerprint(result)).digest().toString("base64url", 0, 16);
+    // --max-value-bytes), and every subscription keeps the last one it pushed: 22 characters
+    // (132 bits), a string of their own (40 bytes; see digest).
+    const print = digest(fingerprint(result), 22);
     if (print === sub.fingerprint) return;
     sub.fingerprint = print;
     sub.current = result;

@@ -4,6 +4,7 @@
  */
 import { asError, isResolutionError, ResolutionError } from "../api/errors.ts";
 import { isApiError } from "../kube/client.ts";
+import { stableStringify } from "../api/stable-json.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { ResolverOptions } from "./options.ts";
 import type { CompiledRequest } from "./request.ts";
@@ -11,11 +12,11 @@ import type { ResolutionResult } from "./types.ts";
 
 /** A result's identity for pushes: the reason, the sources read and the value. */
 export function fingerprint(result: ResolutionResult): string {
-  if (!result.ok) return JSON.stringify(["error", result.error.reason, result.error.message]);
+  if (!result.ok) return stableStringify(["error", result.error.reason, result.error.message]);
   const sources = "sources" in result ? result.sources : result.source ? [result.source] : [];
   const ids = sources.map((s) => [s.namespace ?? "", s.name, s.uid]);
   const payload = "values" in result ? result.values : result.value;
-  return JSON.stringify([
+  return stableStringify([
     "ok",
     result.reason,
     ids,

@@ -17,8 +17,10 @@
  */
 import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient, type KubeObject } from "../kube/client.ts";
+import { LEASES, resourcePath } from "../kube/resource-path.ts";
 import { childLogger, silentLogger, type Logger } from "../api/log.ts";
-import { sleep } from "./sleep.ts";
+import { jitter } from "../timing/backoff.ts";
+import { sleep } from "../timing/sleep.ts";
 
 /** client-go's `JitterFactor`: a candidate waits between `retryPeriod` and 2.2 times it. */
 export const JITTER_FACTOR = 1.2;
@@ -163,9 +165,8 @@ export class LeaderElector {
     this.retryPeriodMs = timings.retryPeriodMs;
     this.client = options.client;
     this.leaseName = options.name;
-    const ns = encodeURIComponent(options.namespace);
-    this.collection = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
-    this.path = `${this.collection}/${encodeURIComponent(options.name)}`;
+    this.collection = resourcePath(LEASES, { namespace: options.namespace });
+    this.path = resourcePath(LEASES, { namespace: options.namespace, name: options.name });
     this.identity = options.identity;
     this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.releaseOnCancel = options.releaseOnCancel ?? true;
@@ -216,7 +217,7 @@ export class LeaderElector {
       const acquired = await this.tryAcquireOrRenew(this.renewDeadlineMs);
       this.reportTransition();
       if (acquired) break;
-      await sleep(this.retryPeriodMs * (1 + Math.random() * JITTER_FACTOR), stopped);
+      await sleep(jitter(this.retryPeriodMs, JITTER_FACTOR), stopped);
     }
     if (stopped.aborted) {
       // A write may have won the Lease just as stop() was called.

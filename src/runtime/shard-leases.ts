@@ -3,6 +3,7 @@
  * record a replica writes, and the create-or-update guarded by the version read.
  */
 import type { KubeClient } from "../kube/client.ts";
+import { LEASES, resourcePath } from "../kube/resource-path.ts";
 import { fnv1a32 } from "./buckets.ts";
 import { microTime, type Lease, type LeaseRecord } from "./leader-election.ts";
 
@@ -71,7 +72,7 @@ export function leaseRecord(
 /** Creates (when `current` is undefined) or updates a Lease of the set, guarded by its version. */
 export function writeLease(
   client: Pick<KubeClient, "request">,
-  collection: string,
+  namespace: string,
   lease: { name: string; set: string; role: "member" | "bucket"; timeoutMs: number },
   current: Lease | undefined,
   record: LeaseRecord,
@@ -80,7 +81,7 @@ export function writeLease(
   const { name, set, role } = lease;
   const request = { timeoutMs: lease.timeoutMs };
   if (!current)
-    return client.request<Lease>("POST", collection, {
+    return client.request<Lease>("POST", resourcePath(LEASES, { namespace }), {
       ...request,
       body: {
         apiVersion: "coordination.k8s.io/v1",
@@ -96,7 +97,7 @@ export function writeLease(
   const metadata = annotations
     ? { ...current.metadata, annotations: { ...current.metadata?.annotations, ...annotations } }
     : current.metadata;
-  return client.request<Lease>("PUT", `${collection}/${name}`, {
+  return client.request<Lease>("PUT", resourcePath(LEASES, { namespace, name }), {
     ...request,
     body: { ...current, metadata, spec: { ...current.spec, ...record } },
   });

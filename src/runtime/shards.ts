@@ -55,7 +55,9 @@ import { childLogger, silentLogger, type Logger } from "../api/log.ts";
 import { planBuckets } from "./buckets.ts";
 import { leaseTimings, microTime, recordOf, type Lease, type LeaseRecord } from "./leader-election.ts";
 import type { ShardGate } from "./shard-gate.ts";
-import { sleep } from "./sleep.ts";
+import { jitter } from "../timing/backoff.ts";
+import { sleep } from "../timing/sleep.ts";
+import { LEASES, resourcePath } from "../kube/resource-path.ts";
 import {
   BUCKETS_ANNOTATION,
   leaseRecord,
@@ -93,6 +95,7 @@ interface Member {
 /** Leads a fair share of the buckets; see the module comment. */
 export class ShardCoordinator {
   private readonly client: Pick<KubeClient, "request">;
+  private readonly namespace: string;
   private readonly collection: string;
   private readonly options: ShardCoordinatorOptions;
   private readonly gate: ShardGate;
@@ -146,7 +149,8 @@ export class ShardCoordinator {
     this.client = options.client;
     this.gate = options.gate;
     this.identity = options.identity;
-    this.collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.namespace = options.namespace;
+    this.collection = resourcePath(LEASES, { namespace: options.namespace });
     this.memberName = memberLeaseName(options.name, options.identity);
     this.leaseDurationSeconds = timings.leaseDurationSeconds;
     this.now = options.now ?? (() => performance.now());
@@ -272,11 +276,11 @@ export class ShardCoordinator {
   }
 
   /**
-   * How long {@link run} waits after a round: the retry period (jittered by `jitter` times a
-   * tenth), or less when another replica's Lease would expire sooner. Exposed for tests.
+   * How long {@link run} waits after a round: the retry period (jittered by up to a tenth more,
+   * by `random`), or less when another replica's Lease would expire sooner. Exposed for tests.
    */
-  delay(jitter = Math.random()): number {
-    return Math.min(this.retryPeriodMs * (1 + jitter * 0.1), this.untilExpiry());
+  delay(random = Math.random()): number {
+    return Math.min(jitter(this.retryPeriodMs, 0.1, random), this.untilExpiry());
   }
 
   /**
@@ -618,7 +622,7 @@ export class ShardCoordinator {
         this.keep(await this.write(name, seen.lease, released(seen)), true);
       } catch (err) {
         if (!isApiError(err, 409)) throw err;
-        const current = await this.client.request<Lease>("GET", `${this.collection}/${name}`, {
+        const current = await this.client.request<Lease>("GET", this.lease(name), {
           timeoutMs: this.renewDeadlineMs,
         });
         this.keep(current, false);
@@ -672,7 +676,12 @@ export class ShardCoordinator {
   ): Promise<Lease> {
     const role = name === this.memberName ? "member" : "bucket";
     const lease = { name, set: this.options.name, role, timeoutMs: this.renewDeadlineMs } as const;
-    return writeLease(this.client, this.collection, lease, current, record, annotations);
+    return writeLease(this.client, this.namespace, lease, current, record, annotations);
+  }
+
+  /** The API path of the Lease `name`. */
+  private lease(name: string): string {
+    return resourcePath(LEASES, { namespace: this.namespace, name });
   }
 
   /** Deletes the member Lease of a replica gone for five lease durations (guarded by its version). */
@@ -682,7 +691,7 @@ export class ShardCoordinator {
     this.seen.delete(name);
     const preconditions = { resourceVersion: seen.lease.metadata?.resourceVersion };
     this.client
-      .request("DELETE", `${this.collection}/${name}`, {
+      .request("DELETE", this.lease(name), {
         body: { preconditions },
         timeoutMs: this.renewDeadlineMs,
       })
@@ -698,7 +707,7 @@ export class ShardCoordinator {
 
   private async deleteMember(): Promise<void> {
     try {
-      await this.client.request("DELETE", `${this.collection}/${this.memberName}`, {
+      await this.client.request("DELETE", this.lease(this.memberName), {
         timeoutMs: this.renewDeadlineMs,
       });
     } catch (err) {

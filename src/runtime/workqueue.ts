@@ -16,9 +16,9 @@
  *   `get` resolves to undefined once the queue is empty.
  */
 import { asError } from "../api/errors.ts";
-import { KeyedBackoff } from "./backoff.ts";
+import { KeyedBackoff } from "../timing/backoff.ts";
 import { classifyError } from "./reconciler.ts";
-import { TokenBucket } from "./token-bucket.ts";
+import { TokenBucket } from "../timing/token-bucket.ts";
 
 /** Decides how long a key waits before it is retried; client-go's `TypedRateLimiter`. */
 export interface RateLimiter {

@@ -30,8 +30,8 @@
  * remembers at most {@link MAX_QUARANTINED} expressions, the least recently used forgotten first
  * (one forgotten starts again on probation, and is quarantined again by its next failure).
  */
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { digest } from "../api/digest.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import { Worker } from "node:worker_threads";
 import { ResolutionError } from "../api/errors.ts";
@@ -480,7 +480,7 @@ function overrunKey(text: string, shape: TransformShape): string {
 
 /** A digest of an evaluation's input (asked only of quarantined expressions). */
 function inputDigest(input: TransformInput): string {
-  return createHash("sha256").update(stableStringify(input)).digest("base64url");
+  return digest(stableStringify(input), 43);
 }
 
 function closedError(): ResolutionError {

@@ -24,7 +24,9 @@ import { X509Certificate, createPrivateKey } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient } from "../kube/client.ts";
+import { resourcePath, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
+import { backoffDelay } from "../timing/backoff.ts";
 import {
   certificateAuthority,
   selfSignedCertificate,
@@ -146,7 +148,7 @@ export class CertRotator {
     const interval = this.options.checkIntervalMs ?? 60_000;
     // After failures: 1 s, 2 s, 4 s, ... up to the interval, so a fixed RBAC is seen soon.
     const delay =
-      this.failures === 0 ? interval : Math.min(interval, 1000 * 2 ** Math.min(this.failures - 1, 16));
+      this.failures === 0 ? interval : backoffDelay(this.failures - 1, { baseMs: 1000, maxMs: interval });
     this.timer = setTimeout(() => void this.check(), delay);
     this.timer.unref();
   }
@@ -185,7 +187,7 @@ export class CertRotator {
   }
 
   private get secretPath(): string {
-    return `/api/v1/namespaces/${encodeURIComponent(this.options.namespace)}/secrets/${encodeURIComponent(this.options.secretName)}`;
+    return resourcePath(SECRETS, { namespace: this.options.namespace, name: this.options.secretName });
   }
 
   /** The Secret's material, made, renewed or repaired first when it needs to be. */
@@ -222,7 +224,7 @@ export class CertRotator {
         } else {
           await this.options.client.request(
             "POST",
-            `/api/v1/namespaces/${encodeURIComponent(this.options.namespace)}/secrets`,
+            resourcePath(SECRETS, { namespace: this.options.namespace }),
             {
               body: {
                 apiVersion: "v1",
@@ -314,7 +316,7 @@ export class CertRotator {
   }
 
   private get webhookConfigurationPath(): string {
-    return `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(this.options.webhookConfigurationName)}`;
+    return resourcePath(VALIDATING_WEBHOOK_CONFIGURATIONS, { name: this.options.webhookConfigurationName });
   }
 
   /** Sets the caBundle of every webhook of the configuration to `bundle` (PEM). */

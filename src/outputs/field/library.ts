@@ -4,6 +4,7 @@
  * manager's other fields of the object are applied again as they are, since an apply without them
  * would release them.
  */
+import { stableStringify } from "../../api/stable-json.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import { Discovery, type ResourceInfo } from "../../kube/discovery.ts";
 import { ExportError } from "../keys/errors.ts";
@@ -88,8 +89,8 @@ export async function removeField(
     if (err instanceof ExportError && err.reason === "TargetNotFound") return false;
     throw err;
   }
-  const key = JSON.stringify(read.target.path);
-  if (!read.owned.some((p) => JSON.stringify(p) === key)) return false;
+  const key = stableStringify(read.target.path);
+  if (!read.owned.some((p) => stableStringify(p) === key)) return false;
   const body = keepOwned(read, read.target.path);
   await applyFields(client, read.resource, read.target, body, String(read.obj.metadata?.uid ?? ""), options);
   return true;
@@ -118,10 +119,10 @@ async function readOwned(client: Client, target: FieldTarget, options: ExportOpt
 /** The manager's other applied fields, with their current values, so an apply keeps them. */
 function keepOwned(read: Read, except: readonly string[]): Record<string, unknown> {
   const body: Record<string, unknown> = {};
-  const skip = JSON.stringify(except);
+  const skip = stableStringify(except);
   for (const path of read.owned) {
     if (
-      JSON.stringify(path) === skip ||
+      stableStringify(path) === skip ||
       (path[0] === "metadata" && (path[1] === "name" || path[1] === "namespace"))
     )
       continue;

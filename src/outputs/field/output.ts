@@ -176,7 +176,7 @@ export class FieldOutput
             reason: "ExportFailed",
             message: finalizerMessage(patch.problem),
           },
-          retryAfterMs: this.pacing.backoff(memory),
+          retryAfterMs: this.pacing.afterFailure(memory),
         };
       }
       metadata = { resourceVersion: patch.resourceVersion, finalizers: patch.finalizers };
@@ -208,7 +208,7 @@ export class FieldOutput
       ),
     );
     const step = summarize(targets, value, gathered, memory, this.options.rereadMs ?? FIELD_REREAD_MS, (m) =>
-      this.pacing.backoff(m),
+      this.pacing.afterFailure(m),
     );
     if (step.state === null && hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
@@ -235,7 +235,7 @@ export class FieldOutput
         { referable: name, problem: writer },
         "cannot release exported fields; the Referable keeps its finalizer until its spec is fixed",
       );
-      return this.pacing.backoff(memory);
+      return this.pacing.afterFailure(memory);
     }
     const options = this.writeOptions(name, writer);
     let failed = false;
@@ -272,10 +272,10 @@ export class FieldOutput
         failed = true;
       }
     }
-    if (failed) return this.pacing.backoff(memory);
+    if (failed) return this.pacing.afterFailure(memory);
     this.forget(name);
     const patch = await removeFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
-    if (!patch.ok && !patch.changed) return this.pacing.backoff(memory);
+    if (!patch.ok && !patch.changed) return this.pacing.afterFailure(memory);
     return undefined;
   }
 
@@ -289,7 +289,7 @@ export class FieldOutput
     if (!patch.ok)
       return patch.changed
         ? { state: undefined, retryAfterMs: undefined, requeue: true }
-        : { state: null, retryAfterMs: this.pacing.backoff(memory) };
+        : { state: null, retryAfterMs: this.pacing.afterFailure(memory) };
     return {
       state: null,
       retryAfterMs: undefined,

@@ -2,8 +2,8 @@
  * The field output's plan of one pass (the objects it is about, their fields and dropped records),
  * what it remembers of a Referable, and the status records it writes. Pure: no I/O.
  */
-import { createHash } from "node:crypto";
 import type { ExportRecord, Referable } from "../../api/referable.ts";
+import { digest } from "../../api/digest.ts";
 import { stableStringify } from "../../api/stable-json.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { ExportStep } from "../export-output.ts";
@@ -144,11 +144,12 @@ export function valueOf(result: ResolutionResult): unknown {
 }
 
 export function hashOf(p: ObjectPlan, value: unknown): string {
-  const h = createHash("sha256");
-  h.update(stableStringify(p.targets.map((t) => [t.fieldPath, t.policy])));
-  h.update("\0").update(stableStringify(p.dropped.map((r) => r.fieldPath)));
-  h.update("\0").update(value === undefined ? "" : stableStringify(value));
-  return h.digest("base64").slice(0, 22);
+  const parts = [
+    stableStringify(p.targets.map((t) => [t.fieldPath, t.policy])),
+    stableStringify(p.dropped.map((r) => r.fieldPath)),
+    value === undefined ? "" : stableStringify(value),
+  ];
+  return digest(parts, 22);
 }
 
 export function compareFieldRecords(a: ExportRecord, b: ExportRecord): number {

@@ -55,7 +55,7 @@ export function summarize(
   gathered: Gathered,
   memory: FieldsMemory,
   reread: number,
-  backoff: (memory: FieldsMemory) => number,
+  retryDelayOf: (memory: FieldsMemory) => number,
 ): FieldsStep {
   const { records, problems, deferredMs, dueMs } = gathered;
   if (targets.length === 0 && problems.length === 0 && deferredMs === undefined) {
@@ -86,6 +86,6 @@ export function summarize(
     };
   }
   const state = problemsState(records, problems);
-  const retry = problems.some((x) => x.retry) ? backoff(memory) : undefined;
+  const retry = problems.some((x) => x.retry) ? retryDelayOf(memory) : undefined;
   return { state, retryAfterMs: next(retry) };
 }

@@ -14,6 +14,7 @@ import { stableStringify } from "../../api/stable-json.ts";
 import { describeServiceAccount, type ServiceAccountRef } from "../../api/service-account.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
+import { resourcePath } from "../../kube/resource-path.ts";
 import { ExportError } from "../keys/errors.ts";
 import { ABSENT, readObject, signalOf, type ObjectIdentity } from "../object-read.ts";
 import { toRequestFailure } from "../request-failure.ts";
@@ -62,9 +63,8 @@ export interface AskedField {
 
 /** The API path of an object of `resource`. */
 export function fieldObjectPath(resource: ResourceInfo, object: FieldObject): string {
-  const base = resource.group ? `/apis/${resource.group}/${resource.version}` : `/api/${resource.version}`;
-  const ns = resource.namespaced ? `/namespaces/${object.namespace}` : "";
-  return `${base}${ns}/${resource.resource}/${object.name}`;
+  const namespace = resource.namespaced ? object.namespace : undefined;
+  return resourcePath(resource, { namespace, name: object.name });
 }
 
 /** Reads `object` and keeps only what a writer under `options.fieldManager` needs about `asked`. */

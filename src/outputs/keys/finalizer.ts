@@ -5,9 +5,10 @@
  * Referable's new metadata: the reconcile goes on from it in the same pass, never waiting for
  * the echo of its own write.
  */
-import { EXPORT_FINALIZER, referablePath, type Referable } from "../../api/referable.ts";
+import { EXPORT_FINALIZER, REFERABLE_RESOURCE, type Referable } from "../../api/referable.ts";
 import { asError } from "../../api/errors.ts";
 import { isApiError, type KubeClient } from "../../kube/client.ts";
+import { resourcePath } from "../../kube/resource-path.ts";
 import type { Logger } from "../../api/log.ts";
 
 /** What a finalizer patch did. */
@@ -71,7 +72,7 @@ async function patchFinalizers(
   try {
     const patched = await client.request<Partial<Referable> | undefined>(
       "PATCH",
-      referablePath(obj.metadata.name),
+      resourcePath(REFERABLE_RESOURCE, { name: obj.metadata.name }),
       {
         body: [{ op: "test", path: "/metadata/uid", value: obj.metadata.uid }, ...ops],
         contentType: "application/json-patch+json",

@@ -45,7 +45,7 @@ export function recordIntent(
   previous: ExportRecord[],
   gathered: Gathered,
   memory: KeysMemory,
-  backoffOf: (memory: KeysMemory) => number,
+  retryDelayOf: (memory: KeysMemory) => number,
 ): KeysStep {
   const records = [...gathered.records];
   const pending: ExportRecord[] = [];
@@ -64,7 +64,13 @@ export function recordIntent(
   if (gathered.problems.length > 0) {
     // On the backoff as well: should no record fit (dropped targets' keys not yet removed),
     // the status may not change, and no write would call for the next look.
-    const step = summarize([], undefined, { ...gathered, records, deferredMs: undefined }, memory, backoffOf);
+    const step = summarize(
+      [],
+      undefined,
+      { ...gathered, records, deferredMs: undefined },
+      memory,
+      retryDelayOf,
+    );
     return { ...step, thenRequeue: true };
   }
   const shown = obj.status?.conditions?.find((c) => c.type === EXPORTED);

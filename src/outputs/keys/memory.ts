@@ -2,7 +2,7 @@
  * What the key output remembers of a Referable, and the pure steps of a write: which objects
  * it touches, what the result puts there, and the Exported state when all went well.
  */
-import { createHash } from "node:crypto";
+import { digest } from "../../api/digest.ts";
 import { isExportKind } from "../../api/export-kinds.ts";
 import type { ExportRecord } from "../../api/referable.ts";
 import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
@@ -114,9 +114,12 @@ export function valueText(result: ResolutionResult): string | undefined {
 }
 
 export function hashOf(keys: Record<string, string>): string {
-  const h = createHash("sha256");
-  for (const k of Object.keys(keys).sort()) h.update(k).update("\0").update(keys[k]!).update("\0");
-  return h.digest("base64").slice(0, 22);
+  return digest(
+    Object.keys(keys)
+      .sort()
+      .flatMap((k) => [k, keys[k]!]),
+    22,
+  );
 }
 
 /** One string per record's key: object and key. */

@@ -177,11 +177,11 @@ export class KeysOutput
     );
     if (intents.size > 0) {
       const step = recordIntent(obj, plan, intents, previous, gathered, memory, (m) =>
-        this.pacing.backoff(m),
+        this.pacing.afterFailure(m),
       );
       return metadata ? { ...step, metadata } : step;
     }
-    const step = summarize(targets, text, gathered, memory, (m) => this.pacing.backoff(m));
+    const step = summarize(targets, text, gathered, memory, (m) => this.pacing.afterFailure(m));
     if (step.state === null && hasFinalizer(obj)) step.thenRequeue = true;
     return metadata ? { ...step, metadata } : step;
   }
@@ -213,7 +213,7 @@ export class KeysOutput
             Limits.conditionMessage,
           ),
       };
-      return this.pacing.backoff(memory);
+      return this.pacing.afterFailure(memory);
     }
     // Removals and deletions share the write policy with every other write: an object whose
     // turn has not come is released on the look after the wait.
@@ -244,11 +244,11 @@ export class KeysOutput
                 .map((p) => p.message)
                 .join("; ")}`.slice(0, Limits.conditionMessage),
           };
-    if (problems.length > 0) return this.pacing.backoff(memory);
+    if (problems.length > 0) return this.pacing.afterFailure(memory);
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) {
       memory.releaseProblem = { reason: "ExportFailed", message: finalizerMessage(patch.problem) };
-      return this.pacing.backoff(memory);
+      return this.pacing.afterFailure(memory);
     }
     return undefined;
   }
@@ -277,7 +277,7 @@ export class KeysOutput
         reason: "ExportFailed",
         message: finalizerMessage(patch.problem),
       },
-      retryAfterMs: this.pacing.backoff(memory),
+      retryAfterMs: this.pacing.afterFailure(memory),
     };
   }
 

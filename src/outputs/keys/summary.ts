@@ -51,7 +51,7 @@ export function summarize(
   text: string | undefined,
   gathered: Gathered,
   memory: KeysMemory,
-  backoffOf: (memory: KeysMemory) => number,
+  retryDelayOf: (memory: KeysMemory) => number,
 ): KeysStep {
   const { records, problems, deferredMs } = gathered;
   // Some object waits for the write policy: the status keeps saying what the keys hold until then.
@@ -63,6 +63,6 @@ export function summarize(
     return { state: exportedState(targets, text, records), retryAfterMs: undefined };
   }
   const state = problemsState(records, problems);
-  const backoff = backoffOf(memory);
-  return { state, retryAfterMs: deferredMs === undefined ? backoff : Math.min(backoff, deferredMs) };
+  const retry = retryDelayOf(memory);
+  return { state, retryAfterMs: deferredMs === undefined ? retry : Math.min(retry, deferredMs) };
 }

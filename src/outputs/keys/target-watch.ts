@@ -15,7 +15,7 @@
  * it. A namespace where the controller may not list or watch is re-read instead, every
  * `resyncMs`, and a warning says so.
  */
-import { createHash } from "node:crypto";
+import { digest } from "../../api/digest.ts";
 import { EXPORT_KINDS, type ExportKind } from "../../api/export-kinds.ts";
 import { Informer, type InformerEvent, type InformerState } from "../../informers/informer.ts";
 import type { KubeClient, KubeObject } from "../../kube/client.ts";
@@ -182,8 +182,7 @@ export function projectTarget(
   }
   for (const k of named) {
     const text = data[k];
-    const hash =
-      typeof text === "string" ? createHash("sha256").update(text).digest("base64").slice(0, 16) : "-";
+    const hash = typeof text === "string" ? digest(text, 16) : "-";
     projection.keys.set(k, `${hash} ${(managers.get(k) ?? []).sort().join(" ")}`);
   }
   return projection;

@@ -3,9 +3,10 @@
  * text of that key. Plain values with their own validation, shared by the controller (a
  * Referable's `spec.export`) and the library (`exportValue`).
  */
-import { createHash } from "node:crypto";
+import { digest } from "../../api/digest.ts";
 import { EXPORT_KINDS, isExportKind, type ExportKind } from "../../api/export-kinds.ts";
 import { Limits } from "../../api/limits.ts";
+import { resourcePath } from "../../kube/resource-path.ts";
 
 export type { ExportKind } from "../../api/export-kinds.ts";
 
@@ -54,7 +55,7 @@ const MANAGER_PREFIX = "referable.dev/";
 export function fieldManagerFor(name: string): string {
   const plain = MANAGER_PREFIX + name;
   if (plain.length <= MAX_FIELD_MANAGER) return plain;
-  return `${MANAGER_PREFIX}h-${createHash("sha256").update(name).digest("hex")}`;
+  return `${MANAGER_PREFIX}h-${digest(name, 64, "hex")}`;
 }
 
 /**
@@ -65,7 +66,7 @@ export function fieldManagerFor(name: string): string {
  */
 export function legacyFieldManagerFor(name: string): string | undefined {
   if (MANAGER_PREFIX.length + name.length <= MAX_FIELD_MANAGER) return undefined;
-  const hash = createHash("sha256").update(name).digest("hex").slice(0, 16);
+  const hash = digest(name, 16, "hex");
   return `${MANAGER_PREFIX}${name.slice(0, MAX_FIELD_MANAGER - MANAGER_PREFIX.length - hash.length - 1)}-${hash}`;
 }
 
@@ -86,7 +87,8 @@ export function resourceOf(kind: ExportKind): "configmaps" | "secrets" {
 
 /** The API path of the object a target sits in. */
 export function objectPath(object: TargetObject): string {
-  return `/api/v1/namespaces/${object.namespace}/${resourceOf(object.kind)}/${object.name}`;
+  const resource = { group: "", version: "v1", resource: resourceOf(object.kind) };
+  return resourcePath(resource, { namespace: object.namespace, name: object.name });
 }
 
 /** `ConfigMap team-b/app-settings`: the object in words, for messages. */

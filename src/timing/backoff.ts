@@ -1,7 +1,8 @@
 /**
- * The one backoff: a delay that doubles with each attempt, up to a cap, and the jitter that
- * spreads retries of many clients. The work queue, the key outputs, status repairs, the kind
- * waiter and the informers all use it. Imports nothing, so any room may.
+ * The one backoff: a delay that doubles with each attempt, up to a cap, and the one jitter that
+ * spreads the waits of many clients. The work queue, the key and field outputs, status repairs,
+ * the kind waiter, the informers, discovery, the start-up checks, leader election, the shard
+ * rounds and the webhook's certificate checks all use them. Imports nothing, so any room may.
  */
 
 /** The two numbers of a backoff. */
@@ -17,9 +18,20 @@ export function backoffDelay(attempt: number, { baseMs, maxMs }: BackoffOptions)
   return Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(0, attempt), 30));
 }
 
-/** A random wait in [ms/2, ms]: retries of many clients spread out, none waits less than half. */
-export function jittered(ms: number, random: () => number = Math.random): number {
-  return ms / 2 + random() * (ms / 2);
+/**
+ * client-go's `wait.Jitter`: `ms` and up to `factor` times more, by `random` (a draw in [0, 1)):
+ * a wait in [ms, ms * (1 + factor)).
+ */
+export function jitter(ms: number, factor: number, random: number = Math.random()): number {
+  return ms * (1 + factor * random);
+}
+
+/**
+ * A random wait in [ms/2, ms] ({@link jitter} of half of it): retries of many clients spread out,
+ * none waits less than half.
+ */
+export function jittered(ms: number, random: number = Math.random()): number {
+  return jitter(ms / 2, 1, random);
 }
 
 /** Failures counted per key, each key's next delay by {@link backoffDelay}. */
