@@ -1,5 +1,6 @@
 /**
- * The controller runtime: a work queue, a Controller that runs a one-method Reconciler, a
+ * The controller runtime: sources, handlers and predicates (the watch layer), a work queue, a
+ * Controller built on them that runs a one-method Reconciler, a
  * Manager that owns start and stop order and leadership (leader election on a Lease), and the
  * one backoff, token bucket and abortable sleep every timing in the process is made of. It
  * knows nothing of Referables.
@@ -7,11 +8,23 @@
  */
 export { backoffDelay, jittered, KeyedBackoff, type BackoffOptions } from "./backoff.ts";
 export {
+  controller,
   Controller,
+  ControllerBuilder,
   type ControllerObserver,
   type ControllerOptions,
+  type Gate,
   type ReconcileOutcome,
 } from "./controller.ts";
+export { enqueueKey, enqueueMapped, enqueueObject, type Handler, type KeyQueue } from "./handler.ts";
+export { notOwnEcho, type Predicate, type WrittenVersions } from "./predicate.ts";
+export {
+  defaultControllerRateLimiter,
+  ItemExponentialFailureRateLimiter,
+  type RateLimiter,
+} from "./rate-limiter.ts";
+export { Channel, informerSource, type ObjectEvent, type Source } from "./source.ts";
+export { runWorkers, settle } from "./workers.ts";
 export { JITTER_FACTOR, LeaderElector, type LeaderElectionOptions } from "./leader-election.ts";
 export { Manager, type ManagedController, type ManagedElector, type ManagerOptions } from "./manager.ts";
 export { classifyError, DONE, sooner, TerminalError, type Reconciler, type Result } from "./reconciler.ts";
@@ -25,4 +38,4 @@ export {
 } from "./shards.ts";
 export { sleep } from "./sleep.ts";
 export { TokenBucket } from "./token-bucket.ts";
-export { WorkQueue, type RateLimiter, type WorkQueueObserver } from "./workqueue.ts";
+export { WorkQueue, type WorkQueueObserver } from "./workqueue.ts";
