@@ -36,17 +36,6 @@ function track<T>(promise: Promise<T>): { settled: () => boolean; value: () => T
   return { settled: () => settled, value: () => value };
 }
 
-/** A handler result the test decides on later. */
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (err: Error) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (err: Error) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 /** A queue that has handed `key` out to a worker: the key is being processed. */
 async function processing(key: string): Promise<WorkQueue> {
   const queue = new WorkQueue();
