@@ -166,6 +166,8 @@ export class Controller {
     this.started.set(key, performance.now());
     notify(() => observer?.onActive?.(1));
     try {
+      // Stopped: the keys still queued are handed out by the draining queue, and not reconciled.
+      if (this.abort.signal.aborted) return {};
       return await this.options.reconciler.reconcile(key, this.abort.signal);
     } finally {
       notify(() => observer?.onActive?.(-1));

@@ -40,22 +40,23 @@ export function informerSource<T>(informer: ListenedInformer<T>): Source<ObjectE
 }
 
 /**
- * A source others emit to (controller-runtime's `source.Channel`). An event emitted before the
- * controller connected it is dropped: nothing a controller not yet built could do with it.
+ * A source others emit to (controller-runtime's `source.Channel`); several watches may share
+ * it. An event emitted before a controller connected it is dropped: nothing a controller not
+ * yet built could do with it.
  */
 export class Channel<E> implements Source<E> {
-  private sink: ((event: E) => void) | undefined;
+  private readonly sinks: Array<(event: E) => void> = [];
 
   start(emit: (event: E) => void): void {
-    this.sink = emit;
+    this.sinks.push(emit);
   }
 
   synced(): Promise<void> {
     return Promise.resolve();
   }
 
-  /** Hands `event` to the controller's handler. */
+  /** Hands `event` to every watch of this channel. */
   emit(event: E): void {
-    this.sink?.(event);
+    for (const sink of this.sinks) sink(event);
   }
 }
