@@ -64,8 +64,8 @@ const ROWS: readonly Row[] = [
     match: /^dist\/transform\//,
   },
   {
-    label: "`dist/runtime/` (backoff and sleep only)",
-    what: "the retry timing the library uses",
+    label: "`dist/runtime/` (the controller runtime, not the Manager)",
+    what: "the host helper's queue and workers",
     match: /^dist\/runtime\//,
   },
   { label: "`dist/host/`", what: "`createReferenceController`", match: /^dist\/host\// },
