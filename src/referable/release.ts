@@ -5,18 +5,24 @@
  * own write. A release that cannot finish says why in the Exported condition.
  */
 import type { Referable } from "../api/referable.ts";
-import { isFieldRecord } from "../outputs/field/output.ts";
+import { isFieldRecord, type FieldOutput } from "../outputs/field/output.ts";
 import { isFieldEntry } from "../outputs/field/target.ts";
+import type { KeysOutput } from "../outputs/keys/output.ts";
+import type { StatusOutput } from "../outputs/status.ts";
 import { DONE, type Result } from "../runtime/reconciler.ts";
-import type { ReferableReconcilerOptions } from "./reconciler.ts";
-import { recordWrite } from "./state.ts";
+import { recordWrite, type ReferableStates } from "./state.ts";
 import { releaseStatus, statusEquals } from "./status.ts";
 
-/** What the release needs of the reconciler's options. */
-type ReleaseOptions = Pick<
-  ReferableReconcilerOptions,
-  "reader" | "states" | "status" | "keys" | "fields" | "now"
->;
+/** What the release needs: the reconciler's options, in part. */
+export interface ReleaseOptions {
+  reader: { get(name: string): Referable | undefined };
+  states: ReferableStates;
+  status: Pick<StatusOutput, "write" | "memory">;
+  keys: Pick<KeysOutput, "release" | "finalizing">;
+  fields?: Pick<FieldOutput, "release"> | undefined;
+  /** Clock for condition timestamps. @default () => new Date() */
+  now?: (() => Date) | undefined;
+}
 
 /** Releases a Referable being deleted; see the module comment. */
 export class ReferableRelease {
