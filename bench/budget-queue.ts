@@ -10,7 +10,9 @@
  */
 import { parseArgs } from "node:util";
 import { TokenBucket } from "../src/timing/token-bucket.ts";
-import { runWorkers, WorkQueue, type WorkResult } from "../src/runtime/workqueue.ts";
+import type { Result } from "../src/runtime/reconciler.ts";
+import { runWorkers } from "../src/runtime/workers.ts";
+import { WorkQueue } from "../src/runtime/workqueue.ts";
 
 const { values } = parseArgs({
   options: {
@@ -31,14 +33,14 @@ let allDone!: () => void;
 const done = new Promise<void>((resolve) => (allDone = resolve));
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
-const workers = runWorkers(queue, 16, async (key): Promise<WorkResult> => {
+const workers = runWorkers(queue, 16, async (key): Promise<Result> => {
   if (!placed.has(key)) {
     placed.add(key);
     const waitMs = budget.reserve(performance.now());
     if (waitMs > 0) return { requeueAfterMs: waitMs };
   }
   if (++finished === n) allDone();
-  return "done";
+  return {};
 });
 let next = 0;
 const arrive = (): void => {

@@ -64,6 +64,11 @@ const ROWS: readonly Row[] = [
     what: "backoff, jitter, sleep, token bucket",
     match: /^dist\/timing\//,
   },
+  {
+    label: "`dist/runtime/` (the controller runtime, not the Manager)",
+    what: "the host helper's queue and workers",
+    match: /^dist\/runtime\//,
+  },
   { label: "`dist/host/`", what: "`createReferenceController`", match: /^dist\/host\// },
   { label: "`crds/`", what: "the Referable CRD", match: /^crds\// },
   {

@@ -4,9 +4,21 @@
  * reconcile per object, one at a time, again when anything changed meanwhile, with a per-object
  * backoff when it fails. Level-based: an event (of the object or of a source) only queues the
  * object's key; the reconcile gets the object as it is now.
+ *
+ * It is the Referable controller's runtime (src/runtime/) adapted: the engine's own informer is
+ * its source, a resolver push a channel, and the runtime's queue, workers, backoff and result
+ * switch run the reconcile. It has none of its own.
  */
 import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
+import { Informer } from "../informers/informer.ts";
+import type { RestartReason } from "../informers/restart-reason.ts";
+import { KubeClient, type KubeObject } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
+import { controller, type Controller } from "../runtime/controller.ts";
+import { enqueueKey, enqueueObject } from "../runtime/handler.ts";
+import { ItemExponentialFailureRateLimiter } from "../runtime/rate-limiter.ts";
+import { DONE, type Result } from "../runtime/reconciler.ts";
+import { Channel, informerSource } from "../runtime/source.ts";
 import { checkKeys, everyKey } from "../resolver/strict.ts";
 import type { Subscription, WatchCallback } from "../resolver/subscription.ts";
 import type { GenericReference, GenericSelector } from "../resolver/types.ts";
@@ -56,9 +68,9 @@ export interface ReferenceControllerOptions<T extends KubernetesObject> extends 
   referencesOf(object: T): ReadonlyArray<GenericReference | GenericSelector>;
   /**
    * Brings the world in line with `object` (the latest the watch delivered). Never runs twice at
-   * once for one object; an event during a run makes it run once more after. A throw is logged
-   * (its message only) and retried with backoff; return `{ requeueAfterMs }` to run again later.
-   * Not called for a deleted object.
+   * once for one object, and at most 16 run at once; an event during a run makes it run once
+   * more after. A throw is logged (its message only) and retried with backoff; return
+   * `{ requeueAfterMs }` to run again later. Not called for a deleted object.
    */
   reconcile(object: T, signal: AbortSignal): Promise<ReconcileResult | void>;
   /** First and longest wait before a failed reconcile (or list) runs again. @default [500, 60000] */
@@ -92,14 +104,8 @@ const OPTION_KEYS = everyKey<ReferenceControllerOptions<KubernetesObject>>()([
   "logger",
 ]);
 
-/** An informer of client-node, as far as this file uses it. */
-interface HostInformer<T> {
-  on(event: "add" | "update" | "delete", cb: (obj: T) => void): void;
-  on(event: "error", cb: (err: unknown) => void): void;
-  off(event: "error", cb: (err: unknown) => void): void;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
+/** What a list refused for good answers: no CRD, no RBAC, a bad request. */
+const REFUSED: ReadonlySet<RestartReason> = new Set(["unauthorized", "forbidden", "not-found", "rejected"]);
 
 /**
  * Makes the host-controller loop for objects of one kind whose references the `resolver`
@@ -113,88 +119,103 @@ export function createReferenceController<T extends KubernetesObject>(
 }
 
 class Loop<T extends KubernetesObject> implements ReferenceController {
-  private readonly objects = new Map<string, T>();
+  private readonly options: ReferenceControllerOptions<T>;
+  private readonly logger: Logger;
   /** Per object, its open subscriptions by the JSON of the reference each watches. */
   private readonly subs = new Map<string, Map<string, Subscription>>();
-  private readonly running = new Map<string, Promise<void>>();
-  private readonly again = new Set<string>();
-  private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
-  private readonly abort = new AbortController();
-  private readonly logger: Logger;
-  private readonly backoff: [number, number];
-  private informer: HostInformer<T> | undefined;
-
-  private readonly options: ReferenceControllerOptions<T>;
+  /** Resolver pushes: the key of the object whose reference moved on. */
+  private readonly pushed = new Channel<string>();
+  private client: KubeClient | undefined;
+  private informer: Informer | undefined;
+  private runtime: Controller | undefined;
+  private stopped = false;
 
   constructor(options: ReferenceControllerOptions<T>) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
-    this.backoff = options.backoffMs ?? [500, 60_000];
   }
 
   async start(): Promise<void> {
-    // Imported on call: the resolver alone never loads client-node's generated API models.
-    const { CustomObjectsApi, makeInformer } = await import("@kubernetes/client-node");
     const { kubeConfig, group, version, plural, namespace } = this.options;
-    const api = kubeConfig.makeApiClient(CustomObjectsApi);
-    const base = group === "" ? `/api/${version}` : `/apis/${group}/${version}`;
-    const informer = makeInformer<T>(
-      kubeConfig,
-      `${base}${namespace ? `/namespaces/${namespace}` : ""}/${plural}`,
-      () =>
-        (namespace
-          ? api.listNamespacedCustomObject({ group, version, namespace, plural })
-          : api.listClusterCustomObject({ group, version, plural })) as never,
-    ) as unknown as HostInformer<T>;
-    this.informer = informer;
-    informer.on("add", (obj) => this.upsert(obj));
-    informer.on("update", (obj) => this.upsert(obj));
-    informer.on("delete", (obj) => this.remove(keyOf(obj)));
-    for (let attempt = 0; ; attempt++) {
-      // client-node's informer reports a failed list on "error" and stops, rather than throwing.
-      let failure: unknown;
-      const onFailure = (err: unknown) => void (failure ??= err);
-      informer.on("error", onFailure);
-      try {
-        await informer.start();
-      } finally {
-        informer.off("error", onFailure);
-      }
-      if (failure === undefined) break;
-      if (!transient(failure) || this.abort.signal.aborted) throw failure;
-      this.logger.warn({ err: messageOf(failure) }, `could not list ${plural} yet; retrying`);
-      await sleep(this.delay(attempt), this.abort.signal);
-    }
-    // From now on a failure stops the informer: start it again (from its last resourceVersion)
-    // after a pause, so an outage is not a hot loop.
-    let restarts = 0;
-    informer.on("error", (err: unknown) => {
-      if (this.abort.signal.aborted) return;
-      this.logger.warn({ err: messageOf(err) }, `the watch of ${plural} failed; retrying`);
-      void sleep(this.delay(restarts++), this.abort.signal).then(async () => {
-        if (!this.abort.signal.aborted) await informer.start();
-      });
+    const [firstMs, longestMs] = this.options.backoffMs ?? [500, 60_000];
+    let refused: ((reason: RestartReason) => void) | undefined;
+    const client = (this.client = new KubeClient({ kubeConfig }));
+    const informer = (this.informer = new Informer({
+      client,
+      // Namespaced or not, the path without a namespace lists every object the kind has.
+      resource: { group, version, resource: plural, kind: "", namespaced: true, verbs: [] },
+      ...(namespace !== undefined && { namespace }),
+      logger: this.logger,
+      minBackoffMs: firstMs,
+      maxBackoffMs: longestMs,
+      // The objects as the API server sent them: they are the host's to read.
+      decode: (obj) => obj,
+      onSignal: (_signal, reason) => {
+        if (REFUSED.has(reason)) refused?.(reason);
+      },
+    }));
+    // Before the watch: an object's subscriptions follow it before its key is reconciled.
+    informer.addListener({
+      onEvent: (event) => {
+        if (event.type === "DELETED") this.remove(keyOf(event.object));
+        else this.follow(event.object as unknown as T);
+      },
+      onState: () => undefined,
     });
+    this.runtime = controller(plural)
+      .watches(
+        informerSource(informer),
+        enqueueObject((event) => keyOf(event.object)),
+      )
+      .watches(this.pushed, enqueueKey())
+      .with({
+        logger: this.logger,
+        rateLimiter: new ItemExponentialFailureRateLimiter({ baseDelayMs: firstMs, maxDelayMs: longestMs }),
+      })
+      .build({ reconcile: (key, signal) => this.reconcile(key, signal) });
+    this.runtime.start();
+    // The first list, retried on the informer's backoff while the server is away; refused for
+    // good (a 4xx other than 429), it ends the start.
+    const refusal = new Promise<RestartReason>((resolve) => (refused = resolve));
+    informer.start();
+    const reason = await Promise.race([this.runtime.whenSynced().then(() => undefined), refusal]);
+    refused = undefined;
+    if (reason !== undefined && informer.state.phase !== "Synced") {
+      await this.stop();
+      throw new Error(
+        `could not list ${plural}${group ? `.${group}` : ""}: the API server refused it (${reason})`,
+      );
+    }
   }
 
   async stop(): Promise<void> {
-    this.abort.abort();
+    if (this.stopped) return;
+    this.stopped = true;
     await this.informer?.stop();
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
     for (const subs of this.subs.values()) for (const s of subs.values()) s.close();
     this.subs.clear();
-    await Promise.allSettled([...this.running.values()]);
+    await this.runtime?.stop();
+    await this.client?.close();
   }
 
   subscriptionsOf(namespace: string, name: string): number {
     return this.subs.get(`${namespace}/${name}`)?.size ?? 0;
   }
 
-  private upsert(obj: T): void {
+  /** The object of `key` as the watch last delivered it; a deleted one is not reconciled. */
+  private async reconcile(key: string, signal: AbortSignal): Promise<Result> {
+    const slash = key.indexOf("/");
+    const obj = this.informer?.get(key.slice(0, slash) || undefined, key.slice(slash + 1));
+    if (!obj || signal.aborted) return DONE;
+    const result = await this.options.reconcile(obj as unknown as T, signal);
+    return result?.requeueAfterMs !== undefined
+      ? { requeueAfterMs: Math.max(0, result.requeueAfterMs) }
+      : DONE;
+  }
+
+  /** Opens and closes the object's subscriptions to match the references it names now. */
+  private follow(obj: T): void {
     const key = keyOf(obj);
-    this.objects.set(key, obj);
     let refs: ReadonlyArray<GenericReference | GenericSelector>;
     try {
       refs = this.options.referencesOf(obj);
@@ -215,97 +236,22 @@ class Loop<T extends KubernetesObject> implements ReferenceController {
       if (!have.has(text))
         have.set(
           text,
-          this.options.resolver.watch(ref, () => this.enqueue(key)),
+          this.options.resolver.watch(ref, () => this.pushed.emit(key)),
         );
     if (have.size > 0) this.subs.set(key, have);
     else this.subs.delete(key);
-    this.enqueue(key);
   }
 
   private remove(key: string): void {
-    this.objects.delete(key);
     for (const s of this.subs.get(key)?.values() ?? []) s.close();
     this.subs.delete(key);
-    this.failures.delete(key);
-    clearTimeout(this.timers.get(key));
-    this.timers.delete(key);
-  }
-
-  private enqueue(key: string): void {
-    if (this.abort.signal.aborted) return;
-    if (this.running.has(key)) {
-      this.again.add(key);
-      return;
-    }
-    const run = this.run(key).finally(() => {
-      this.running.delete(key);
-      if (this.again.delete(key)) this.enqueue(key);
-    });
-    this.running.set(key, run);
-  }
-
-  private async run(key: string): Promise<void> {
-    const obj = this.objects.get(key);
-    if (!obj) return;
-    clearTimeout(this.timers.get(key));
-    this.timers.delete(key);
-    try {
-      const result = await this.options.reconcile(obj, this.abort.signal);
-      this.failures.delete(key);
-      if (result?.requeueAfterMs !== undefined) this.later(key, result.requeueAfterMs);
-    } catch (err) {
-      if (this.abort.signal.aborted) return;
-      const n = this.failures.get(key) ?? 0;
-      this.failures.set(key, n + 1);
-      const wait = this.delay(n);
-      this.logger.warn({ object: key, err: messageOf(err), retryInMs: wait }, "reconcile failed; retrying");
-      // Nothing else may bring this object back (its source may never change again): requeue.
-      this.later(key, wait);
-    }
-  }
-
-  private later(key: string, ms: number): void {
-    if (this.abort.signal.aborted) return;
-    clearTimeout(this.timers.get(key));
-    const timer = setTimeout(
-      () => {
-        this.timers.delete(key);
-        this.enqueue(key);
-      },
-      Math.max(0, ms),
-    );
-    timer.unref?.();
-    this.timers.set(key, timer);
-  }
-
-  /** Exponential from the first to the longest wait. */
-  private delay(attempt: number): number {
-    const [first, longest] = this.backoff;
-    return Math.min(longest, first * 2 ** Math.min(attempt, 30));
   }
 }
 
-function keyOf(obj: KubernetesObject): string {
+function keyOf(obj: KubernetesObject | KubeObject): string {
   return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
-}
-
-/** Whether waiting can help: no answer at all, too many requests, or a server error. */
-function transient(err: unknown): boolean {
-  const e = err as { code?: unknown; statusCode?: unknown } | undefined;
-  const code =
-    typeof e?.code === "number" ? e.code : typeof e?.statusCode === "number" ? e.statusCode : undefined;
-  return code === undefined || code === 429 || code >= 500;
 }
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
-  });
 }

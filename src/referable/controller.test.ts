@@ -1,11 +1,11 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { REFERABLE_API_VERSION, type Referable, type ReferableStatus } from "../api/referable.ts";
-import type { Informer } from "../informers/informer.ts";
 import type { KubeClient, KubeObject, RequestOptions } from "../kube/client.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { ShardGate } from "../runtime/shard-gate.ts";
 import { answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
+import type { ReferableCache } from "./cache.ts";
 import { mayHaveChanged, ReferableController } from "./controller.ts";
 import { desiredStatus } from "./status.ts";
 
@@ -70,7 +70,7 @@ function fakeResolver(value: unknown) {
 
 /** What the controller's cache holds for `name` (the compact record is the point of these tests). */
 function cached(controller: ReferableController, name: string): KubeObject | undefined {
-  return (controller as unknown as { informer: Informer }).informer.get(undefined, name);
+  return (controller as unknown as { cache: ReferableCache }).cache.informer.get(undefined, name);
 }
 
 async function until(what: string, check: () => boolean, deadlineMs = 5000): Promise<void> {

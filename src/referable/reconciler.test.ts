@@ -1,11 +1,16 @@
-import { EXPORT_FINALIZER, type Referable, type ReferableStatus } from "../api/referable.ts";
+import {
+  EXPORT_FINALIZER,
+  FIELD_EXPORT_FINALIZER,
+  type Referable,
+  type ReferableStatus,
+} from "../api/referable.ts";
 import { ResolutionError } from "../api/errors.ts";
 import type { KeysStep } from "../outputs/keys/output.ts";
 import type { DesiredStatus, StatusOutcome } from "../outputs/status.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Result } from "../runtime/reconciler.ts";
 import { ReferableReconciler } from "./reconciler.ts";
-import { ReferableStates } from "./state.ts";
+import { newState, ReferableStates } from "./state.ts";
 import { Subscriptions } from "./subscriptions.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");
@@ -387,6 +392,72 @@ describe("ReferableReconciler", () => {
       leadership.leading = false;
       expect(await h.reconciler.reconcile("r")).toEqual({});
       expect(h.written).toEqual([]);
+    });
+  });
+
+  describe("a Referable being deleted that holds both finalizers", () => {
+    /** A reconciler whose outputs record their calls; the key output's release answers `keysWait`. */
+    function deleting(keysWait: number | undefined, tracked: boolean) {
+      const calls: string[] = [];
+      const states = new ReferableStates();
+      const cached = referable({
+        deletionTimestamp: "2026-01-01T00:00:00Z",
+        finalizers: [FIELD_EXPORT_FINALIZER, EXPORT_FINALIZER],
+      });
+      if (tracked) states.set("r", newState(cached, "1", undefined));
+      const holds = (obj: Referable, finalizer: string) =>
+        obj.metadata.deletionTimestamp !== undefined &&
+        (obj.metadata.finalizers?.includes(finalizer) ?? false);
+      const reconciler = new ReferableReconciler({
+        reader: { get: () => cached },
+        states,
+        track: () => {
+          throw new Error("a Referable being deleted is not subscribed");
+        },
+        cycles: { cycleOf: () => undefined, flush: () => undefined },
+        leadership: { leading: true },
+        status: {
+          memory: () => ({ gate: undefined, admittedAt: undefined }),
+          write: async () => ({ result: "written", resourceVersion: "102" }),
+        },
+        keys: {
+          finalizing: (obj) => holds(obj, EXPORT_FINALIZER),
+          write: async () => ({ state: null, retryAfterMs: undefined }),
+          release: async (obj) => {
+            calls.push(`keys of ${obj.metadata.resourceVersion} [${obj.metadata.finalizers?.join()}]`);
+            return keysWait;
+          },
+        },
+        fields: {
+          finalizing: (obj) => holds(obj, FIELD_EXPORT_FINALIZER),
+          write: async () => ({ state: null, retryAfterMs: undefined }),
+          forget: () => undefined,
+          release: async (_obj, _memory, removed) => {
+            calls.push("fields");
+            removed?.({ resourceVersion: "101", finalizers: [EXPORT_FINALIZER] });
+            return undefined;
+          },
+        },
+      });
+      return { reconciler, calls };
+    }
+
+    it("lets go of its keys in the same pass as its fields' finalizer, not on that write's echo", async () => {
+      const { reconciler, calls } = deleting(undefined, false);
+      expect(await reconciler.reconcile("r")).toEqual({});
+      expect(calls).toEqual(["fields", `keys of 101 [${EXPORT_FINALIZER}]`]);
+    });
+
+    it("reads through the finalizer it let go of until the cache shows it: a retry releases only the keys", async () => {
+      const { reconciler, calls } = deleting(50, true);
+      expect(await reconciler.reconcile("r")).toEqual({ requeueAfterMs: 50 });
+      // The cache still shows the version before the removal (its echo not in yet).
+      expect(await reconciler.reconcile("r")).toEqual({ requeueAfterMs: 50 });
+      expect(calls).toEqual([
+        "fields",
+        `keys of 101 [${EXPORT_FINALIZER}]`,
+        `keys of 101 [${EXPORT_FINALIZER}]`,
+      ]);
     });
   });
 });

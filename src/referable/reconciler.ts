@@ -26,9 +26,10 @@ import { backoffDelay } from "../timing/backoff.ts";
 import { sameAsStored } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { describeCycle, isObjectNode } from "./reference-graph.ts";
+import { keysOnly, ReferableRelease } from "./release.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
 import { combineExports, type ExportStep } from "./export-steps.ts";
-import { desiredStatus, readyCondition, releaseStatus, statusEquals } from "./status.ts";
+import { desiredStatus, readyCondition, statusEquals } from "./status.ts";
 
 /** Reads Referables from the cache. */
 export interface ReferableReader {
@@ -148,9 +149,13 @@ export class ReferableReconciler implements Reconciler {
   /** Status writes held back, by the state of their Referable: gone with it, no field in every state. */
   private readonly held = new WeakMap<ReferableState, Held>();
 
+  /** The release of a Referable being deleted (release.ts). */
+  private readonly releasing: ReferableRelease;
+
   constructor(options: ReferableReconcilerOptions) {
     this.options = options;
     this.logger = options.logger ?? silentLogger;
+    this.releasing = new ReferableRelease(options);
   }
 
   async reconcile(name: string): Promise<Result> {
@@ -160,16 +165,19 @@ export class ReferableReconciler implements Reconciler {
       return DONE;
     }
     const leading = this.options.leadership.leading;
-    if (this.options.fields?.finalizing(cached)) return leading ? this.releaseFields(cached) : DONE;
-    if (this.options.keys.finalizing(cached)) return leading ? this.release(cached) : DONE;
+    // Read through this replica's own writes (a finalizer let go of) the cache has not shown yet.
+    const known = this.options.states.get(name);
+    const current = known ? viewOf(cached, known) : cached;
+    if (this.options.fields?.finalizing(current)) return leading ? this.releasing.fields(current) : DONE;
+    if (this.options.keys.finalizing(current)) return leading ? this.releasing.keys(current) : DONE;
     const state = this.options.track(cached);
     this.options.cycles.flush(name);
-    const current = state.subscription?.current;
-    const result = state.fixed ?? this.unlessCycle(name, current ?? PENDING);
+    const pushed = state.subscription?.current;
+    const result = state.fixed ?? this.unlessCycle(name, pushed ?? PENDING);
     // Nothing to say yet: the subscription pushes its first result (after a discovery lookup, or
     // a targeted read of a source cached before anyone read it), which queues this Referable
     // again. A "Pending" written now would only be overwritten a few milliseconds later.
-    if (state.subscription && current === undefined && result === PENDING) return DONE;
+    if (state.subscription && pushed === undefined && result === PENDING) return DONE;
     // Pending from a source kind not listed yet (a cold start): the push when the list arrives
     // queues this Referable again, so a Pending written now would be overwritten in a moment.
     const wait = leading ? this.pendingWait(cached, state, result) : 0;
@@ -188,15 +196,6 @@ export class ReferableReconciler implements Reconciler {
     return sooner(after, await this.writeStatus(pass, result, exports));
   }
 
-  /** The Referable is being deleted and holds the field finalizer: its fields go first, then (on the next look) its keys. */
-  private async releaseFields(obj: Referable): Promise<Result> {
-    const name = obj.metadata.name;
-    const wait = await this.options.fields!.release(obj, this.options.states.releasingFields(name));
-    if (wait !== undefined) return { requeueAfterMs: wait };
-    // The finalizer's removal brings an event; the keys' finalizer, if any, is let go of then.
-    return DONE;
-  }
-
   /** spec.export's fields: written by the leader before the status says so, as the keys are. */
   private async writeFields(pass: Pass, result: ResolutionResult): Promise<FieldsStep | undefined> {
     const fields = this.options.fields;
@@ -209,30 +208,6 @@ export class ReferableReconciler implements Reconciler {
     const step = await fields.write(owner, result, (state.fields ??= newFieldsMemory()));
     adoptMetadata(pass, step.metadata);
     return step;
-  }
-
-  /** The Referable is being deleted and holds the export finalizer: its keys go first. */
-  private async release(obj: Referable): Promise<Result> {
-    const name = obj.metadata.name;
-    const memory = this.options.states.releasing(name);
-    const wait = await this.options.keys.release(keysOnly(obj), memory);
-    if (wait !== undefined) {
-      if (memory.releaseProblem) await this.reportRelease(obj, memory.releaseProblem);
-      return { requeueAfterMs: wait };
-    }
-    this.options.states.released(name);
-    return DONE;
-  }
-
-  /**
-   * A Referable being deleted whose keys could not all be removed says why in its Exported
-   * condition (the rest of its status as it is), so whoever waits on it knows what to restore.
-   */
-  private async reportRelease(obj: Referable, problem: { reason: string; message: string }): Promise<void> {
-    const status = releaseStatus(obj, problem, this.options.now?.() ?? new Date());
-    if (statusEquals(obj.status, status)) return;
-    const memory = this.options.states.get(obj.metadata.name) ?? this.options.status.memory();
-    await this.options.status.write(obj, { status, baseVersion: obj.metadata.resourceVersion }, memory);
   }
 
   /**
@@ -435,19 +410,4 @@ function exportsFields(obj: Referable): boolean {
     (obj.status?.exports?.some(isFieldRecord) ?? false) ||
     (obj.metadata.finalizers?.includes(FIELD_EXPORT_FINALIZER) ?? false)
   );
-}
-
-/**
- * `obj` as the key output sees it: spec.export and status.exports without the fields (the
- * field output's), so each output lets go only of what it wrote.
- */
-function keysOnly(obj: Referable): Referable {
-  const exports = obj.spec?.export;
-  const records = obj.status?.exports;
-  if (!exports?.some(isFieldEntry) && !records?.some(isFieldRecord)) return obj;
-  const out: Referable = { ...obj };
-  if (obj.spec) out.spec = { ...obj.spec, export: (exports ?? []).filter((e) => !isFieldEntry(e)) };
-  if (obj.status && records)
-    out.status = { ...obj.status, exports: records.filter((r) => !isFieldRecord(r)) };
-  return out;
 }

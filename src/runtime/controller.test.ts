@@ -1,5 +1,8 @@
-import { Controller, type ControllerObserver, type ReconcileOutcome } from "./controller.ts";
+import { controller, Controller, type ControllerObserver, type ReconcileOutcome } from "./controller.ts";
+import { enqueueKey, enqueueMapped, enqueueObject } from "./handler.ts";
+import { notOwnEcho } from "./predicate.ts";
 import { TerminalError, type Reconciler, type Result } from "./reconciler.ts";
+import { Channel, informerSource, type ObjectEvent } from "./source.ts";
 
 /** A reconciler that answers each key from a script, recording every call. */
 function scripted(answers: Record<string, Array<Result | Error>>): Reconciler & { calls: string[] } {
@@ -132,5 +135,130 @@ describe("Controller", () => {
     finish();
     await draining;
     expect(calls).toEqual(["a"]);
+  });
+});
+
+describe("controller(name): the builder and its watches", () => {
+  type Obj = { metadata: { name: string; resourceVersion: string } };
+  const event = (type: ObjectEvent<Obj>["type"], name: string, resourceVersion = "1"): ObjectEvent<Obj> => ({
+    type,
+    object: { metadata: { name, resourceVersion } },
+    old: undefined,
+  });
+
+  it("queues the event's own key, the keys an event maps to, and a channel's keys, each once", async () => {
+    const objects = new Channel<ObjectEvent<Obj>>();
+    const pushes = new Channel<string>();
+    const reconciler = scripted({});
+    const built = controller("test")
+      .watches(
+        objects,
+        enqueueObject((e) => e.object.metadata.name),
+      )
+      .watches(
+        objects,
+        enqueueMapped((e) => (e.type === "DELETED" ? ["claimant-1", "claimant-2"] : [])),
+      )
+      .watches(pushes, enqueueKey())
+      .build(reconciler);
+    objects.emit(event("ADDED", "a"));
+    objects.emit(event("DELETED", "b"));
+    pushes.emit("a");
+    pushes.emit("c");
+    built.start();
+    await waitUntil(() => reconciler.calls.length >= 5);
+    await built.drain();
+    expect(reconciler.calls.sort()).toEqual(["a", "b", "c", "claimant-1", "claimant-2"]);
+  });
+
+  it("drops what a predicate refuses: the echo of the controller's own write", async () => {
+    const objects = new Channel<ObjectEvent<Obj>>();
+    const reconciler = scripted({});
+    const echoed: string[] = [];
+    const built = controller("test")
+      .watches(
+        objects,
+        enqueueObject((e) => e.object.metadata.name),
+        notOwnEcho<Obj>({ written: () => "7", echoed: (obj) => void echoed.push(obj.metadata.name) }),
+      )
+      .build(reconciler);
+    objects.emit(event("MODIFIED", "echo", "7"));
+    objects.emit(event("MODIFIED", "other-write", "8"));
+    objects.emit(event("ADDED", "new", "7"));
+    built.start();
+    await waitUntil(() => reconciler.calls.length >= 2);
+    await built.drain();
+    expect({ calls: reconciler.calls.sort(), echoed }).toEqual({
+      calls: ["new", "other-write"],
+      echoed: ["echo"],
+    });
+  });
+
+  it("admits only the keys its gate admits, and runs the reconciler through the gate's wrapper", async () => {
+    const keys = new Channel<string>();
+    const reconciler = scripted({});
+    const wrapped: string[] = [];
+    const built = controller("test")
+      .watches(keys, enqueueKey())
+      .admit({
+        admits: (key) => key !== "elsewhere",
+        wrap: (inner) => ({ reconcile: (key, signal) => (wrapped.push(key), inner.reconcile(key, signal)) }),
+      })
+      .build(reconciler);
+    keys.emit("here");
+    keys.emit("elsewhere");
+    built.start();
+    await waitUntil(() => reconciler.calls.length >= 1);
+    await built.drain();
+    expect({ calls: reconciler.calls, wrapped }).toEqual({ calls: ["here"], wrapped: ["here"] });
+  });
+
+  it("is synced once every source is, and an informer's events reach the handler", async () => {
+    let listener: { onEvent(e: ObjectEvent<Obj>): void } | undefined;
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    const informer = { addListener: (l: typeof listener) => void (listener = l), whenSettled: () => settled };
+    const reconciler = scripted({});
+    const built = controller("test")
+      .watches(
+        informerSource(informer),
+        enqueueObject((e) => e.object.metadata.name),
+      )
+      .build(reconciler);
+    let synced = false;
+    void built.whenSynced().then(() => (synced = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(synced).toBe(false);
+    settle();
+    await waitUntil(() => synced);
+    listener!.onEvent(event("ADDED", "listed"));
+    built.start();
+    await waitUntil(() => reconciler.calls.length >= 1);
+    await built.drain();
+    expect(reconciler.calls).toEqual(["listed"]);
+  });
+
+  it("stop aborts the signal of the running reconcile and reconciles no key still queued", async () => {
+    const keys = new Channel<string>();
+    const seen: Array<{ key: string; aborted: boolean }> = [];
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const built = controller("test")
+      .with({ concurrency: 1 })
+      .watches(keys, enqueueKey())
+      .build({
+        reconcile: async (key, signal) => {
+          started();
+          await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+          seen.push({ key, aborted: signal.aborted });
+          return {};
+        },
+      });
+    built.start();
+    keys.emit("first");
+    await running;
+    keys.emit("queued");
+    await built.stop();
+    expect(seen).toEqual([{ key: "first", aborted: true }]);
   });
 });

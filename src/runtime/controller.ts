@@ -1,27 +1,23 @@
 /**
- * The runtime Controller: a work queue, the workers that take keys from it, and the mapping of
- * a {@link Reconciler}'s result onto the queue (controller-runtime's controller). It knows
- * nothing of Referables: events are turned into keys by whoever watches, with {@link enqueue}.
+ * The runtime Controller (controller-runtime's controller): sources whose events handlers turn
+ * into keys, a work queue, the workers that reconcile them, and the one mapping of a
+ * {@link Reconciler}'s result onto the queue ({@link settle}). It knows nothing of what it
+ * reconciles. Build one with {@link controller}:
  *
- * - `{}`: the key's backoff is forgotten;
- * - `{ requeueAfterMs }`: forgotten, and the key comes back after that delay;
- * - `{ requeue: true }` and a retryable error: the key comes back on its growing backoff;
- * - a {@link TerminalError}: reported, forgotten; the key's next event brings it back.
+ * ```ts
+ * controller("referable").watches(source, enqueueObject(nameOf), notOwnEcho(writes)).admit(gate).build(reconciler)
+ * ```
  */
 import { silentLogger, type Logger } from "../api/log.ts";
+import type { Handler, KeyQueue } from "./handler.ts";
+import type { Predicate } from "./predicate.ts";
+import type { RateLimiter } from "./rate-limiter.ts";
 import { classifyError, type Reconciler, type Result } from "./reconciler.ts";
-import {
-  runWorkers,
-  WorkQueue,
-  type Priority,
-  type RateLimiter,
-  type UnfinishedWork,
-  type WorkQueueObserver,
-  type WorkResult,
-} from "./workqueue.ts";
+import type { Source } from "./source.ts";
+import { runWorkers, type ReconcileOutcome } from "./workers.ts";
+import { WorkQueue, type Priority, type UnfinishedWork, type WorkQueueObserver } from "./workqueue.ts";
 
-/** How a reconcile ended, as controller-runtime's `controller_runtime_reconcile_total` labels it. */
-export type ReconcileOutcome = "success" | "requeue" | "requeue_after" | "error";
+export type { ReconcileOutcome } from "./workers.ts";
 
 /** Receives the controller's measurements, to feed a metric registry. Must not throw. */
 export interface ControllerObserver extends WorkQueueObserver {
@@ -29,6 +25,17 @@ export interface ControllerObserver extends WorkQueueObserver {
   onActive?(delta: 1 | -1): void;
   /** A reconcile ended after `seconds`; `error` says what it threw (see classifyError). */
   onReconcile?(outcome: ReconcileOutcome, seconds: number, error?: "terminal" | "panic" | "error"): void;
+}
+
+/**
+ * Which keys a controller takes at all (sharding: those of the buckets this replica serves), and
+ * the reconciler's wrapper that keeps the keys it no longer takes from running.
+ */
+export interface Gate {
+  /** Whether `key` is queued; a key refused is dropped, not deferred. */
+  admits(key: string): boolean;
+  /** `reconciler`, as the gate runs it. @default the reconciler itself */
+  wrap?(reconciler: Reconciler): Reconciler;
 }
 
 /** Options for {@link Controller}. */
@@ -42,10 +49,7 @@ export interface ControllerOptions {
   rateLimiter?: RateLimiter;
   /** Metric hooks. @default none */
   observer?: ControllerObserver;
-  /**
-   * Which keys are queued at all (sharding: those of the buckets this replica serves); a key
-   * refused is dropped, not deferred. @default every key
-   */
+  /** Which keys are queued at all (see {@link Gate}). @default every key */
   admit?: (key: string) => boolean;
   /** @default silentLogger */
   logger?: Logger;
@@ -56,6 +60,9 @@ export class Controller {
   private readonly options: ControllerOptions;
   private readonly logger: Logger;
   private readonly queue: WorkQueue;
+  private readonly sources: Array<Source<never>> = [];
+  /** Aborted by {@link stop}: what every reconcile is given. */
+  private readonly abort = new AbortController();
   private workers: Promise<void> | undefined;
 
   constructor(options: ControllerOptions) {
@@ -73,6 +80,24 @@ export class Controller {
   }
 
   /**
+   * Connects `source`: each of its events that every predicate lets through goes to `handler`,
+   * which queues keys (behind the admission).
+   */
+  watch<E>(source: Source<E>, handler: Handler<E>, predicates: ReadonlyArray<Predicate<E>> = []): void {
+    const queue: KeyQueue = { add: (key, priority) => this.enqueue(key, priority) };
+    source.start((event) => {
+      for (const admit of predicates) if (!admit(event)) return;
+      handler(event, queue);
+    });
+    this.sources.push(source as Source<never>);
+  }
+
+  /** Resolves once every source has delivered what existed when it started. */
+  async whenSynced(): Promise<void> {
+    await Promise.all(this.sources.map((source) => source.synced()));
+  }
+
+  /**
    * Queues `key` for a reconcile (once, however often it is added before a worker takes it);
    * `"low"`: behind every key queued with the normal priority (see WorkQueue.add).
    */
@@ -85,6 +110,15 @@ export class Controller {
   start(): void {
     this.workers ??= runWorkers(this.queue, this.concurrency, (key) => this.run(key), {
       onError: (key, err) => this.reportError(key, err),
+      onSettled: (key, outcome, error) => {
+        const seconds = this.seconds(key);
+        this.logger.debug(
+          { [this.options.name]: key, result: outcome, ms: Math.round(seconds * 1000) },
+          "reconciled",
+        );
+        const kind = outcome === "error" ? classifyError(error) : undefined;
+        notify(() => this.options.observer?.onReconcile?.(outcome, seconds, kind));
+      },
     });
   }
 
@@ -97,6 +131,12 @@ export class Controller {
   async drain(): Promise<void> {
     await this.queue.shutDownWithDrain();
     await this.workers;
+  }
+
+  /** Aborts the signal every running reconcile was given, then {@link drain}s. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.drain();
   }
 
   /** A reconcile that threw: a terminal error is not retried, a panic is a bug, said loudly. */
@@ -112,42 +152,27 @@ export class Controller {
     else this.logger.warn(fields, "reconcile failed; retrying with backoff");
   }
 
-  private async run(key: string): Promise<WorkResult> {
+  /** When each running reconcile started, for its duration. */
+  private readonly started = new Map<string, number>();
+
+  private seconds(key: string): number {
+    const started = this.started.get(key);
+    this.started.delete(key);
+    return started === undefined ? 0 : (performance.now() - started) / 1000;
+  }
+
+  private async run(key: string): Promise<Result> {
     const observer = this.options.observer;
-    const started = performance.now();
-    const seconds = () => (performance.now() - started) / 1000;
+    this.started.set(key, performance.now());
     notify(() => observer?.onActive?.(1));
     try {
-      const result = await this.options.reconciler.reconcile(key);
-      const work = toWork(result);
-      this.logger.debug(
-        {
-          [this.options.name]: key,
-          result: typeof work === "string" ? work : "requeue_after",
-          ms: Math.round(seconds() * 1000),
-        },
-        "reconciled",
-      );
-      notify(() => observer?.onReconcile?.(outcomeOf(work), seconds()));
-      return work;
-    } catch (err) {
-      notify(() => observer?.onReconcile?.("error", seconds(), classifyError(err)));
-      throw err; // the workers retry it on the backoff, or forget it when terminal
+      // Stopped: the keys still queued are handed out by the draining queue, and not reconciled.
+      if (this.abort.signal.aborted) return {};
+      return await this.options.reconciler.reconcile(key, this.abort.signal);
     } finally {
       notify(() => observer?.onActive?.(-1));
     }
   }
-}
-
-/** The queue's form of a result. */
-function toWork(result: Result): WorkResult {
-  if (result.requeue) return "requeue";
-  if (result.requeueAfterMs !== undefined) return { requeueAfterMs: result.requeueAfterMs };
-  return "done";
-}
-
-function outcomeOf(work: WorkResult): ReconcileOutcome {
-  return work === "done" ? "success" : work === "requeue" ? "requeue" : "requeue_after";
 }
 
 /** A metrics hook must never break a reconcile. */
@@ -157,4 +182,52 @@ function notify(call: () => void): void {
   } catch {
     // dropped
   }
+}
+
+/** Builds a {@link Controller}: its watches, its admission, its options, then its reconciler. */
+export class ControllerBuilder {
+  private readonly name: string;
+  private readonly watchList: Array<(controller: Controller) => void> = [];
+  private gate: Gate | undefined;
+  private settings: Omit<ControllerOptions, "name" | "reconciler" | "admit"> = {};
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  /** Each event of `source` that every predicate lets through goes to `handler`. */
+  watches<E>(source: Source<E>, handler: Handler<E>, ...predicates: Array<Predicate<E>>): this {
+    this.watchList.push((controller) => controller.watch(source, handler, predicates));
+    return this;
+  }
+
+  /** Only the keys `gate` admits are queued, and its wrapper runs the reconciler. */
+  admit(gate: Gate | undefined): this {
+    this.gate = gate;
+    return this;
+  }
+
+  /** Concurrency, retries, metrics and logger (see {@link ControllerOptions}). */
+  with(settings: Omit<ControllerOptions, "name" | "reconciler" | "admit">): this {
+    this.settings = { ...this.settings, ...settings };
+    return this;
+  }
+
+  /** The controller, its sources connected; its workers start with {@link Controller.start}. */
+  build(reconciler: Reconciler): Controller {
+    const gate = this.gate;
+    const controller = new Controller({
+      ...this.settings,
+      name: this.name,
+      reconciler: gate?.wrap ? gate.wrap(reconciler) : reconciler,
+      ...(gate && { admit: (key: string) => gate.admits(key) }),
+    });
+    for (const watch of this.watchList) watch(controller);
+    return controller;
+  }
+}
+
+/** Starts building the controller `name` (controller-runtime's `builder.ControllerManagedBy`). */
+export function controller(name: string): ControllerBuilder {
+  return new ControllerBuilder(name);
 }

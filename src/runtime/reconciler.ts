@@ -30,17 +30,18 @@ export const DONE: Result = Object.freeze({});
  *
  * A thrown error is retried on the key's growing backoff, unless it is a {@link TerminalError}
  * (retrying cannot help): then it is reported and the key is forgotten until its next event.
- * Never called twice at once for one key.
+ * Never called twice at once for one key. `signal` aborts when the controller stops: a reconcile
+ * that waits on something may give up then (what it has written stays written).
  */
 export interface Reconciler {
-  reconcile(key: string): Promise<Result>;
+  reconcile(key: string, signal: AbortSignal): Promise<Result>;
 }
 
 const TERMINAL = Symbol.for("referable.dev/TerminalError");
 
 /**
  * controller-runtime's `reconcile.TerminalError`: a failure retrying cannot mend (only a new
- * event can). the runtime (runWorkers) does not requeue the key, and the controller counts it in
+ * event can). The runtime (settle, in workers.ts) does not requeue the key, and the controller counts it in
  * `controller_runtime_terminal_reconcile_errors_total` as well as in the errors.
  */
 export class TerminalError extends Error {

@@ -24,6 +24,8 @@ function keyOf(gate: ShardGate, bucket: number): string {
 }
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** A signal no test aborts. */
+const signal = new AbortController().signal;
 
 describe("ShardGate", () => {
   it.each([
@@ -42,8 +44,8 @@ describe("ShardGate", () => {
     const other = keyOf(gate, 2);
     gate.add(1);
     expect([gate.admits(served), gate.admits(other)]).toEqual([true, false]);
-    await expect(wrapped.reconcile(other)).resolves.toBe(DONE);
-    const running = wrapped.reconcile(served);
+    await expect(wrapped.reconcile(other, signal)).resolves.toBe(DONE);
+    const running = wrapped.reconcile(served, signal);
     held.finish(served);
     await expect(running).resolves.toEqual({ requeueAfterMs: 5 });
     expect(held.calls).toEqual([served]);
@@ -60,7 +62,7 @@ describe("ShardGate", () => {
     const wrapped = gate.wrap(held.reconciler);
     const key = keyOf(gate, 3);
     gate.add(3);
-    const running = wrapped.reconcile(key);
+    const running = wrapped.reconcile(key, signal);
     let removed = false;
     const removing = gate.remove(3).then(() => (removed = true));
     await flush();
@@ -83,7 +85,7 @@ describe("ShardGate", () => {
     const held = heldReconciler();
     const key = keyOf(gate, 0);
     gate.add(0);
-    const running = gate.wrap(held.reconciler).reconcile(key);
+    const running = gate.wrap(held.reconciler).reconcile(key, signal);
     const removing = gate.remove(0);
     gate.add(0);
     held.finish(key);

@@ -90,16 +90,16 @@ export class ShardGate {
 
   /** `reconciler`, answering "done" for keys of buckets not served, and counting the running ones. */
   wrap(reconciler: Reconciler): Reconciler {
-    return { reconcile: (key) => this.reconcile(reconciler, key) };
+    return { reconcile: (key, signal) => this.reconcile(reconciler, key, signal) };
   }
 
-  private async reconcile(reconciler: Reconciler, key: string): Promise<Result> {
+  private async reconcile(reconciler: Reconciler, key: string, signal: AbortSignal): Promise<Result> {
     const bucket = this.bucketOf(key);
     // A key queued before its bucket was given back: another replica serves it now.
     if (!this.served.has(bucket)) return DONE;
     this.running.set(bucket, (this.running.get(bucket) ?? 0) + 1);
     try {
-      return await reconciler.reconcile(key);
+      return await reconciler.reconcile(key, signal);
     } finally {
       const left = this.running.get(bucket)! - 1;
       if (left > 0) this.running.set(bucket, left);

@@ -355,7 +355,7 @@ describe("ShardCoordinator", () => {
     // A reconcile runs in every bucket of a's when b joins.
     const keys = [0, 1].map((bucket) => keyIn(a.gate, bucket));
     for (const key of keys) work.block(key);
-    const running = keys.map((key) => reconciler.reconcile(key));
+    const running = keys.map((key) => reconciler.reconcile(key, new AbortController().signal));
     const b = w.replica("b");
     for (let i = 0; i < 4; i++) await w.round(b, a);
     // a gives one back (the ceiling is 1 each) but it drains first: still a's Lease, renewed.

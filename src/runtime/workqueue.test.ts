@@ -1,15 +1,11 @@
 import { jest } from "@jest/globals";
 import {
   BucketRateLimiter,
-  ItemExponentialFailureRateLimiter,
-  TerminalError,
-  classifyError,
-  WorkQueue,
   defaultControllerRateLimiter,
-  runWorkers,
-  type WorkQueueObserver,
-  type WorkResult,
-} from "./workqueue.ts";
+  ItemExponentialFailureRateLimiter,
+} from "./rate-limiter.ts";
+import { classifyError, TerminalError } from "./reconciler.ts";
+import { WorkQueue, type WorkQueueObserver } from "./workqueue.ts";
 
 beforeEach(() => {
   jest.useFakeTimers();
@@ -38,17 +34,6 @@ function track<T>(promise: Promise<T>): { settled: () => boolean; value: () => T
     value = v;
   });
   return { settled: () => settled, value: () => value };
-}
-
-/** A handler result the test decides on later. */
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (err: Error) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (err: Error) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
 }
 
 /** A queue that has handed `key` out to a worker: the key is being processed. */
@@ -505,174 +490,6 @@ describe("WorkQueueObserver", () => {
     });
     queue.add("a");
     expect(await queue.get()).toBe("a");
-  });
-});
-
-describe("runWorkers", () => {
-  it("runs at most `concurrency` handlers at once, and never one key twice at once", async () => {
-    const queue = new WorkQueue();
-    const pending = new Map<string, ReturnType<typeof deferred<WorkResult>>>();
-    let running = 0;
-    let most = 0;
-    const handled: string[] = [];
-    const overlapping: string[] = [];
-    const done = runWorkers(queue, 2, async (key) => {
-      // Recorded, not asserted here: a throwing handler would only be retried.
-      if (pending.has(key)) overlapping.push(key);
-      running++;
-      most = Math.max(most, running);
-      handled.push(key);
-      const d = deferred<WorkResult>();
-      pending.set(key, d);
-      try {
-        return await d.promise;
-      } finally {
-        pending.delete(key);
-        running--;
-      }
-    });
-    for (const key of ["a", "b", "c", "a", "d"]) queue.add(key);
-    await advance(0);
-    expect([...pending.keys()]).toEqual(["a", "b"]);
-    queue.add("a"); // while "a" is processed: must wait, not go to a free worker
-
-    for (let round = 0; round < 10 && pending.size > 0; round++) {
-      for (const d of [...pending.values()]) d.resolve("done");
-      await advance(0);
-    }
-    expect(most).toBe(2);
-    expect(overlapping).toEqual([]);
-    expect(handled).toEqual(["a", "b", "c", "d", "a"]);
-
-    queue.shutDown();
-    await expect(done).resolves.toBeUndefined();
-  });
-
-  it.each([
-    {
-      results: ["requeue", "requeue", "done"] as WorkResult[],
-      at: [0, 5, 15],
-      requeuesAfter: 0,
-      reason: '"requeue" retries with backoff; "done" forgets the backoff',
-    },
-    {
-      results: [new Error("boom"), new Error("boom"), new Error("boom"), "done"] as Array<WorkResult | Error>,
-      at: [0, 5, 15, 35],
-      requeuesAfter: 0,
-      reason: "a thrown error retries with exponential backoff, and never stops the worker",
-    },
-    {
-      results: [new TerminalError("boom")] as Array<WorkResult | Error>,
-      at: [0],
-      requeuesAfter: 0,
-      reason: "a TerminalError is reported and not retried (controller-runtime's reconcile.TerminalError)",
-    },
-    {
-      results: [new Error("boom"), new Error("boom"), new TerminalError("boom")] as Array<WorkResult | Error>,
-      at: [0, 5, 15],
-      requeuesAfter: 0,
-      reason: "a TerminalError after retries ends them and forgets the backoff",
-    },
-    {
-      results: [{ requeueAfterMs: 1000 }, "done"] as WorkResult[],
-      at: [0, 1000],
-      requeuesAfter: 0,
-      reason: "requeueAfterMs adds after that delay and forgets the backoff",
-    },
-    {
-      results: [new Error("boom"), { requeueAfterMs: 50 }, new Error("boom"), "done"] as Array<
-        WorkResult | Error
-      >,
-      at: [0, 5, 55, 60],
-      requeuesAfter: 0,
-      reason: "requeueAfterMs resets the backoff, so the next error starts from the base again",
-    },
-  ])("$reason", async ({ results, at, requeuesAfter }) => {
-    const queue = new WorkQueue();
-    const calls: number[] = [];
-    const errors: string[] = [];
-    let i = 0;
-    const done = runWorkers(
-      queue,
-      1,
-      async () => {
-        calls.push(Date.now() - start);
-        const result = results[i++];
-        if (result instanceof Error) throw result;
-        return result ?? "done";
-      },
-      { onError: (key, err) => errors.push(`${key}: ${err.message}`) },
-    );
-    const start = Date.now();
-    queue.add("k");
-    await advance(10_000);
-    expect(calls).toEqual(at);
-    expect(errors).toEqual(results.filter((r) => r instanceof Error).map(() => "k: boom"));
-    expect(queue.numRequeues("k")).toBe(requeuesAfter);
-    queue.shutDown();
-    await done;
-  });
-
-  it("survives a handler that throws synchronously, a non-Error, and an onError that throws", async () => {
-    const queue = new WorkQueue();
-    let calls = 0;
-    const done = runWorkers(
-      queue,
-      1,
-      ((key: string) => {
-        calls++;
-        if (calls === 1) throw new Error(`sync ${key}`);
-        if (calls === 2) return Promise.reject("a string");
-        return Promise.resolve("done");
-      }) as (key: string) => Promise<WorkResult>,
-      {
-        onError: () => {
-          throw new Error("broken reporter");
-        },
-      },
-    );
-    queue.add("k");
-    await advance(100);
-    expect(calls).toBe(3);
-    queue.shutDown();
-    await expect(done).resolves.toBeUndefined();
-  });
-
-  it("resolves only when every worker has finished after shut down", async () => {
-    const queue = new WorkQueue();
-    const d = deferred<WorkResult>();
-    const done = track(runWorkers(queue, 3, () => d.promise));
-    queue.add("a");
-    await advance(0);
-    queue.shutDown();
-    await advance(0);
-    expect(done.settled()).toBe(false);
-    d.resolve("done");
-    await advance(0);
-    expect(done.settled()).toBe(true);
-  });
-
-  it("measures a stuck worker: unfinished work and the longest-running processor grow while it holds its key", async () => {
-    const queue = new WorkQueue();
-    const stuck = deferred<WorkResult>();
-    const done = runWorkers(queue, 2, (key) => (key === "stuck" ? stuck.promise : Promise.resolve("done")));
-    queue.add("stuck");
-    await advance(0);
-    await advance(3_000);
-    queue.add("quick");
-    await advance(0);
-    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 3, longestRunningProcessorSeconds: 3 });
-    stuck.resolve("done");
-    await advance(0);
-    expect(queue.unfinishedWork()).toEqual({ unfinishedWorkSeconds: 0, longestRunningProcessorSeconds: 0 });
-    queue.shutDown();
-    await done;
-  });
-
-  it.each([0, -1, 1.5, NaN])("rejects a concurrency of %p", async (concurrency) => {
-    await expect(runWorkers(new WorkQueue(), concurrency, async () => "done")).rejects.toThrow(
-      /concurrency must be a positive integer/,
-    );
   });
 });
 

@@ -85,11 +85,14 @@ export function testKubeConfig(): KubeConfig {
 /**
  * The test cluster's kubeconfig, reporting every request `@kubernetes/client-node` makes with it
  * when the request starts (each one is authenticated through it): `PATCH`, `get/list`, `watch`.
+ * The library's own client (createReferenceController's informer) asks it for credentials only,
+ * now and then, with a context that is no request: not reported.
  */
 export function observedKubeConfig(onRequest: (verb: string) => void): KubeConfig {
   const kc = testKubeConfig();
   const authenticate = kc.applySecurityAuthentication.bind(kc);
   kc.applySecurityAuthentication = async (context) => {
+    if (typeof context.getHttpMethod !== "function") return authenticate(context);
     const method = context.getHttpMethod().toString();
     const watch = new URL(context.getUrl()).searchParams.get("watch") === "true";
     onRequest(method !== "GET" ? method : watch ? "watch" : "get/list");

@@ -214,8 +214,16 @@ export class FieldOutput
     return metadata ? { ...step, metadata } : step;
   }
 
-  /** Releases every field the Referable wrote, then its finalizer. Returns when to try again, if something failed. */
-  async release(obj: Referable, memory: FieldsMemory): Promise<number | undefined> {
+  /**
+   * Releases every field the Referable wrote, then its finalizer. Returns when to try again, if
+   * something failed; `removed` is told the metadata the finalizer's removal made, so the caller
+   * records its own write and goes on from it (never waiting for the echo).
+   */
+  async release(
+    obj: Referable,
+    memory: FieldsMemory,
+    removed?: (metadata: { resourceVersion: string | undefined; finalizers: string[] }) => void,
+  ): Promise<number | undefined> {
     const name = obj.metadata.name;
     const previous = (obj.status?.exports ?? []).filter(isFieldRecord);
     const targets: ParsedFieldTarget[] = [];
@@ -276,6 +284,8 @@ export class FieldOutput
     this.forget(name);
     const patch = await removeFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
     if (!patch.ok && !patch.changed) return this.pacing.afterFailure(memory);
+    // Changed meanwhile (someone else's write): its own event brings the Referable back.
+    if (patch.ok) removed?.({ resourceVersion: patch.resourceVersion, finalizers: patch.finalizers });
     return undefined;
   }
 
