@@ -71,12 +71,6 @@ ENV NODE_ENV=production
 # shard than two at 20,000 Referables, no more CPU (BENCHMARKS.md, "One malloc arena"). The
 # bench's controllers run with the same.
 ENV MALLOC_ARENA_MAX=1
-# glibc raises its mmap threshold (up to 32 MiB) after each large chunk freed, and its trim
-# threshold with it, so what the cold start freed stays in the main heap for good. Fixed at their
-# starting values (128 KiB), large chunks are mapped and unmapped, and a free top of the heap is
-# given back: about 6 MiB less RSS at rest (BENCHMARKS.md, "At rest"). The bench's controllers
-# run with the same.
-ENV MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
 WORKDIR /app
 USER 65532:65532
 LABEL org.opencontainers.image.title="referable-controller" \

@@ -533,13 +533,6 @@ function compiledMain(): Promise<string> {
   return compiled;
 }
 
-/** glibc's settings of the image (Dockerfile): one arena, fixed mmap and trim thresholds. */
-const IMAGE_MALLOC_ENV = {
-  MALLOC_ARENA_MAX: "1",
-  MALLOC_MMAP_THRESHOLD_: "131072",
-  MALLOC_TRIM_THRESHOLD_: "131072",
-};
-
 /** Controller processes running now: a bench stopped by a signal ends them (no orphans polling a dead API server). */
 const liveControllers = new Set<ChildProcess>();
 
@@ -574,8 +567,8 @@ async function startController(
       : [process.execPath, args];
     proc = spawn(command, argv, {
       stdio: ["ignore", logFile.fd, logFile.fd],
-      // glibc's settings as the image sets them (Dockerfile), unless the run sets its own.
-      env: { ...IMAGE_MALLOC_ENV, ...process.env, NODE_OPTIONS: nodeOptions },
+      // MALLOC_ARENA_MAX as the image sets it (Dockerfile), unless the run sets its own.
+      env: { MALLOC_ARENA_MAX: "1", ...process.env, NODE_OPTIONS: nodeOptions },
     });
   } finally {
     logFile.close();

@@ -273,13 +273,6 @@ describe("Dockerfile", () => {
     expect(runtime.instructions).toContainEqual({ op: "ENV", rest: "MALLOC_ARENA_MAX=1" });
   });
 
-  it("fixes glibc's mmap and trim thresholds in the runtime stage (RSS at rest)", () => {
-    expect(runtime.instructions).toContainEqual({
-      op: "ENV",
-      rest: "MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072",
-    });
-  });
-
   it("has a .dockerignore that keeps node_modules, .git, tests and local builds out of the context", () => {
     for (const path of ["node_modules", ".git", "test", "test/integration/deploy.test.ts", "dist"]) {
       expect({ path, ignored: ignored(dockerignore, path) }).toEqual({ path, ignored: true });
