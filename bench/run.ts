@@ -169,6 +169,13 @@ const flags = parseOrExit({
       default: "60 (quick: 10)",
       help: "how long the settled controller is watched doing nothing",
     },
+    "idle-referables": {
+      type: "string",
+      group: "Scenario sizes",
+      valueName: "N,...",
+      default: "1",
+      help: "Referables of the idle scenario, one run each (leader election on and off); issue 39's target is for 1",
+    },
     "hostile-label-referables": {
       type: "string",
       group: "Scenario sizes",
@@ -334,6 +341,7 @@ const hotPeriods = numbers("hot-periods", "200,50,20");
 const hotUpdates = num("hot-updates", quick ? 40 : 200);
 /** The idle scenario: how long the settled controller is watched doing nothing. */
 const idleSeconds = num("idle-seconds", quick ? 10 : 60);
+const idleReferables = numbers("idle-referables", "1");
 const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 const exportRefs = num("export-refs", quick ? 20 : 100);
@@ -1509,7 +1517,7 @@ async function runIdle(
   log(
     `idle: ${referables} Referables, leader election ${leaderElection ? "on" : "off"}, ${idleSeconds} s of nothing`,
   );
-  const label = `${RUN}-idle-${leaderElection ? "le" : "nole"}`;
+  const label = `${RUN}-idle${referables}-${leaderElection ? "le" : "nole"}`;
   const fx = await makeNamedFixture(client, referables, label);
   const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
   await watch.start();
@@ -3269,7 +3277,9 @@ async function main(): Promise<void> {
     });
     // As the Deployment runs it (leader election on), and as `npm start` does (off).
     await scenario("idle", async () => {
-      report.idle = [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)];
+      report.idle = [];
+      for (const n of idleReferables)
+        report.idle.push(await runIdle(client, plane, n, true), await runIdle(client, plane, n, false));
       await measured("idle");
     });
     await scenario("reads", async () => {

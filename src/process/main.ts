@@ -16,13 +16,9 @@ import { isMainModule } from "./main-module.ts";
 import { loadClusterAccess, type ClusterAccess } from "../kube/access.ts";
 import { KubeClient } from "../kube/client.ts";
 import { Discovery } from "../kube/discovery.ts";
-import {
-  CertRotator,
-  createAdmissionHandler,
-  rememberedSelfUsername,
-  startWebhookServer,
-  type OpenCertificate,
-} from "../webhook/index.ts";
+// The webhook is imported when configured (serveWebhook): a process that does not serve it does
+// not keep its code (BENCHMARKS.md, "At rest").
+import type { OpenCertificate, startWebhookServer } from "../webhook/index.ts";
 import type { Logger } from "pino";
 import { createProcessLogger } from "./log-format.ts";
 import { ControllerMetrics } from "../referable/metrics.ts";
@@ -295,6 +291,8 @@ async function serveWebhook(
   logger: Logger,
 ): Promise<Awaited<ReturnType<typeof startWebhookServer>> | undefined | "failed"> {
   if (!parseBindAddress(config.webhookBindAddress)) return undefined;
+  const { CertRotator, createAdmissionHandler, rememberedSelfUsername, startWebhookServer } =
+    await import("../webhook/index.ts");
   const webhookLogger = logger.child({ part: "webhook" });
   // With --webhook-cert-secret the controller makes and rotates its own certificate; otherwise
   // it reads cert-manager's from --webhook-cert-dir.

@@ -86,8 +86,9 @@ export interface ResolverOptions {
    * The worker threads transforms run in, off the event loop, and their limits: each evaluation
    * has a deadline (`timeoutMs`, CPU time of its worker) and each worker a heap ceiling
    * (`maxHeapMiB`); an evaluation past either is `TransformFailed`. The pool starts with the
-   * first transform, never keeps the process alive, and closes on {@link Resolver.stop}.
-   * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64 \}
+   * first transform, stops its workers after a minute with none (`idleStopMs`), never keeps the
+   * process alive, and closes on {@link Resolver.stop}.
+   * @default \{ workers: 1, timeoutMs: 50, maxHeapMiB: 64, idleStopMs: 60000 \}
    */
   transformPool?: TransformPoolOptions;
   /**
@@ -192,6 +193,7 @@ const TRANSFORM_POOL_KEYS = everyKey<TransformPoolOptions>()([
   "maxHeapMiB",
   "quarantineBackoffMs",
   "keepAlive",
+  "idleStopMs",
 ]);
 /** Every key of {@link ResolveOptions}. */
 export const RESOLVE_OPTION_KEYS = everyKey<ResolveOptions>()(["consistent"]);

@@ -189,6 +189,19 @@ describe("TransformPool", () => {
     });
   });
 
+  it("starts no worker before the first evaluation, stops its workers once idle, and starts them again for the next", async () => {
+    pool = new TransformPool({ idleStopMs: 200 });
+    expect(pool.workersRunning).toBe(0);
+    await expect(pool.evaluate("value + 1", S, input(1), LIMITS)).resolves.toMatchObject({ value: 2 });
+    expect(pool.workersRunning).toBeGreaterThan(0);
+    const deadline = Date.now() + 30_000;
+    while (pool.workersRunning > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(pool.workersRunning).toBe(0);
+    // What it learned survives the stop: the next evaluation starts a worker and is answered.
+    await expect(pool.evaluate("value + 2", S, input(1), LIMITS)).resolves.toMatchObject({ value: 3 });
+    expect(pool.workersRunning).toBeGreaterThan(0);
+  });
+
   it("fails what is pending when closed, and every evaluation after", async () => {
     pool = new TransformPool({ timeoutMs: 60_000 });
     const pending = outcome(pool.evaluate(SPIN, S, input(null), UNMETERED));

@@ -37,6 +37,7 @@ import { Worker } from "node:worker_threads";
 import { ResolutionError } from "../api/errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
 import type { Job, JobMessage, ReadyMessage, ResultMessage, WorkerData } from "./protocol.ts";
+import { IdleStop } from "./idle-stop.ts";
 
 /** Options of the pool of worker threads transforms run in; each has a default. */
 export interface TransformPoolOptions {
@@ -62,6 +63,11 @@ export interface TransformPoolOptions {
    * exits. @default true
    */
   keepAlive?: boolean;
+  /**
+   * How long the pool holds no work before it stops its workers (each a V8 isolate, megabytes
+   * of RSS); the next evaluation starts them again. 0 keeps them. @default 60000
+   */
+  idleStopMs?: number;
 }
 
 /** The defaults of {@link TransformPoolOptions}. */
@@ -70,6 +76,7 @@ export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
   timeoutMs: 50,
   maxHeapMiB: 64,
   quarantineBackoffMs: Object.freeze([1000, 300_000] as const),
+  idleStopMs: 60_000,
 });
 
 /** Expressions the quarantine remembers (the least recently used forgotten first). */
@@ -165,6 +172,7 @@ export class TransformPool {
   private spare: Slot | undefined;
   private flushScheduled = false;
   private closed = false;
+  private readonly idleStop: IdleStop;
 
   constructor(options: TransformPoolOptions = {}) {
     this.workers = Math.max(1, Math.floor(options.workers ?? TRANSFORM_POOL_DEFAULTS.workers));
@@ -173,6 +181,14 @@ export class TransformPool {
     this.keepAlive = options.keepAlive ?? true;
     const [first, longest] = options.quarantineBackoffMs ?? TRANSFORM_POOL_DEFAULTS.quarantineBackoffMs;
     this.backoff = [Math.max(0, first), Math.max(0, first, longest)];
+    this.idleStop = new IdleStop(options.idleStopMs ?? TRANSFORM_POOL_DEFAULTS.idleStopMs, () =>
+      this.stopWorkers(),
+    );
+  }
+
+  /** Worker threads running now (the spare included): none before the first evaluation, nor once idle. */
+  get workersRunning(): number {
+    return this.slots.length + (this.spare ? 1 : 0);
   }
 
   /** How many expressions are quarantined now (at most {@link MAX_QUARANTINED}). */
@@ -236,6 +252,7 @@ export class TransformPool {
       const id = this.nextId;
       this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
       this.queues[lane].push({ lane, key, job: { id, text, shape, input, limits }, resolve, reject });
+      this.idleStop.busy();
       this.scheduleFlush();
     });
   }
@@ -244,6 +261,7 @@ export class TransformPool {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.idleStop.busy();
     const stopping: Promise<unknown>[] = [];
     if (this.spare) this.slots.push(this.spare);
     this.spare = undefined;
@@ -370,6 +388,25 @@ export class TransformPool {
       if (!this.keepAlive) slot.worker.unref();
     }
     if (this.queues[slot.lane].length > 0) this.scheduleFlush();
+    this.idleIfNoWork();
+  }
+
+  /** Arms the idle stop when no job is queued or held by a worker. */
+  private idleIfNoWork(): void {
+    if (this.queues.some((q) => q.length > 0) || this.slots.some((s) => s.outstanding.size > 0)) return;
+    this.idleStop.idle();
+  }
+
+  /** Stops every worker (the pool is idle): the next evaluation starts them again. */
+  private stopWorkers(): void {
+    if (this.closed) return;
+    if (this.spare) this.slots.push(this.spare);
+    this.spare = undefined;
+    for (const slot of this.slots.splice(0)) {
+      slot.dead = true;
+      if (slot.timer) clearTimeout(slot.timer);
+      void slot.worker.terminate();
+    }
   }
 
   private onExit(slot: Slot): void {
@@ -471,6 +508,7 @@ export class TransformPool {
     }
     this.queues[slot.lane].unshift(...again);
     if (again.length > 0) this.scheduleFlush();
+    else this.idleIfNoWork();
   }
 }
 
