@@ -1,12 +1,11 @@
 /** The accounts scenario (issue 37): Referables acting as ServiceAccounts, and the reviews they cost. */
 import type { ControlPlane } from "../test/harness/control-plane.ts";
-import { startController } from "./controller.ts";
-import { createReferable, createSource, deleteFixtures, NS, setSource } from "./fixtures.ts";
+import { deleteFixtures, makeConfigMapFixture, NS, setSource } from "./fixtures.ts";
 import { scrape, sumOf } from "./metrics.ts";
 import { accountRestSeconds, log, quick, RUN } from "./options.ts";
-import { ReferableWatch, timeStatusAndTarget } from "./referable-watch.ts";
-import { type BenchClient, pool } from "./retry.ts";
-import { type Stats, stats, until } from "./stats.ts";
+import { watchAndStart } from "./referable-watch.ts";
+import type { BenchClient } from "./retry.ts";
+import { type Stats, stats, timeToShow, until } from "./stats.ts";
 
 export interface AccountsResult {
   refs: number;
@@ -67,20 +66,10 @@ export async function runAccounts(
       subjects: accounts.map((name) => ({ kind: "ServiceAccount", name, namespace: NS })),
     },
   });
-  const indexes = Array.from({ length: n + plain }, (_, i) => i);
-  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
-  await pool(indexes, 64, (i) =>
-    createReferable(
-      client,
-      `${label}-rf${i}`,
-      labels,
-      { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: `${label}-s${i}`, fieldPath: "data.value" },
-      i < n ? { serviceAccountRef: { namespace: NS, name: accounts[i % k] } } : {},
-    ),
+  await makeConfigMapFixture(client, label, n + plain, (i) =>
+    i < n ? { serviceAccountRef: { namespace: NS, name: accounts[i % k] } } : {},
   );
-  const watch = new ReferableWatch(client, `bench-set=${label}`);
-  await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  const { watch, c } = await watchAndStart(client, plane, label);
   const reviews = async () => sumOf(await scrape(c), "referable_access_reviews_total");
   try {
     await until(
@@ -99,15 +88,14 @@ export async function runAccounts(
         [n + (round % plain), withoutAccount],
       ] as const) {
         const value = `x${round}`;
-        const seen = await timeStatusAndTarget(
-          watch,
-          `${label}-rf${i}`,
-          { values: new Map([["-", value]]), listeners: new Set(), name: "-" },
-          value,
-          () => setSource(client, "ConfigMap", `${label}-s${i}`, value),
-          `accounts round ${round}`,
+        samples.push(
+          await timeToShow(
+            watch,
+            () => watch.latest.get(`${label}-rf${i}`)?.value === value,
+            () => setSource(client, "ConfigMap", `${label}-s${i}`, value),
+            `accounts round ${round}`,
+          ),
         );
-        samples.push(seen.status);
       }
     }
     const after = await reviews();

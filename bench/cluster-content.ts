@@ -7,7 +7,15 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { type ControlPlane, repoRoot } from "../test/harness/control-plane.ts";
 import { type Cost, cost, samplePeaks, startController } from "./controller.ts";
-import { deleteFixtures, makeNamedFixture, NS, setSource } from "./fixtures.ts";
+import {
+  createNamespace,
+  deleteFixtures,
+  deleteNamespace,
+  type Fixture,
+  makeNamedFixture,
+  NS,
+  setSource,
+} from "./fixtures.ts";
 import { log, RUN } from "./options.ts";
 import { ReferableWatch } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
@@ -24,6 +32,43 @@ export interface ContentResult {
   steady: Cost;
   /** Heap the source cache keeps per object nobody reads, from bench/projection-cost.ts. */
   bytesPerUnreferencedObject: number;
+}
+
+/** The scenario's watch closed, its fixture and namespace deleted. */
+async function cleanUp(client: BenchClient, watch: ReferableWatch, fx: Fixture, ns: string): Promise<void> {
+  watch.close();
+  await deleteFixtures(client, fx.label);
+  await deleteNamespace(client, ns);
+}
+
+/**
+ * A cold start of the controller over the fixture `fx` (whose Referables `watch` follows), its
+ * RSS and heap peaks sampled from its start until every Referable is Ready and `thenWhile` is
+ * done; its steady cost after, then it is stopped. `readySeconds`: its start to every Referable
+ * Ready; `seconds`: to the end of `thenWhile`.
+ */
+async function coldStart(
+  plane: ControlPlane,
+  watch: ReferableWatch,
+  fx: Fixture,
+  thenWhile: () => Promise<void>,
+): Promise<{
+  readySeconds: number;
+  seconds: number;
+  peak: { rssMiB: number; heapMiB: number };
+  steady: Cost;
+}> {
+  const c = await startController(plane.kubeconfigPath, `bench-set=${fx.label}`);
+  const peaks = samplePeaks(c);
+  const n = fx.names.length;
+  await until(`all ${n} Referables Ready`, () => (watch.readyCount() >= n ? true : undefined), 600_000);
+  const readySeconds = (performance.now() - c.startedAt) / 1000;
+  await thenWhile();
+  const seconds = (performance.now() - c.startedAt) / 1000;
+  const peak = await peaks.stop();
+  const steady = await cost(c);
+  await c.stop();
+  return { readySeconds, seconds, peak, steady };
 }
 
 /** Bytes kept per unreferenced object, measured exactly in a process of its own (--expose-gc). */
@@ -62,9 +107,7 @@ export async function runClusterContent(
   const objectBytes = 1_000_000;
   const fx = await makeNamedFixture(client, refs);
   const ns = `${NS}-content`;
-  await client.request("POST", "/api/v1/namespaces", {
-    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
-  });
+  await createNamespace(client, ns);
   const big = Array.from({ length: objects }, (_, i) => i);
   const write = (i: number, round: number) =>
     client.request(
@@ -82,21 +125,17 @@ export async function runClusterContent(
     );
   await pool(big, 4, (i) => write(i, 0));
 
-  const selector = `bench-set=${fx.label}`;
-  const watch = new ReferableWatch(client, selector);
+  const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
   await watch.start();
-  const c = await startController(plane.kubeconfigPath, selector);
-  const peaks = samplePeaks(c);
-  await until(`all ${refs} Referables Ready`, () => (watch.readyCount() >= refs ? true : undefined), 600_000);
-  const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
-  log(`cluster content: rewriting the ${objects} big ConfigMaps while the controller runs`);
-  await pool(big, 4, (i) => write(i, 1));
-  const peak = await peaks.stop();
-  const steady = await cost(c);
-  await c.stop();
-  watch.close();
-  await deleteFixtures(client, fx.label);
-  await client.request("DELETE", `/api/v1/namespaces/${ns}`, { timeoutMs: 300_000 });
+  const {
+    readySeconds: coldStartSeconds,
+    peak,
+    steady,
+  } = await coldStart(plane, watch, fx, async () => {
+    log(`cluster content: rewriting the ${objects} big ConfigMaps while the controller runs`);
+    await pool(big, 4, (i) => write(i, 1));
+  });
+  await cleanUp(client, watch, fx, ns);
   return {
     refs,
     objects,
@@ -146,19 +185,11 @@ export async function runLabels(
 ): Promise<LabelsResult> {
   log(`labels: ${refs} Referables, then ${objects} ConfigMaps of about 845 KB of labels`);
   const fx = await makeNamedFixture(client, refs, `${RUN}-labels`);
-  const selector = `bench-set=${fx.label}`;
-  const watch = new ReferableWatch(client, selector);
+  const watch = new ReferableWatch(client, `bench-set=${fx.label}`);
   await watch.start();
-  const coldStart = async (tag: string) => {
-    const c = await startController(plane.kubeconfigPath, selector);
-    const peaks = samplePeaks(c);
-    await until(
-      `all ${refs} Referables Ready`,
-      () => (watch.readyCount() >= refs ? true : undefined),
-      600_000,
-    );
-    // The statuses are the last run's: a change that arrives says this controller listed its
-    // sources (the ConfigMap kind whole, the labelled objects included).
+  // The statuses are the last run's: a change that arrives says this controller listed its
+  // sources (the ConfigMap kind whole, the labelled objects included).
+  const follow = async (tag: string) => {
     const first = fx.sources[0]!;
     await setSource(client, first.kind, first.name, tag);
     await until(
@@ -166,17 +197,10 @@ export async function runLabels(
       () => (watch.latest.get(fx.names[0]!)?.value === tag ? true : undefined),
       600_000,
     );
-    const seconds = (performance.now() - c.startedAt) / 1000;
-    const peak = await peaks.stop();
-    const steady = await cost(c);
-    await c.stop();
-    return { seconds, peak, steady };
   };
-  const without = await coldStart("without");
+  const without = await coldStart(plane, watch, fx, () => follow("without"));
   const ns = `${NS}-labels`;
-  await client.request("POST", "/api/v1/namespaces", {
-    body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
-  });
+  await createNamespace(client, ns);
   const all = Array.from({ length: objects }, (_, i) => i);
   await pool(all, 4, (i) =>
     client.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
@@ -189,10 +213,8 @@ export async function runLabels(
       timeoutMs: 120_000,
     }),
   );
-  const withThem = await coldStart("with");
-  watch.close();
-  await deleteFixtures(client, fx.label);
-  await client.request("DELETE", `/api/v1/namespaces/${ns}`, { timeoutMs: 300_000 });
+  const withThem = await coldStart(plane, watch, fx, () => follow("with"));
+  await cleanUp(client, watch, fx, ns);
   return {
     refs,
     objects,

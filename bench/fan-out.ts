@@ -2,10 +2,9 @@
 import type { ReferableStatus } from "../src/api/referable.ts";
 import { statusPatch } from "../src/referable/status.ts";
 import type { ControlPlane } from "../test/harness/control-plane.ts";
-import { startController } from "./controller.ts";
-import { createReferable, createSource, deleteFixtures, NS, RF, setSource } from "./fixtures.ts";
+import { configMapSource, createReferable, createSource, deleteFixtures, RF, setSource } from "./fixtures.ts";
 import { log, quick, RUN } from "./options.ts";
-import { ReferableWatch } from "./referable-watch.ts";
+import { watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 
@@ -26,18 +25,8 @@ export async function runFanOut(client: BenchClient, plane: ControlPlane, n: num
   const labels = { "bench-set": label };
   await createSource(client, "ConfigMap", label, "v0", labels);
   const names = Array.from({ length: n }, (_, i) => `${label}-rf${i}`);
-  await pool(names, 64, (name) =>
-    createReferable(client, name, labels, {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      namespace: NS,
-      name: label,
-      fieldPath: "data.value",
-    }),
-  );
-  const watch = new ReferableWatch(client, `bench-set=${label}`);
-  await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await pool(names, 64, (name) => createReferable(client, name, labels, configMapSource(label)));
+  const { watch, c } = await watchAndStart(client, plane, label);
   await until("fan-out Referables Ready", () => (watch.readyCount() >= n ? true : undefined), 300_000);
   const samples: number[] = [];
   for (let round = 1; round <= (quick ? 3 : 5); round++) {

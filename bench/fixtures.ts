@@ -9,6 +9,42 @@ export const NS = "bench";
 export const RF = "/apis/referable.dev/v1alpha1/referables";
 export const WIDGET_GROUP = "bench.referable.dev";
 
+/** The source of a Referable over ConfigMap `name` in the bench's namespace, reading `data.value`. */
+export function configMapSource(name: string): Record<string, unknown> {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name, fieldPath: "data.value" };
+}
+
+/** Creates namespace `name` (a scenario's own, deleted with {@link deleteNamespace}). */
+export async function createNamespace(client: BenchClient, name: string): Promise<void> {
+  await client.request("POST", "/api/v1/namespaces", {
+    body: { apiVersion: "v1", kind: "Namespace", metadata: { name } },
+  });
+}
+
+/** Deletes namespace `name`, waiting up to 5 minutes for the API server to answer. */
+export async function deleteNamespace(client: BenchClient, name: string): Promise<void> {
+  await client.request("DELETE", `/api/v1/namespaces/${name}`, { timeoutMs: 300_000 });
+}
+
+/**
+ * `n` ConfigMaps `<label>-s<i>` holding v0 and a Referable `<label>-rf<i>` over each, labelled
+ * `bench-set=<label>`; `extra(i)` adds to the Referable's spec (an export, an account).
+ */
+export async function makeConfigMapFixture(
+  client: BenchClient,
+  label: string,
+  n: number,
+  extra: (i: number) => Record<string, unknown> = () => ({}),
+): Promise<number[]> {
+  const labels = { "bench-set": label };
+  const indexes = Array.from({ length: n }, (_, i) => i);
+  await pool(indexes, 64, (i) => createSource(client, "ConfigMap", `${label}-s${i}`, "v0", labels));
+  await pool(indexes, 64, (i) =>
+    createReferable(client, `${label}-rf${i}`, labels, configMapSource(`${label}-s${i}`), extra(i)),
+  );
+  return indexes;
+}
+
 export interface Fixture {
   label: string;
   /** Values of the batch label, when the fixture was made with one. */

@@ -4,12 +4,20 @@
  */
 import type { ControlPlane } from "../test/harness/control-plane.ts";
 import { cpuSeconds, peakRssMiBOf, startController } from "./controller.ts";
-import { createReferable, createSource, deleteFixtures, NS, setSource, WIDGET_GROUP } from "./fixtures.ts";
+import {
+  configMapSource,
+  createReferable,
+  createSource,
+  deleteFixtures,
+  NS,
+  setSource,
+  WIDGET_GROUP,
+} from "./fixtures.ts";
 import type { HostileLoadTools } from "./hostile-load.ts";
 import { log, quick, RUN } from "./options.ts";
-import { ReferableWatch } from "./referable-watch.ts";
+import { ReferableWatch, watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
-import { type Stats, stats, until } from "./stats.ts";
+import { type Stats, stats, timeToShow, until } from "./stats.ts";
 
 export interface HostilePhase {
   /** Hostile evaluations running beside the canary (0: the run without them). */
@@ -37,19 +45,10 @@ export async function runHostile(client: BenchClient, plane: ControlPlane): Prom
   const labels = { "bench-set": label };
   await createSource(client, "ConfigMap", `${label}-canary`, "c0", labels);
   await createSource(client, "ConfigMap", `${label}-bad`, "b0", labels);
-  const byName = (name: string) => ({
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    namespace: NS,
-    name,
-    fieldPath: "data.value",
-  });
-  await createReferable(client, `${label}-canary`, labels, byName(`${label}-canary`), {
+  await createReferable(client, `${label}-canary`, labels, configMapSource(`${label}-canary`), {
     transform: "value + '!'",
   });
-  const watch = new ReferableWatch(client, `bench-set=${label}`);
-  await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  const { watch, c } = await watchAndStart(client, plane, label);
   const probePort = Number(
     /--health-probe-bind-address=127\.0\.0\.1:(\d+)/.exec(c.proc.spawnargs.join(" "))![1],
   );
@@ -63,7 +62,7 @@ export async function runHostile(client: BenchClient, plane: ControlPlane): Prom
   for (const hostile of [0, 2]) {
     log(`hostile: canary with ${hostile} hostile Referable(s) evaluated beside it`);
     for (let h = 0; h < hostile; h++)
-      await createReferable(client, `${label}-bad${h}`, labels, byName(`${label}-bad`), {
+      await createReferable(client, `${label}-bad${h}`, labels, configMapSource(`${label}-bad`), {
         transform: DEEP_EQUALITY,
       });
     let running = true;
@@ -86,27 +85,14 @@ export async function runHostile(client: BenchClient, plane: ControlPlane): Prom
     const samples: number[] = [];
     for (let round = 1; round <= rounds; round++) {
       const value = `c${hostile}-${round}`;
-      const seen = new Promise<number>((resolve) => {
-        const off = watch.onChange(() => {
-          if (watch.latest.get(`${label}-canary`)?.value === `${value}!`) {
-            off();
-            resolve(performance.now());
-          }
-        });
-      });
-      await setSource(client, "ConfigMap", `${label}-canary`, value);
-      const acked = performance.now();
-      let timer: NodeJS.Timeout | undefined;
-      const at = await Promise.race([
-        seen,
-        new Promise<number>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`hostile round ${round}: canary not seen in 60 s`)),
-            60_000,
-          );
-        }),
-      ]).finally(() => clearTimeout(timer));
-      samples.push(Math.max(0, at - acked));
+      samples.push(
+        await timeToShow(
+          watch,
+          () => watch.latest.get(`${label}-canary`)?.value === `${value}!`,
+          () => setSource(client, "ConfigMap", `${label}-canary`, value),
+          `hostile round ${round}: the canary`,
+        ),
+      );
       await new Promise((r) => setTimeout(r, 50));
     }
     running = false;

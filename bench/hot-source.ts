@@ -1,10 +1,9 @@
 /** The hot-source scenario: one source rewritten faster and faster, read by one Referable. */
 import type { ControlPlane } from "../test/harness/control-plane.ts";
-import { startController } from "./controller.ts";
-import { createReferable, createSource, deleteFixtures, NS, setSource } from "./fixtures.ts";
+import { configMapSource, createReferable, createSource, deleteFixtures, setSource } from "./fixtures.ts";
 import { scrape, sumOf } from "./metrics.ts";
 import { hotPeriods, hotUpdates, log, RUN } from "./options.ts";
-import { ReferableWatch } from "./referable-watch.ts";
+import { watchAndStart } from "./referable-watch.ts";
 import type { BenchClient } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 
@@ -27,16 +26,8 @@ export async function runHotSource(client: BenchClient, plane: ControlPlane): Pr
   const label = `${RUN}-hot`;
   const labels = { "bench-set": label };
   await createSource(client, "ConfigMap", label, "v0", labels);
-  await createReferable(client, label, labels, {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    namespace: NS,
-    name: label,
-    fieldPath: "data.value",
-  });
-  const watch = new ReferableWatch(client, `bench-set=${label}`);
-  await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  await createReferable(client, label, labels, configMapSource(label));
+  const { watch, c } = await watchAndStart(client, plane, label);
   await until("the hot Referable Ready", () => (watch.readyCount() >= 1 ? true : undefined), 60_000);
   const results: HotResult[] = [];
   for (const periodMs of hotPeriods) {

@@ -3,7 +3,15 @@
  * controller's own (a source written → its Referable's status.value seen through a watch).
  */
 import type { Controller } from "./controller.ts";
-import { createReferable, createSource, type Fixture, NS, RF, setSource, sourcePath } from "./fixtures.ts";
+import {
+  configMapSource,
+  createReferable,
+  createSource,
+  type Fixture,
+  RF,
+  setSource,
+  sourcePath,
+} from "./fixtures.ts";
 import { histogramQuantile, requestsByVerb, scrape, sumOf } from "./metrics.ts";
 import { log, RUN } from "./options.ts";
 import type { ReferableWatch } from "./referable-watch.ts";
@@ -22,13 +30,7 @@ export interface Floor {
 export async function measureFloor(client: BenchClient, samples: number): Promise<Floor> {
   const labels = { "bench-set": `${RUN}-floor` };
   await createSource(client, "ConfigMap", `${RUN}-floor`, "v0", labels);
-  await createReferable(client, `${RUN}-floor`, labels, {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    namespace: NS,
-    name: `${RUN}-floor`,
-    fieldPath: "data.value",
-  });
+  await createReferable(client, `${RUN}-floor`, labels, configMapSource(`${RUN}-floor`));
   const list = await client.request<{ metadata: { resourceVersion: string } }>(
     "GET",
     sourcePath("ConfigMap"),

@@ -1,7 +1,10 @@
 /** A watch on a run's Referables, and the time from a write to what a consumer sees through watches. */
 import type { KubeObject } from "../src/kube/client.ts";
+import type { ControlPlane } from "../test/harness/control-plane.ts";
+import { type Controller, startController } from "./controller.ts";
 import { RF } from "./fixtures.ts";
 import { log } from "./options.ts";
+import { withDeadline } from "./stats.ts";
 import type { BenchClient } from "./retry.ts";
 import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
 
@@ -11,21 +14,48 @@ export const FLOOR_REASON = "BenchFloor";
 export const isReady = (reason: string | undefined) =>
   !!reason && reason !== "Pending" && reason !== FLOOR_REASON;
 
-/** A target the export benches follow: its values by name, and the listeners told of a change. */
-export interface FollowedTarget {
+/** Objects a scenario follows through a watch of their own: a value of each by name, and who is told of a change. */
+export interface FollowedTargets {
   values: Map<string, string | undefined>;
   listeners: Set<() => void>;
-  name: string;
+  close(): void;
+}
+
+/** Follows the objects at `path` (from a list, then a watch that reopens itself), keeping `valueOf` each. */
+export async function followTargets(
+  client: BenchClient,
+  path: string,
+  valueOf: (object: KubeObject) => string | undefined,
+  what: string,
+): Promise<FollowedTargets> {
+  const values = new Map<string, string | undefined>();
+  const listeners = new Set<() => void>();
+  const list = await client.request<{ metadata: { resourceVersion: string } }>("GET", path);
+  const stream = reopeningWatch(
+    client,
+    path,
+    {
+      resourceVersion: list.metadata.resourceVersion,
+      onReopen: (why) => log(`${what} watch reopened: ${why}`),
+    },
+    (e) => {
+      if (e.type !== "ADDED" && e.type !== "MODIFIED") return;
+      values.set(e.object.metadata!.name!, valueOf(e.object));
+      for (const l of listeners) l();
+    },
+  );
+  return { values, listeners, close: () => stream.close() };
 }
 
 /**
  * One round of the export benches: writes the source, then waits (60 s at most) until both the
- * Referable's status.value and the target hold the value; each latency from the write's ack.
+ * Referable's status.value and the target `name` hold the value; each latency from the write's ack.
  */
 export async function timeStatusAndTarget(
   watch: ReferableWatch,
   referable: string,
-  target: FollowedTarget,
+  targets: Pick<FollowedTargets, "values" | "listeners">,
+  name: string,
   value: string,
   write: () => Promise<unknown>,
   round: string,
@@ -36,25 +66,19 @@ export async function timeStatusAndTarget(
     const check = () => {
       const now = performance.now();
       if (!statusAt && watch.latest.get(referable)?.value === value) statusAt = now;
-      if (!targetAt && target.values.get(target.name) === value) targetAt = now;
+      if (!targetAt && targets.values.get(name) === value) targetAt = now;
       if (statusAt && targetAt) {
         off();
-        target.listeners.delete(check);
+        targets.listeners.delete(check);
         resolve();
       }
     };
     const off = watch.onChange(check);
-    target.listeners.add(check);
+    targets.listeners.add(check);
   });
   await write();
   const acked = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    done,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${round}: not seen within 60 s`)), 60_000);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  await withDeadline(done, 60_000, `${round}: not seen within 60 s`);
   // A watch event may be handled before the PATCH's own response: that is a latency of 0.
   return { status: Math.max(0, statusAt - acked), target: Math.max(0, targetAt - acked) };
 }
@@ -155,4 +179,18 @@ export class ReferableWatch {
   close(): void {
     this.stream?.close();
   }
+}
+
+/**
+ * A started watch on the Referables labelled `bench-set=<label>`, then a controller selecting
+ * them: the scenario's pair, each to be closed and stopped by the scenario.
+ */
+export async function watchAndStart(
+  client: BenchClient,
+  plane: ControlPlane,
+  label: string,
+): Promise<{ watch: ReferableWatch; c: Controller }> {
+  const watch = new ReferableWatch(client, `bench-set=${label}`);
+  await watch.start();
+  return { watch, c: await startController(plane.kubeconfigPath, `bench-set=${label}`) };
 }

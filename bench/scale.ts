@@ -110,6 +110,18 @@ export async function runScale(
   report.scale = result;
   print("");
   print(scaleHeader(result));
+  const coldStart = (replicas: number, heapCap: number, floor: Awaited<ReturnType<typeof scaleFloor>>) =>
+    scaleColdStart(
+      client,
+      plane,
+      fx,
+      watch,
+      replicas,
+      heapCap,
+      floor,
+      report.baseline!.heapMiB,
+      report.baseline!.liveHeapMiB,
+    );
   let running: Controller[] = [];
   try {
     await watch.start();
@@ -125,17 +137,7 @@ export async function runScale(
       log(
         `scale: floor ${floor1.seconds.toFixed(1)} s; ${scaleEstimate(n, createdPerSecond, { floorSeconds: floor1.seconds, singleFloorDone: true })}`,
       );
-      const one = await scaleColdStart(
-        client,
-        plane,
-        fx,
-        watch,
-        1,
-        heapCapMiB.single,
-        floor1,
-        report.baseline!.heapMiB,
-        report.baseline!.liveHeapMiB,
-      );
+      const one = await coldStart(1, heapCapMiB.single, floor1);
       running = one.controllers;
       result.single = one.phase;
       await save();
@@ -152,17 +154,7 @@ export async function runScale(
         log(`scale: floor again: ${n} status writes`);
         const floor2 = await scaleFloor(client, plane, watch, fx, concurrency, "floor-2");
         log(`scale: floor ${floor2.seconds.toFixed(1)} s`);
-        const sharded = await scaleColdStart(
-          client,
-          plane,
-          fx,
-          watch,
-          scaleShards,
-          heapCapMiB.shard,
-          floor2,
-          report.baseline!.heapMiB,
-          report.baseline!.liveHeapMiB,
-        );
+        const sharded = await coldStart(scaleShards, heapCapMiB.shard, floor2);
         running = sharded.controllers;
         result.sharded = sharded.phase;
         await save();

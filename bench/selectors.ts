@@ -1,11 +1,11 @@
 /** The selectors scenario: Referables with label selectors (Single and Multiple) over many objects. */
 import type { ControlPlane } from "../test/harness/control-plane.ts";
-import { cost, startController } from "./controller.ts";
+import { cost } from "./controller.ts";
 import { createReferable, createSource, deleteFixtures, NS, setSource } from "./fixtures.ts";
 import { log, quick, RUN } from "./options.ts";
-import { ReferableWatch } from "./referable-watch.ts";
+import { watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
-import { stats, until } from "./stats.ts";
+import { stats, timeToShow, until } from "./stats.ts";
 
 export async function runSelectors(client: BenchClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
@@ -37,9 +37,7 @@ export async function runSelectors(client: BenchClient, plane: ControlPlane, obj
       single ? {} : { selection: { mode: "Multiple" } },
     );
   });
-  const watch = new ReferableWatch(client, `bench-set=${label}`);
-  await watch.start();
-  const c = await startController(plane.kubeconfigPath, `bench-set=${label}`);
+  const { watch, c } = await watchAndStart(client, plane, label);
   await until("selector Referables Ready", () => (watch.readyCount() >= refs ? true : undefined), 600_000);
   const coldStartSeconds = (performance.now() - c.startedAt) / 1000;
   // Propagation: change the object each Single selector reads, one at a time.
@@ -47,19 +45,14 @@ export async function runSelectors(client: BenchClient, plane: ControlPlane, obj
   for (let k = 0; k < (quick ? 10 : 50); k++) {
     const i = (k * 2) % refs;
     const value = `sel-${k}`;
-    const name = names[i]!;
-    const seen = new Promise<void>((resolve) => {
-      const off = watch.onChange((n) => {
-        if (n === name && watch.latest.get(n)?.value === value) {
-          off();
-          resolve();
-        }
-      });
-    });
-    await setSource(client, "ConfigMap", `${label}-o${i}`, value);
-    const acked = performance.now();
-    await seen;
-    latencies.push(performance.now() - acked);
+    latencies.push(
+      await timeToShow(
+        watch,
+        () => watch.latest.get(names[i]!)?.value === value,
+        () => setSource(client, "ConfigMap", `${label}-o${i}`, value),
+        `selectors round ${k}`,
+      ),
+    );
   }
   const settled = await cost(c);
   await c.stop();

@@ -14,6 +14,43 @@ export async function until<T>(
   }
 }
 
+/** `promise`, or an Error with `message` once `timeoutMs` has passed without it settling. */
+export async function withDeadline<T>(promise: Promise<T>, timeoutMs: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return await Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message)), timeoutMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Calls `write`, then waits (`timeoutMs` at most) until `shown()` holds after a change `watch`
+ * reports; returns the ms from the write's acknowledgement (0 when the watch was first).
+ */
+export async function timeToShow(
+  watch: { onChange(listener: () => void): () => void },
+  shown: () => boolean,
+  write: () => Promise<unknown>,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<number> {
+  let seenAt = 0;
+  const seen = new Promise<void>((resolve) => {
+    const off = watch.onChange(() => {
+      if (!shown()) return;
+      seenAt = performance.now();
+      off();
+      resolve();
+    });
+  });
+  await write();
+  const acked = performance.now();
+  await withDeadline(seen, timeoutMs, `${what}: not seen within ${timeoutMs / 1000} s`);
+  return Math.max(0, seenAt - acked);
+}
+
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
