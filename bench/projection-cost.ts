@@ -3,7 +3,7 @@
  * InformerSourceCache over a fake of our own client interface that serves N ConfigMaps of
  * realistic metadata (name, uid, resourceVersion, two labels, an annotation, managedFields) and
  * `--data-bytes` of data each; the heap after a full GC with the kind cached, minus before,
- * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
+ * divided by N. Run with --expose-gc (bench/cluster-content.ts does). Prints one JSON line.
  */
 import { numberFlag, parseOrExit } from "../src/cli.ts";
 import type { KubeObject } from "../src/kube/client.ts";
