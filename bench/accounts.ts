@@ -7,6 +7,7 @@ import { watchAndStart } from "./referable-watch.ts";
 import type { BenchClient } from "./retry.ts";
 import { type Stats, stats, timeToShow, until } from "./stats.ts";
 
+/** The accounts scenario's figures. */
 export interface AccountsResult {
   refs: number;
   accounts: number;

@@ -21,6 +21,7 @@ import { ReferableWatch } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
 import { until } from "./stats.ts";
 
+/** The content scenario's figures. */
 export interface ContentResult {
   refs: number;
   objects: number;
@@ -72,7 +73,7 @@ async function coldStart(
 }
 
 /** Bytes kept per unreferenced object, measured exactly in a process of its own (--expose-gc). */
-export async function projectionCost(): Promise<number> {
+async function projectionCost(): Promise<number> {
   const script = join(repoRoot, "bench", "projection-cost.ts");
   const output = await new Promise<string>((resolve, reject) => {
     const child = spawn(
@@ -148,6 +149,7 @@ export async function runClusterContent(
   };
 }
 
+/** The labels scenario's figures. */
 export interface LabelsResult {
   refs: number;
   objects: number;
@@ -162,10 +164,10 @@ export interface LabelsResult {
 }
 
 /** The longest DNS-subdomain prefix a label key may have (253 characters). */
-export const LABEL_PREFIX = ["a", "b", "c"].map((c) => c.repeat(63)).join(".") + "." + "d".repeat(61);
+const LABEL_PREFIX = ["a", "b", "c"].map((c) => c.repeat(63)).join(".") + "." + "d".repeat(61);
 
 /** The largest label set the API server takes (about 845 KB), distinct for each object. */
-export function largestLabels(object: number): Record<string, string> {
+function largestLabels(object: number): Record<string, string> {
   const labels: Record<string, string> = {};
   for (let j = 0; j < 2190; j++)
     labels[`${LABEL_PREFIX}/${`o${object}-k${j}-`.padEnd(63, "x")}`] = `v${object}-${j}-`.padEnd(63, "y");

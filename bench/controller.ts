@@ -52,6 +52,7 @@ export const controllerLogs = new ControllerLogs(repoRoot, RUN);
 
 // ---------- the controller process ----------
 
+/** A controller process the bench started. */
 export interface Controller {
   proc: ChildProcess;
   metricsPort: number;
@@ -66,7 +67,7 @@ export interface Controller {
  * through Node's type stripping, which costs memory and start-up time of its own.
  */
 export let compiled: Promise<string> | undefined;
-export function compiledMain(): Promise<string> {
+function compiledMain(): Promise<string> {
   compiled ??= (async () => {
     // As in the image: dist/ beside package.json (src/version.ts reads ../package.json).
     const root = join(repoRoot, "bench", ".dist");
@@ -90,6 +91,7 @@ export function compiledMain(): Promise<string> {
 /** Controller processes running now: a bench stopped by a signal ends them (no orphans polling a dead API server). */
 export const liveControllers = new Set<ChildProcess>();
 
+/** Starts a controller over the Referables `selector` picks; resolves once it answers /readyz. */
 export async function startController(
   kubeconfig: string,
   selector: string,
@@ -157,6 +159,7 @@ export async function startController(
   };
 }
 
+/** What a controller costs, read once it has settled. */
 export interface Cost {
   rssMiB: number;
   heapMiB: number;
@@ -174,7 +177,7 @@ export interface Cost {
 }
 
 /** `used / committed` MiB of each V8 heap space, from prom-client's nodejs_heap_space_size_* series. */
-export function heapSpaces(m: Map<string, number>): Record<string, { used: number; committed: number }> {
+function heapSpaces(m: Map<string, number>): Record<string, { used: number; committed: number }> {
   const out: Record<string, { used: number; committed: number }> = {};
   for (const [key, value] of m) {
     const found = /^nodejs_heap_space_size_(used|total)_bytes\{space="([a-z_]+)"\}$/.exec(key);
@@ -219,6 +222,7 @@ export async function liveHeapMiB(c: Controller): Promise<number> {
   return Number(mib(total));
 }
 
+/** The cost of `c` now, after a second for a GC to settle its heap. */
 export async function cost(c: Controller): Promise<Cost> {
   // Let a GC settle the heap before reading it.
   await new Promise((r) => setTimeout(r, 1000));
@@ -257,6 +261,7 @@ export async function planeCpuNow(plane: ControlPlane): Promise<PlaneCpu> {
   };
 }
 
+/** The CPU seconds each process used between two readings. */
 export function cpuSince(before: PlaneCpu, after: PlaneCpu): PlaneCpu {
   const d = (a: number, b: number) => Number((b - a).toFixed(1));
   return {
@@ -266,6 +271,7 @@ export function cpuSince(before: PlaneCpu, after: PlaneCpu): PlaneCpu {
   };
 }
 
+/** The resident memory of process `pid` now (VmRSS), MiB. */
 export async function rssMiBOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
@@ -299,6 +305,7 @@ export function samplePeaks(
   };
 }
 
+/** The highest resident memory of process `pid` so far (VmHWM), MiB. */
 export async function peakRssMiBOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   return Number((Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024).toFixed(1));

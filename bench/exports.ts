@@ -20,6 +20,7 @@ import {
 import { type BenchClient, pool } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 
+/** The export scenario's figures. */
 export interface ExportResult {
   refs: number;
   /** Source write acknowledged → the Referable's status.value shows the value (its watch). */
@@ -101,6 +102,7 @@ export async function runExport(client: BenchClient, plane: ControlPlane, n: num
   return { refs: n, status: stats(samples.status), exported: stats(samples.target) };
 }
 
+/** The field-export scenario's figures. */
 export interface FieldExportResult {
   refs: number;
   /** Source write acknowledged → the Referable's status.value shows the value (its watch). */

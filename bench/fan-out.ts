@@ -8,6 +8,7 @@ import { watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 
+/** The fan-out scenario's figures. */
 export interface FanOutResult {
   n: number;
   /** Source write ack → every Referable shows the value, per round. */
@@ -19,6 +20,7 @@ export interface FanOutResult {
   writeFloor: Array<{ concurrency: number; ms: number }>;
 }
 
+/** One source read by `n` Referables: the time until all show a new value, beside the floor of their status writes. */
 export async function runFanOut(client: BenchClient, plane: ControlPlane, n: number): Promise<FanOutResult> {
   log(`fan-out: one source read by ${n} Referables`);
   const label = `${RUN}-fan`;

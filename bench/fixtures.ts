@@ -5,8 +5,11 @@
 import { log, RUN } from "./options.ts";
 import { type BenchClient, deleteAll, pool } from "./retry.ts";
 
+/** The namespace of the sources. */
 export const NS = "bench";
+/** The Referables' collection path. */
 export const RF = "/apis/referable.dev/v1alpha1/referables";
+/** The group of the Widget kind (a CRD the bench installs). */
 export const WIDGET_GROUP = "bench.referable.dev";
 
 /** The source of a Referable over ConfigMap `name` in the bench's namespace, reading `data.value`. */
@@ -45,6 +48,7 @@ export async function makeConfigMapFixture(
   return indexes;
 }
 
+/** Referables and the sources they read, made together. */
 export interface Fixture {
   label: string;
   /** Values of the batch label, when the fixture was made with one. */
@@ -53,6 +57,7 @@ export interface Fixture {
   sources: Array<{ kind: "ConfigMap" | "Widget"; name: string }>;
 }
 
+/** The path of a source kind's collection, or of the source `name`. */
 export function sourcePath(kind: "ConfigMap" | "Widget", name = ""): string {
   const base =
     kind === "ConfigMap"
@@ -61,6 +66,7 @@ export function sourcePath(kind: "ConfigMap" | "Widget", name = ""): string {
   return name ? `${base}/${name}` : base;
 }
 
+/** Creates a source holding `value` (a ConfigMap's data.value, a Widget's spec.value). */
 export async function createSource(
   client: BenchClient,
   kind: "ConfigMap" | "Widget",
@@ -75,6 +81,7 @@ export async function createSource(
   await client.request("POST", sourcePath(kind), { body, timeoutMs: 120_000 });
 }
 
+/** Sets a source's value (a merge patch). */
 export async function setSource(
   client: BenchClient,
   kind: "ConfigMap" | "Widget",
@@ -89,6 +96,7 @@ export async function setSource(
   });
 }
 
+/** Creates a Referable over `source`, with `extra` beside it in its spec. */
 export async function createReferable(
   client: BenchClient,
   name: string,
@@ -108,8 +116,8 @@ export async function createReferable(
 }
 
 /** Objects of a fixture labelled alike for one deletecollection each (well inside the API server's 60 s). */
-export const BATCH = 2000;
-export const BATCH_LABEL = "bench-batch";
+const BATCH = 2000;
+const BATCH_LABEL = "bench-batch";
 
 /**
  * Deletes a fixture's Referables and sources: by batch when it was made with batch labels, then

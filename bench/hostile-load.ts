@@ -70,6 +70,7 @@ export interface HostileLoadSizes {
   readReferables: number;
 }
 
+/** One phase's figures: the canary under one attack (or at rest). */
 export interface HostileLoadPhase {
   attack: "rest" | "labels" | "transforms" | "reads";
   /** What the attack was, in words. */

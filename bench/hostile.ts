@@ -19,6 +19,7 @@ import { ReferableWatch, watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
 import { type Stats, stats, timeToShow, until } from "./stats.ts";
 
+/** The canary beside a number of hostile Referables. */
 export interface HostilePhase {
   /** Hostile evaluations running beside the canary (0: the run without them). */
   hostile: number;
@@ -112,7 +113,7 @@ export async function runHostile(client: BenchClient, plane: ControlPlane): Prom
   return phases;
 }
 
-export function hostileReasons(watch: ReferableWatch, label: string): string[] {
+function hostileReasons(watch: ReferableWatch, label: string): string[] {
   return [...watch.latest].filter(([name]) => name.startsWith(`${label}-bad`)).map(([, v]) => v.reason ?? "");
 }
 

@@ -7,6 +7,7 @@ import { watchAndStart } from "./referable-watch.ts";
 import type { BenchClient } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 
+/** One hot-source phase's figures. */
 export interface HotResult {
   periodMs: number;
   updates: number;

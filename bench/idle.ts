@@ -7,6 +7,7 @@ import { ReferableWatch } from "./referable-watch.ts";
 import type { BenchClient } from "./retry.ts";
 import { until } from "./stats.ts";
 
+/** The controller at rest. */
 export interface IdleResult {
   referables: number;
   seconds: number;

@@ -12,6 +12,7 @@ export async function scrape(c: { metricsPort: number }): Promise<Map<string, nu
   return values;
 }
 
+/** The sum of the series starting with `prefix` (and passing `filter`). */
 export function sumOf(
   metrics: Map<string, number>,
   prefix: string,

@@ -9,11 +9,10 @@ import type { HostileLoadSizes } from "./hostile-load.ts";
 
 // ---------- options ----------
 
-export const ALL_SCENARIOS =
-  "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
+const ALL_SCENARIOS = "sizes,hot,fanout,selectors,content,labels,idle,reads,export,field-export,hostile";
 /** Scenarios run only when named: the scale scenario takes most of an hour at its default size, accounts minutes of rest. */
-export const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale,accounts`;
-export const flags = parseOrExit({
+const KNOWN_SCENARIOS = `${ALL_SCENARIOS},scale,accounts`;
+const flags = parseOrExit({
   usage: "npm run bench -- [options]",
   description:
     "Measures propagation latency, scale and memory of the controller against the real control plane; prints a table and writes bench/results.json. Each size option's default is for a full run; --quick lowers it.",
@@ -259,16 +258,16 @@ export const flags = parseOrExit({
     },
   },
 });
-export function arg(name: string): string | undefined {
+function arg(name: string): string | undefined {
   const value = flags[name];
   return typeof value === "string" ? value : undefined;
 }
 /** A number flag, or exits naming the flag (a typo'd number must not run an hour-long benchmark). */
-export function num(name: string, fallback: number): number {
+function num(name: string, fallback: number): number {
   return numberFlag(flags, name, fallback);
 }
 /** A comma-separated list of numbers, or exits naming the flag. */
-export function numbers(name: string, fallback: string): number[] {
+function numbers(name: string, fallback: string): number[] {
   const list = (arg(name) ?? fallback).split(",").map(Number);
   if (list.some((n) => !Number.isFinite(n) || n <= 0)) {
     process.stderr.write(
@@ -278,6 +277,7 @@ export function numbers(name: string, fallback: string): number[] {
   }
   return list;
 }
+/** `--quick`: CI's smoke sizes. */
 export const quick = flags.quick === true;
 export const sizes = numbers("sizes", quick ? "100" : "100,1000,10000");
 export const rates = numbers("rates", quick ? "50" : "50,200");
@@ -296,6 +296,7 @@ export const hotPeriods = numbers("hot-periods", "200,50,20");
 export const hotUpdates = num("hot-updates", quick ? 40 : 200);
 /** The idle scenario: how long the settled controller is watched doing nothing. */
 export const idleSeconds = num("idle-seconds", quick ? 10 : 60);
+/** Where results.json goes. */
 export const out = arg("out") ?? join(repoRoot, "bench", "results.json");
 /** The export scenario: Referables, each exporting its value into a ConfigMap key of its own. */
 export const exportRefs = num("export-refs", quick ? 20 : 100);
@@ -303,6 +304,7 @@ export const exportRefs = num("export-refs", quick ? 20 : 100);
 export const accountRefs = num("account-refs", quick ? 100 : 1000);
 export const accountCount = num("accounts", 10);
 export const accountRestSeconds = num("account-rest-seconds", quick ? 70 : 150);
+/** The sizes of the hostile scenario's load attacks (bench/hostile-load.ts). */
 export const hostileLoadSizes: HostileLoadSizes = {
   rounds: quick ? 20 : 60,
   labelReferables: num("hostile-label-referables", quick ? 40 : 160),
@@ -319,8 +321,8 @@ export const scaleBuckets = num("buckets", 16);
 export const scaleHeapMiB = arg("scale-heap-mib") === undefined ? undefined : num("scale-heap-mib", 256);
 export const scaleShardHeapMiB =
   arg("scale-shard-heap-mib") === undefined ? undefined : num("scale-shard-heap-mib", 256);
-export const SCALE_PHASES = ["single", "sharded", "failover"] as const;
-export type ScalePhaseName = (typeof SCALE_PHASES)[number];
+const SCALE_PHASES = ["single", "sharded", "failover"] as const;
+type ScalePhaseName = (typeof SCALE_PHASES)[number];
 export const scalePhases = new Set(
   (arg("scale-phases") ?? SCALE_PHASES.join(",")).split(",").filter(Boolean),
 );
@@ -335,6 +337,7 @@ if (scalePhases.has("failover") && !scalePhases.has("sharded")) {
   process.stderr.write("--scale-phases: failover kills one of the shards, so it needs sharded too\n");
   process.exit(2);
 }
+/** Whether the scale scenario runs phase `name`. */
 export const scalePhase = (name: ScalePhaseName) => scalePhases.has(name);
 /** Which scenarios run: sizes (with propagation), hot, fanout, selectors, content, labels, idle, reads, export, field-export, hostile (and scale and accounts, only when named). @default all but scale and accounts */
 export const scenarios = new Set((arg("scenarios") ?? ALL_SCENARIOS).split(","));
@@ -361,9 +364,11 @@ export const controllerScenarios = [
   "hostile",
   "scale",
 ].filter((s) => scenarios.has(s));
+/** `--profile`: a CPU profile of each controller, in bench/profiles/. */
 export const profile = flags.profile === true;
 /** Heap snapshots of the controller (they force a full GC): the live heap, not heap used. */
 export const heapSnapshots = flags["heap-snapshots"] === true;
+/** Where the controllers write their heap snapshots (deleted once read). */
 export const SNAPSHOT_DIR = join(repoRoot, "bench", "heap");
 /**
  * NODE_OPTIONS of the controller process. The default is the one deploy/base/deployment.yaml

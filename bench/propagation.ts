@@ -19,6 +19,7 @@ import type { BenchClient } from "./retry.ts";
 import { type Stats, stats, until } from "./stats.ts";
 import { reopeningWatch } from "./watch.ts";
 
+/** The propagation floor: what the API server alone takes. */
 export interface Floor {
   watchDelivery: Stats;
   statusPatch: Stats;
@@ -81,6 +82,7 @@ export async function measureFloor(client: BenchClient, samples: number): Promis
   return { watchDelivery: w, statusPatch: p, p50: w.p50 + p.p50, p99: w.p99 + p.p99 };
 }
 
+/** One propagation phase's figures. */
 export interface Propagation {
   /** Inside the controller: its subscription's push → status written (histogram bucket bounds, ms). */
   controllerP50: number;

@@ -11,8 +11,7 @@ import { reopeningWatch, type ReopeningWatch } from "./watch.ts";
 /** The Ready reason of the scale floor's statuses (not Ready: the cold start after it writes every one). */
 export const FLOOR_REASON = "BenchFloor";
 /** Ready: a Ready condition with a reason other than Pending (or the floor's). */
-export const isReady = (reason: string | undefined) =>
-  !!reason && reason !== "Pending" && reason !== FLOOR_REASON;
+const isReady = (reason: string | undefined) => !!reason && reason !== "Pending" && reason !== FLOOR_REASON;
 
 /** Objects a scenario follows through a watch of their own: a value of each by name, and who is told of a change. */
 export interface FollowedTargets {

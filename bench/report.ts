@@ -71,6 +71,7 @@ export interface Report {
   controllerLogs: ControllerLogLines[];
 }
 
+/** Prints the part of the report just measured (standard output). */
 export function printTable(r: Report, part: Part): void {
   const p = (s: string) => process.stdout.write(`${s}\n`);
   if (part === "header") {

@@ -47,7 +47,7 @@ import { stats, until } from "./stats.ts";
  * lists the others' Referables as compact records (a status of a generation not observed yet
  * stays whole: with generation 0 every shard kept the 75,000 others' statuses whole at 100,000).
  */
-export function floorStatus(round: string, source: Fixture["sources"][number], at: string): ReferableStatus {
+function floorStatus(round: string, source: Fixture["sources"][number], at: string): ReferableStatus {
   const condition = {
     type: "Ready",
     status: "False",
@@ -75,9 +75,10 @@ export function floorStatus(round: string, source: Fixture["sources"][number], a
 }
 
 /** Lengths of kube-apiserver's CPU profiles (BENCH_APISERVER_DIAG): in the writes; the cold start's first seconds. */
-export const DIAG_PROFILE_SECONDS = Number(process.env.BENCH_DIAG_PROFILE_SECONDS ?? 20);
-export const DIAG_FIRST_SECONDS = Number(process.env.BENCH_DIAG_FIRST_SECONDS ?? 15);
+const DIAG_PROFILE_SECONDS = Number(process.env.BENCH_DIAG_PROFILE_SECONDS ?? 20);
+const DIAG_FIRST_SECONDS = Number(process.env.BENCH_DIAG_FIRST_SECONDS ?? 15);
 
+/** The status-write floor of a cold start (see {@link floorStatus}), with the CPU the control plane spent on it. */
 export async function scaleFloor(
   client: BenchClient,
   plane: ControlPlane,

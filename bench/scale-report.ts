@@ -7,7 +7,7 @@ import { ms, type Stats } from "./stats.ts";
 // ---------- scale: 100,000 Referables, one replica, then shards (issue 27) ----------
 
 /** Issue 27's targets, printed beside each figure measured against them. */
-export const TARGETS = {
+const TARGETS = {
   coldStartOverFloor: 1.2,
   rssMiBPerShard: 256,
   failoverSeconds: 20,
@@ -15,6 +15,7 @@ export const TARGETS = {
   heapBytesPerReferable: 2625,
 };
 
+/** One phase of the scale scenario: one replica, or the shards. */
 export interface ScalePhase {
   /** Controller processes. */
   replicas: number;
@@ -72,6 +73,7 @@ export interface ScalePhase {
   failover?: ScaleFailover;
 }
 
+/** The failover after a kill -9 of one shard. */
 export interface ScaleFailover {
   /** kill -9 of one replica → the others hold every bucket (referable_shard_buckets). */
   bucketsTakenSeconds: number;
@@ -83,6 +85,7 @@ export interface ScaleFailover {
   logLines?: LogCount[];
 }
 
+/** The scale scenario's figures. */
 export interface ScaleResult {
   n: number;
   /** The phases run (--scale-phases). */
@@ -102,7 +105,7 @@ export interface ScaleResult {
 }
 
 /** The status write budget the controllers run with: their environment (the bench passes it on), else the defaults. */
-export function writeBudget(): { rate: number; burst: number } {
+function writeBudget(): { rate: number; burst: number } {
   const read = (name: string, fallback: number) => {
     const raw = process.env[name];
     return raw === undefined || raw.trim() === "" ? fallback : Number(raw);
@@ -123,16 +126,17 @@ export function budgetBoundSeconds(writes: number): number | undefined {
   return Math.max(0, writes - burst) / rate;
 }
 
+/** The line the scale scenario's table starts with. */
 export function scaleHeader(r: ScaleResult): string {
   return `scale: ${r.n} Referables over sources of their own (created in ${r.setupSeconds.toFixed(0)} s, ${r.createdPerSecond} objects/s); floor = ${r.n} status writes straight to the API server, ${r.floorConcurrency} in flight; propagation floor p50 / p99 ${ms(r.propagationFloor.p50)} / ${ms(r.propagationFloor.p99)} ms; heap cap ${r.heapCapMiB.single} MiB (one replica), ${r.heapCapMiB.shard} MiB (each shard)`;
 }
 
-export const SCALE_COLUMNS = [
+const SCALE_COLUMNS = [
   "| replicas | floor s | cold start s | cold start / floor | write budget bound s (cold start / it) | status writes per Referable | CPU s per replica at Ready | RSS MiB per replica | heap used MiB per replica | peak RSS MiB | heap bytes per Referable (per owned) | propagation p50 / p99 ms (seen/updates) | buckets held | failover: buckets taken s | failover: changed sources followed p50 / max s |",
   "|---:|---:|---:|---:|---|---:|---|---|---|---:|---|---|---|---:|---|",
 ];
 
-export function scaleRow(ph: ScalePhase): string {
+function scaleRow(ph: ScalePhase): string {
   const perReferable =
     ph.bytesPerReferable !== undefined
       ? String(ph.bytesPerReferable)
@@ -142,9 +146,9 @@ export function scaleRow(ph: ScalePhase): string {
   return `| ${ph.replicas} | ${ph.floorSeconds.toFixed(1)} | ${ph.coldStartSeconds.toFixed(1)} | ${ph.coldStartOverFloor} | ${ph.budgetSeconds !== undefined ? `${ph.budgetSeconds.toFixed(1)} (${ph.coldStartOverBudget})` : "no budget"} | ${ph.statusWritesPerReferable?.toFixed(2) ?? "-"} | ${ph.cost.map((c) => c.cpuSeconds.toFixed(1)).join(", ")} | ${ph.cost.map((c) => c.rssMiB).join(", ")} | ${ph.cost.map((c) => c.heapMiB).join(", ")} | ${ph.peakRssMiB} | ${perReferable} | ${ms(ph.propagation.latency.p50)} / ${ms(ph.propagation.latency.p99)} (${ph.propagation.seen}/${ph.propagation.updates}) | ${ph.buckets?.join(", ") ?? "-"} | ${ph.failover ? ph.failover.bucketsTakenSeconds.toFixed(1) : "-"} | ${ph.failover ? `${ph.failover.followP50Seconds.toFixed(1)} / ${ph.failover.followMaxSeconds.toFixed(1)}` : "-"} |`;
 }
 
-export const ratio = (a: number, b: number) =>
+const ratio = (a: number, b: number) =>
   Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) : "-";
-export const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
+const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
 
 /** One phase's row and its figures against the floor and issue 27's targets, as soon as measured. */
 export function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string) => void): void {
@@ -188,6 +192,7 @@ export function printScalePhase(r: ScaleResult, ph: ScalePhase, p: (line: string
     );
 }
 
+/** The failover's figures against issue 27's target. */
 export function printScaleFailover(f: ScaleFailover, p: (line: string) => void): void {
   p(
     `failover after kill -9 of one shard: every bucket held again after ${f.bucketsTakenSeconds.toFixed(1)} s (target < ${TARGETS.failoverSeconds} s: ${verdict(f.bucketsTakenSeconds < TARGETS.failoverSeconds)}); ${f.sources} changed sources shown p50 ${f.followP50Seconds.toFixed(1)} s, max ${f.followMaxSeconds.toFixed(1)} s (target < ${TARGETS.failoverSeconds} s: ${verdict(f.followMaxSeconds < TARGETS.failoverSeconds)})`,

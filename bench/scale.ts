@@ -20,7 +20,7 @@ import type { BenchClient } from "./retry.ts";
 import { scaleColdStart, scaleFailover, scaleFloor } from "./scale-phases.ts";
 import { printScaleFailover, printScalePhase, scaleHeader, type ScaleResult } from "./scale-report.ts";
 
-export const clock = (secondsFromNow: number) =>
+const clock = (secondsFromNow: number) =>
   new Date(Date.now() + secondsFromNow * 1000).toISOString().slice(11, 16) + " UTC";
 
 /**
@@ -29,7 +29,7 @@ export const clock = (secondsFromNow: number) =>
  * or 3 (four shards: each lists and graphs every Referable), as measured at 10,000 on the loaded
  * machine, plus the propagation phase and process starts; the failover at most a minute.
  */
-export function scaleEstimate(
+function scaleEstimate(
   n: number,
   objectsPerSecond: number,
   options: { floorSeconds?: number; before?: number; singleFloorDone?: boolean } = {},

@@ -7,6 +7,7 @@ import { watchAndStart } from "./referable-watch.ts";
 import { type BenchClient, pool } from "./retry.ts";
 import { stats, timeToShow, until } from "./stats.ts";
 
+/** Referables with selectors, half Single and half Multiple: their cold start, propagation and cost. */
 export async function runSelectors(client: BenchClient, plane: ControlPlane, objects: number, refs: number) {
   log(`selectors: ${refs} selector Referables (half Single, half Multiple) over ${objects} objects`);
   const label = `${RUN}-sel`;

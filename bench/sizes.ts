@@ -9,6 +9,7 @@ import { ReferableWatch } from "./referable-watch.ts";
 import type { BenchClient } from "./retry.ts";
 import { until } from "./stats.ts";
 
+/** One size's figures. */
 export interface SizeResult {
   n: number;
   setupSeconds: number;
@@ -21,6 +22,7 @@ export interface SizeResult {
   restart: { coldStartSeconds: number; statusWrites: number; reconciles: number };
 }
 
+/** `n` Referables over sources of their own: a cold start, propagation at each rate, then a restart with nothing changed. */
 export async function runSize(
   client: BenchClient,
   plane: ControlPlane,

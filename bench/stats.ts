@@ -1,5 +1,6 @@
 /** Waiting for a condition with a deadline, and the figures a run reports (percentiles, ms, MiB). */
 
+/** Polls `probe` every 50 ms until it gives a value, or throws naming `what` after `timeoutMs`. */
 export async function until<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
@@ -51,11 +52,12 @@ export async function timeToShow(
   return Math.max(0, seenAt - acked);
 }
 
-export function percentile(sorted: number[], p: number): number {
+function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
+/** The percentiles of a set of samples (ms). */
 export interface Stats {
   n: number;
   p50: number;
@@ -64,6 +66,7 @@ export interface Stats {
   max: number;
 }
 
+/** The count, percentiles and maximum of `samples`. */
 export function stats(samples: number[]): Stats {
   const s = [...samples].sort((a, b) => a - b);
   return {
@@ -75,5 +78,7 @@ export function stats(samples: number[]): Stats {
   };
 }
 
+/** A figure in ms for a table (`-` when there is none). */
 export const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "-");
+/** Bytes in MiB, one decimal. */
 export const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
