@@ -181,58 +181,83 @@ const SCENARIOS: ReadonlyArray<{
       }
     },
   },
-  { name: "hot", run: async (r) => void (r.report.hot = await runHotSource(r.client, r.plane)) },
-  { name: "fanout", run: async (r) => void (r.report.fanOut = await runFanOut(r.client, r.plane, fanOut)) },
+  {
+    name: "hot",
+    async run(r) {
+      r.report.hot = await runHotSource(r.client, r.plane);
+    },
+  },
+  {
+    name: "fanout",
+    async run(r) {
+      r.report.fanOut = await runFanOut(r.client, r.plane, fanOut);
+    },
+  },
   {
     name: "selectors",
-    run: async (r) =>
-      void (r.report.selectors = await runSelectors(r.client, r.plane, selectorObjects, selectorRefs)),
+    async run(r) {
+      r.report.selectors = await runSelectors(r.client, r.plane, selectorObjects, selectorRefs);
+    },
   },
   {
     name: "content",
-    run: async (r) =>
-      void (r.report.content = await runClusterContent(r.client, r.plane, contentRefs, contentObjects)),
+    async run(r) {
+      r.report.content = await runClusterContent(r.client, r.plane, contentRefs, contentObjects);
+    },
   },
   {
     name: "labels",
-    run: async (r) => void (r.report.labels = await runLabels(r.client, r.plane, labelRefs, labelObjects)),
+    async run(r) {
+      r.report.labels = await runLabels(r.client, r.plane, labelRefs, labelObjects);
+    },
   },
   {
     // As the Deployment runs it (leader election on), and as `npm start` does (off).
     name: "idle",
-    run: async ({ client, plane, report }) =>
-      void (report.idle = [await runIdle(client, plane, 10, true), await runIdle(client, plane, 10, false)]),
+    async run(r) {
+      r.report.idle = [
+        await runIdle(r.client, r.plane, 10, true),
+        await runIdle(r.client, r.plane, 10, false),
+      ];
+    },
   },
   {
     name: "reads",
-    async run({ rawClient, kubeConfig, report }) {
+    async run(r) {
       log("measuring one-shot reads (cached and consistent)");
-      report.reads = await measureReads(rawClient, kubeConfig, `${NS}-reads-${RUN}`, quick);
+      r.report.reads = await measureReads(r.rawClient, r.kubeConfig, `${NS}-reads-${RUN}`, quick);
     },
   },
   {
     name: "export",
-    run: async (r) => void (r.report.export = await runExport(r.client, r.plane, exportRefs)),
+    async run(r) {
+      r.report.export = await runExport(r.client, r.plane, exportRefs);
+    },
   },
   {
     name: "field-export",
-    run: async (r) => void (r.report.fieldExport = await runFieldExport(r.client, r.plane, exportRefs)),
+    async run(r) {
+      r.report.fieldExport = await runFieldExport(r.client, r.plane, exportRefs);
+    },
   },
   {
     name: "accounts",
-    run: async (r) =>
-      void (r.report.accounts = await runAccounts(r.client, r.plane, accountRefs, accountCount)),
+    async run(r) {
+      r.report.accounts = await runAccounts(r.client, r.plane, accountRefs, accountCount);
+    },
   },
   {
     name: "hostile",
-    async run({ client, plane, report }) {
-      report.hostile = await runHostile(client, plane);
-      report.hostileLoad = await runHostileLoad(hostileLoadTools(client, plane), hostileLoadSizes);
+    async run(r) {
+      r.report.hostile = await runHostile(r.client, r.plane);
+      r.report.hostileLoad = await runHostileLoad(hostileLoadTools(r.client, r.plane), hostileLoadSizes);
     },
   },
   {
     name: "scale",
-    run: async (r) => void (r.report.scale = await runScale(r.client, r.plane, r.report, r.save)),
+    async run(r) {
+      r.report.scale = await runScale(r.client, r.plane, r.report, r.save);
+    },
   },
 ];
 
