@@ -165,6 +165,13 @@ interface Run {
   save: () => Promise<void>;
 }
 
+/** A scenario that sets the report's `field` to what `measure` returns. */
+function into<K extends keyof Report>(field: K, measure: (r: Run) => Promise<Report[K]>) {
+  return async (r: Run): Promise<void> => {
+    r.report[field] = await measure(r);
+  };
+}
+
 /** The scenarios in the order they run, each filling its part of the report (printed after it). */
 const SCENARIOS: ReadonlyArray<{
   name: Exclude<Part, "header" | "transforms" | "logs">;
@@ -181,45 +188,24 @@ const SCENARIOS: ReadonlyArray<{
       }
     },
   },
-  {
-    name: "hot",
-    async run(r) {
-      r.report.hot = await runHotSource(r.client, r.plane);
-    },
-  },
-  {
-    name: "fanout",
-    async run(r) {
-      r.report.fanOut = await runFanOut(r.client, r.plane, fanOut);
-    },
-  },
+  { name: "hot", run: into("hot", (r) => runHotSource(r.client, r.plane)) },
+  { name: "fanout", run: into("fanOut", (r) => runFanOut(r.client, r.plane, fanOut)) },
   {
     name: "selectors",
-    async run(r) {
-      r.report.selectors = await runSelectors(r.client, r.plane, selectorObjects, selectorRefs);
-    },
+    run: into("selectors", (r) => runSelectors(r.client, r.plane, selectorObjects, selectorRefs)),
   },
   {
     name: "content",
-    async run(r) {
-      r.report.content = await runClusterContent(r.client, r.plane, contentRefs, contentObjects);
-    },
+    run: into("content", (r) => runClusterContent(r.client, r.plane, contentRefs, contentObjects)),
   },
-  {
-    name: "labels",
-    async run(r) {
-      r.report.labels = await runLabels(r.client, r.plane, labelRefs, labelObjects);
-    },
-  },
+  { name: "labels", run: into("labels", (r) => runLabels(r.client, r.plane, labelRefs, labelObjects)) },
   {
     // As the Deployment runs it (leader election on), and as `npm start` does (off).
     name: "idle",
-    async run(r) {
-      r.report.idle = [
-        await runIdle(r.client, r.plane, 10, true),
-        await runIdle(r.client, r.plane, 10, false),
-      ];
-    },
+    run: into("idle", async (r) => [
+      await runIdle(r.client, r.plane, 10, true),
+      await runIdle(r.client, r.plane, 10, false),
+    ]),
   },
   {
     name: "reads",
@@ -228,23 +214,11 @@ const SCENARIOS: ReadonlyArray<{
       r.report.reads = await measureReads(r.rawClient, r.kubeConfig, `${NS}-reads-${RUN}`, quick);
     },
   },
-  {
-    name: "export",
-    async run(r) {
-      r.report.export = await runExport(r.client, r.plane, exportRefs);
-    },
-  },
-  {
-    name: "field-export",
-    async run(r) {
-      r.report.fieldExport = await runFieldExport(r.client, r.plane, exportRefs);
-    },
-  },
+  { name: "export", run: into("export", (r) => runExport(r.client, r.plane, exportRefs)) },
+  { name: "field-export", run: into("fieldExport", (r) => runFieldExport(r.client, r.plane, exportRefs)) },
   {
     name: "accounts",
-    async run(r) {
-      r.report.accounts = await runAccounts(r.client, r.plane, accountRefs, accountCount);
-    },
+    run: into("accounts", (r) => runAccounts(r.client, r.plane, accountRefs, accountCount)),
   },
   {
     name: "hostile",
@@ -253,12 +227,7 @@ const SCENARIOS: ReadonlyArray<{
       r.report.hostileLoad = await runHostileLoad(hostileLoadTools(r.client, r.plane), hostileLoadSizes);
     },
   },
-  {
-    name: "scale",
-    async run(r) {
-      r.report.scale = await runScale(r.client, r.plane, r.report, r.save);
-    },
-  },
+  { name: "scale", run: into("scale", (r) => runScale(r.client, r.plane, r.report, r.save)) },
 ];
 
 /** Runs the scenarios asked for; a failed one is reported, then the next one runs. */
