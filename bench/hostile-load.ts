@@ -19,12 +19,13 @@
  * CPU seconds and the GETs a minute the API server counted on the field targets' resource (the
  * reads a change calls for, such as each target's first, are not the budget's).
  *
- * The bench's own helpers (fixtures, the controller process, the watch) live in bench/run.ts and
- * are handed in: this file holds only the scenario.
+ * The bench's own helpers (fixtures, the controller process, the watch) are handed in by
+ * bench/hostile.ts: this file holds only the scenario.
  */
 import type { BenchClient } from "./retry.ts";
+import { stats, timeToShow } from "./stats.ts";
 
-/** What bench/run.ts hands the scenario. */
+/** What the bench hands the scenario (bench/hostile.ts). */
 export interface HostileLoadTools {
   client: BenchClient;
   kubeconfigPath: string;
@@ -69,6 +70,7 @@ export interface HostileLoadSizes {
   readReferables: number;
 }
 
+/** One phase's figures: the canary under one attack (or at rest). */
 export interface HostileLoadPhase {
   attack: "rest" | "labels" | "transforms" | "reads";
   /** What the attack was, in words. */
@@ -83,12 +85,6 @@ export interface HostileLoadPhase {
   getsPerMinute: number;
   /** How the attack's Referables ended, by Ready reason (or Exported reason for the reads). */
   outcome: Record<string, number>;
-}
-
-function percentile(samples: number[], p: number): number {
-  const s = [...samples].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 }
 
 /** The API server's count of GETs on `resource` of `group`, from its own /metrics. */
@@ -238,38 +234,27 @@ async function runPhase(
   const samples: number[] = [];
   for (let round = 1; round <= sizes.rounds; round++) {
     const value = `c${round}`;
-    const seen = new Promise<number>((resolve) => {
-      const off = watch.onChange(() => {
-        if (watch.latest.get(canary)?.value === `${value}!`) {
-          off();
-          resolve(performance.now());
-        }
-      });
-    });
-    await t.setSource(canary, value);
-    const acked = performance.now();
-    let timer: NodeJS.Timeout | undefined;
-    const at = await Promise.race([
-      seen,
-      new Promise<number>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`${attack} round ${round}: canary not seen in 120 s`)),
-          120_000,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
-    samples.push(Math.max(0, at - acked));
+    samples.push(
+      await timeToShow(
+        watch,
+        () => watch.latest.get(canary)?.value === `${value}!`,
+        () => t.setSource(canary, value),
+        `${attack} round ${round}: the canary`,
+        120_000,
+      ),
+    );
     await new Promise((r) => setTimeout(r, 500));
   }
   running = false;
   await Promise.all(background);
   const seconds = (performance.now() - started) / 1000;
   const gets = (await apiServerGets(t.client, t.widgetGroup, "widgets")) - gets0;
+  const canaryLatency = stats(samples);
   const phase: HostileLoadPhase = {
     attack,
     load,
-    canaryP50Ms: percentile(samples, 50),
-    canaryP99Ms: percentile(samples, 99),
+    canaryP50Ms: canaryLatency.p50,
+    canaryP99Ms: canaryLatency.p99,
     peakRssMiB: await t.peakRssMiB(c.pid),
     cpuSeconds: Number(((await t.cpuSeconds(c.pid)) - cpu0).toFixed(1)),
     seconds: Number(seconds.toFixed(0)),

@@ -3,12 +3,13 @@
  * InformerSourceCache over a fake of our own client interface that serves N ConfigMaps of
  * realistic metadata (name, uid, resourceVersion, two labels, an annotation, managedFields) and
  * `--data-bytes` of data each; the heap after a full GC with the kind cached, minus before,
- * divided by N. Run with --expose-gc (bench/run.ts does). Prints one JSON line.
+ * divided by N. Run with --expose-gc (bench/cluster-content.ts does). Prints one JSON line.
  */
 import { numberFlag, parseOrExit } from "../src/process/cli.ts";
-import type { KubeClient, KubeObject, RequestOptions } from "../src/kube/client.ts";
+import type { KubeObject } from "../src/kube/client.ts";
 import { InformerSourceCache } from "../src/informers/source-cache.ts";
-import { CONFIGMAPS, answerAsJson, silentWatch } from "../test/harness/fake-kube.ts";
+import { CONFIGMAPS } from "../test/harness/fake-kube.ts";
+import { pagedClient } from "./paged-client.ts";
 
 const flags = parseOrExit({
   usage: "node --expose-gc bench/projection-cost.ts [options]",
@@ -42,22 +43,7 @@ function object(i: number): KubeObject {
   };
 }
 
-const client: Pick<KubeClient, "request" | "watch"> = {
-  async request<T>(_method: string, _path: string, options: RequestOptions = {}): Promise<T> {
-    const start = Number(options.query?.continue ?? 0);
-    const limit = Number(options.query?.limit ?? N);
-    const items = Array.from({ length: Math.max(0, Math.min(limit, N - start)) }, (_, k) =>
-      object(start + k),
-    );
-    const next = start + limit < N ? String(start + limit) : undefined;
-    // Through JSON text, as the real client reads a page: what is kept must not pin the text.
-    return answerAsJson<T>(
-      { metadata: { resourceVersion: String(200_000), continue: next }, items },
-      options,
-    );
-  },
-  watch: silentWatch,
-};
+const client = pagedClient(N, object);
 
 const configMaps = CONFIGMAPS;
 

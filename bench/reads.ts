@@ -8,6 +8,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { createResolver, type GenericReference, type GenericSelector } from "../src/index.ts";
 import type { KubeClient } from "../src/kube/client.ts";
+import { stats } from "./stats.ts";
 
 interface Latency {
   n: number;
@@ -32,10 +33,10 @@ export interface ReadsResult {
   consistentStale: number;
 }
 
+/** The figures results.json keeps of a read's latency (no p95: the shape it always had). */
 function latency(samples: number[]): Latency {
-  const s = [...samples].sort((a, b) => a - b);
-  const at = (p: number) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
-  return { n: s.length, p50: at(50), p99: at(99), max: s[s.length - 1] ?? NaN };
+  const { n, p50, p99, max } = stats(samples);
+  return { n, p50, p99, max };
 }
 
 async function timed(n: number, call: () => Promise<unknown>): Promise<Latency> {

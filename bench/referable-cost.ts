@@ -22,7 +22,8 @@ import { buildController } from "../src/referable/build.ts";
 import { ReferableController } from "../src/referable/controller.ts";
 import { desiredStatus } from "../src/referable/status.ts";
 import { ShardGate } from "../src/runtime/shard-gate.ts";
-import { CONFIGMAPS, answerAsJson, silentWatch } from "../test/harness/fake-kube.ts";
+import { CONFIGMAPS, silentWatch } from "../test/harness/fake-kube.ts";
+import { page, pagedClient } from "./paged-client.ts";
 
 const flags = parseOrExit({
   usage: "node --expose-gc bench/referable-cost.ts [options]",
@@ -104,21 +105,6 @@ function referable(i: number, withStatus = true): Referable {
   return obj;
 }
 
-function client(n: number): Pick<KubeClient, "request" | "watch"> {
-  return {
-    async request<T>(_method: string, _path: string, options: RequestOptions = {}): Promise<T> {
-      const start = Number(options.query?.continue ?? 0);
-      const limit = Number(options.query?.limit ?? n);
-      const items = Array.from({ length: Math.max(0, Math.min(limit, n - start)) }, (_, k) =>
-        referable(start + k),
-      );
-      const next = start + limit < n ? String(start + limit) : undefined;
-      return answerAsJson<T>({ metadata: { resourceVersion: "200000", continue: next }, items }, options);
-    },
-    watch: silentWatch,
-  };
-}
-
 /** The ConfigMap Referable `i` reads, as the API server lists it. */
 function source(i: number): KubeObject {
   return {
@@ -135,15 +121,6 @@ function source(i: number): KubeObject {
     },
     data: { value: `value-${i}` },
   };
-}
-
-/** One page of `make(0..n)` as the list answers it. */
-function page<T>(n: number, make: (i: number) => unknown, options: RequestOptions): T {
-  const start = Number(options.query?.continue ?? 0);
-  const limit = Number(options.query?.limit ?? n);
-  const items = Array.from({ length: Math.max(0, Math.min(limit, n - start)) }, (_, k) => make(start + k));
-  const next = start + limit < n ? String(start + limit) : undefined;
-  return answerAsJson<T>({ metadata: { resourceVersion: "200000", continue: next }, items }, options);
 }
 
 /**
@@ -191,7 +168,7 @@ const discovery: KindResolver = {
 async function cached(n: number): Promise<{ heap: number; stop: () => Promise<void> }> {
   if (mode === "own") return served(n);
   const controller = new ReferableController({
-    client: client(n),
+    client: pagedClient(n, (i) => referable(i)),
     resolver: { watch: () => ({ current: undefined, close: () => undefined }) },
     ...(mode === "other" && { shards: new ShardGate(16) }),
   });

@@ -1,6 +1,6 @@
 /**
  * The V8 options a user runs are the ones measured: deploy/base's NODE_OPTIONS, the Helm chart's
- * defaults (heapCapMiB, semiSpaceMiB) and the bench's controller launch (bench/run.ts, whose scale
+ * defaults (heapCapMiB, semiSpaceMiB) and the bench's controller launch (bench/options.ts, whose scale
  * phases swap in only their own heap cap) say the same, and Node takes them from NODE_OPTIONS
  * (it refuses most V8 flags there, exit code 9, before the controller runs a line).
  */
@@ -37,7 +37,7 @@ async function chartNodeOptions(): Promise<string> {
 
 /** The default of the bench's --controller-node-options. */
 async function benchNodeOptions(): Promise<string | undefined> {
-  const text = await readFile(join(repoRoot, "bench", "run.ts"), "utf8");
+  const text = await readFile(join(repoRoot, "bench", "options.ts"), "utf8");
   return /arg\("controller-node-options"\)\s*\?\?\s*"([^"]*)"/.exec(text)?.[1];
 }
 
