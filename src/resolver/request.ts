@@ -62,14 +62,6 @@ export interface CompiledRequest {
 /** Either request the resolver accepts. */
 export type AnyReference = GenericReference | GenericSelector;
 
-/** True when `ref` names a selector (no `name`, no `external`). */
-export function isSelector(ref: AnyReference): ref is GenericSelector {
-  return (
-    (ref as { name?: unknown }).name === undefined &&
-    !("external" in ref && (ref as { external?: unknown }).external !== undefined)
-  );
-}
-
 function invalid(message: string): never {
   throw new ResolutionError("InvalidSpec", message);
 }
