@@ -67,7 +67,7 @@ export class Resolver {
   private readonly logger: Logger;
   private readonly options: ResolverWiring;
   private readonly limits: ComputeLimits;
-  private readonly indexes = new Map<string, KindIndex>();
+  private readonly indexes = new Map<string, KindIndex<Sub>>();
   private readonly subs = new Set<Sub>();
   /** What a subscription's close() calls: one function for them all, not a closure each. */
   private readonly onClose = (sub: Sub): void => this.unsubscribe(sub);
@@ -430,7 +430,7 @@ export class Resolver {
     const key = informerKey(resource, scopeNs);
     let index = this.indexes.get(key);
     if (!index) {
-      index = new KindIndex(this.cache, resource, scopeNs, (s) => this.schedule(s));
+      index = new KindIndex<Sub>(this.cache, resource, scopeNs, (s) => this.schedule(s));
       this.indexes.set(key, index);
     }
     sub.index = index;

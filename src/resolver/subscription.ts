@@ -35,7 +35,7 @@ export class Sub implements Subscription, AccessHolder {
   /** The source resource, once discovery found it. */
   resource: ResourceInfo | undefined;
   /** The kind index it is attached to, while attached. */
-  index: KindIndex | undefined;
+  index: KindIndex<Sub> | undefined;
   current: ResolutionResult | undefined;
   /** A digest of what makes two pushed results differ (see the resolver's fingerprint). */
   fingerprint: string | undefined;
