@@ -131,7 +131,7 @@ export function createAdmissionHandler(options: AdmissionHandlerOptions): Admiss
     timeoutMs: options.timeoutMs ?? 8000,
     limits: {
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
-      ...(options.costBudget !== undefined ? { costBudget: options.costBudget } : {}),
+      costBudget: options.costBudget,
     },
     controllerUsername: options.controllerUsername,
   };
