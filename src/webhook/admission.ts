@@ -27,7 +27,8 @@ import { REFERABLE_GROUP, REFERABLE_RESOURCE } from "../api/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { parseApiVersion, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { describePermission, reviewAccess, type Permission } from "./access-review.ts";
+import { subjectAccessReview } from "../kube/access-review.ts";
+import { describePermission, type Permission } from "./access-review.ts";
 import { EXPORT_REFUSAL_SUFFIX, exportPermissions } from "./admission-export.ts";
 import { deletePermissions, fieldExportPermissions } from "./admission-field-export.ts";
 import {
@@ -225,7 +226,8 @@ async function checkServiceAccount(judge: Judge, request: AdmissionRequest): Pro
   const who = JSON.stringify(user.username ?? "");
   let allowed: boolean;
   try {
-    allowed = (await reviewAccess(judge.client, user, needed, AbortSignal.timeout(judge.timeoutMs))).allowed;
+    allowed = (await subjectAccessReview(judge.client, user, needed, AbortSignal.timeout(judge.timeoutMs)))
+      .allowed;
   } catch (err) {
     judge.logger.warn(
       { referable: referableName(request), err: (err as Error).message },
@@ -268,7 +270,7 @@ async function checkDelete(judge: Judge, request: AdmissionRequest): Promise<Dec
   try {
     const needs = await untilAborted(deletePermissions(request, judge.discovery), signal);
     if (needs.length === 0) return allow();
-    const answers = await Promise.all(needs.map((p) => reviewAccess(judge.client, user, p, signal)));
+    const answers = await Promise.all(needs.map((p) => subjectAccessReview(judge.client, user, p, signal)));
     missing = needs.filter((_, i) => !answers[i]!.allowed);
   } catch (err) {
     judge.logger.warn({ referable: name, err: (err as Error).message }, "a SubjectAccessReview failed");
@@ -306,7 +308,7 @@ async function checkExports(judge: Judge, request: AdmissionRequest): Promise<De
       ...(await untilAborted(fieldExportPermissions(request, judge.discovery), signal)),
     ];
     if (needs.length === 0) return undefined;
-    const answers = await Promise.all(needs.map((p) => reviewAccess(judge.client, user, p, signal)));
+    const answers = await Promise.all(needs.map((p) => subjectAccessReview(judge.client, user, p, signal)));
     missing = needs.filter((_, i) => !answers[i]!.allowed);
   } catch (err) {
     judge.logger.warn(
@@ -401,7 +403,7 @@ async function checkSource(judge: Judge, request: AdmissionRequest): Promise<Dec
 
   let missing: Permission[];
   try {
-    const answers = await Promise.all(needed.map((p) => reviewAccess(judge.client, user, p, signal)));
+    const answers = await Promise.all(needed.map((p) => subjectAccessReview(judge.client, user, p, signal)));
     missing = needed.filter((_, i) => !answers[i]!.allowed);
   } catch (err) {
     judge.logger.warn({ referable, err: (err as Error).message }, "a SubjectAccessReview failed");
