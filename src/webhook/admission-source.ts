@@ -8,15 +8,8 @@ import { isResolutionError } from "../errors.ts";
 import { subjectAccessReview } from "../kube/access-review.ts";
 import { parseApiVersion, type ResourceInfo } from "../kube/discovery.ts";
 import { describePermission, type Permission } from "./access-review.ts";
-import {
-  allow,
-  referableName,
-  refuse,
-  specOf,
-  untilAborted,
-  type Decision,
-  type Judge,
-} from "./admission-judge.ts";
+import { allow, referableName, refuse, specOf, untilAborted } from "./admission-judge.ts";
+import type { Decision, Judge } from "./admission-judge.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
 
 /** Why a Referable may read only what its author can read: the end of every refusal message. */
