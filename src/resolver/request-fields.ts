@@ -40,7 +40,7 @@ export function optionalString(value: unknown, field: string, max: number): stri
 }
 
 /** `value` as a whole number of 0 or more, when given. */
-export function nonNegativeInt(value: unknown, field: string): number | undefined {
+function nonNegativeInt(value: unknown, field: string): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "number" || !Number.isInteger(value) || value < 0)
     invalid(`${field} must be a whole number of 0 or more`);
