@@ -95,7 +95,7 @@ export async function syncFieldObject(
 /** The options of a field write for the Referable `name`, made as `writer`. */
 export function fieldWriteOptions(name: string, writer: TargetWriter): FieldWriteOptions {
   return {
-    ...(writer.serviceAccount && { serviceAccount: writer.serviceAccount }),
+    serviceAccount: writer.serviceAccount,
     fieldManager: fieldManagerFor(name),
     forbiddenHint:
       "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",

@@ -344,7 +344,7 @@ export class KeysOutput
       const outcome = await sweepObject(ctx.writer.client, object, name, ctx.recorded, {
         fieldManager: fieldManagerFor(name),
         forbiddenHint: EXPORT_KINDS[object.kind].optIn,
-        ...(serviceAccount && { serviceAccount }),
+        serviceAccount,
       });
       if (outcome === "released" || outcome === "deleted") {
         this.options.onWrite?.("success");
@@ -388,7 +388,7 @@ export class KeysOutput
     const options = {
       fieldManager: fieldManagerFor(name),
       forbiddenHint: EXPORT_KINDS[object.kind].optIn,
-      ...(serviceAccount && { serviceAccount }),
+      serviceAccount,
     };
     // A name too long for referable.dev/<name> had another manager in earlier releases: what it
     // wrote under that one is taken over once (the first write after a start) and let go of.

@@ -71,7 +71,7 @@ export async function releaseObject(
     const options = {
       fieldManager: fieldManagerFor(name),
       forbiddenHint: kind.optIn,
-      ...(serviceAccount && { serviceAccount }),
+      serviceAccount,
     };
     // Keys left under the manager of earlier releases (never taken over): those go too.
     await releaseLegacy(client, object, keys, name, options);
