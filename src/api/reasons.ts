@@ -58,6 +58,3 @@ export type ExportFailureReason =
   | "TargetNotFound"
   /** The API server refused the value for a field (its schema, a webhook): the message carries its reason. */
   | "ExportRejected";
-
-/** The `Exported` reasons the controller writes besides the failures: the value is there, or there is none. */
-export type ExportedReason = ExportFailureReason | "Exported" | "NoValue" | "InvalidSpec" | "Pending";

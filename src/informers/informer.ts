@@ -27,9 +27,10 @@
  *   event older than the cache is dropped (resourceVersions compare as integers since Kubernetes
  *   1.35, KEP-5504; ones that do not parse as integers are never compared).
  *
- * The jobs live beside it: object-store.ts (the cache and resourceVersion order), list-pager.ts
- * (paged lists), watch-round.ts (one watch and its watchdog), refresh.ts (out-of-band reads);
- * this file is the loop that supervises them and tells listeners.
+ * The jobs live beside it: object-store.ts (the cache and resourceVersion order), store-events.ts
+ * (what a list, a watch event or a read changes, and the events it tells), list-pager.ts (paged
+ * lists), watch-round.ts (one watch and its watchdog), refresh.ts (out-of-band reads),
+ * restart-reason.ts (what a failure is, and leaves); this file is the loop that supervises them.
  */
 import { asError } from "../api/errors.ts";
 import { isApiError, type KubeClient, type KubeObject, type WatchEvent } from "../kube/client.ts";
@@ -40,15 +41,17 @@ import { backoffDelay, jitter, jittered } from "../timing/backoff.ts";
 import { sleep } from "../timing/sleep.ts";
 import type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
 import { ListPager } from "./list-pager.ts";
-import { compareResourceVersions, ObjectStore, type Cached } from "./object-store.ts";
+import { ObjectStore, type Cached } from "./object-store.ts";
 import { planRefreshReads, RefreshQueue, type RefreshTarget } from "./refresh.ts";
 import {
   classifyFailure,
+  failedState,
   ListExpired,
+  safeMessage,
   signalOf,
-  WatchEventError,
   type RestartReason,
 } from "./restart-reason.ts";
+import { applyList, applyRead, applyWatchEvent, type StoreSink } from "./store-events.ts";
 import { Expired, watchRound } from "./watch-round.ts";
 
 export type { InformerEvent, InformerListener, InformerOptions, InformerState } from "./informer-types.ts";
@@ -106,6 +109,12 @@ export class Informer<T extends Cached = KubeObject> {
   private stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private syncedWaiters: Array<() => void> = [];
+  /** Where the store's changes go (see store-events.ts). */
+  private readonly sink: StoreSink<T> & { advance: (resourceVersion: string | undefined) => void } = {
+    same: (a, b) => this.same(a, b),
+    emit: (event) => this.emit(event),
+    advance: (rv) => (this.resourceVersion = rv ?? this.resourceVersion),
+  };
 
   constructor(options: InformerOptions<T>) {
     this.client = options.client;
@@ -284,29 +293,10 @@ export class Informer<T extends Cached = KubeObject> {
   }
 
   private async noteFailure(err: unknown, reason: RestartReason): Promise<void> {
-    const message = safeMessage(err, reason);
-    // 403 only: a 401 is a credential that expired or rotated, not access withdrawn, and under
-    // the contract a refusal withdraws values (the client reloads credentials on its own).
-    if (isApiError(err, 403)) {
-      this.setState({
-        phase: "Failed",
-        reason: "Forbidden",
-        message: `the controller may not list/watch ${this.describe()}: grant it list and watch on that resource`,
-      });
-    } else if (isApiError(err, 404)) {
-      const gone = this.confirmGone ? await this.confirmGone().catch(() => false) : true;
-      if (gone && this.running) {
-        this.setState({
-          phase: "Failed",
-          reason: "KindNotFound",
-          message: `the API server no longer serves ${this.describe()}`,
-        });
-      }
-    }
-    // Anything else (and a 404 not confirmed) is transient: keep the cache and the state, so
-    // no value flaps.
+    const state = await failedState(err, this.describe(), this.confirmGone, () => this.running);
+    if (state) this.setState(state);
     this.logger.warn(
-      { path: this.path, resource: this.describe(), reason, err: message },
+      { path: this.path, resource: this.describe(), reason, err: safeMessage(err, reason) },
       "list/watch failed; retrying with backoff",
     );
   }
@@ -345,25 +335,11 @@ export class Informer<T extends Cached = KubeObject> {
     );
     if (resourceVersion === undefined) return;
 
-    // Tell listeners only what differs from what they were told before. An unpaged list is
-    // answered from the watch cache as it is, maybe a little behind what the cache here holds:
-    // what the cache holds newer than the list stays (the watch from the list's version brings
-    // whatever happened to it since), so nothing goes back in time or vanishes for a moment.
+    // Tell listeners only what differs from what they were told before (see applyList).
     const previous = this.store;
     this.store = fresh;
     this.resourceVersion = resourceVersion;
-    for (const obj of fresh.values()) {
-      const old = previous.getLike(obj);
-      if (!old) this.emit({ type: "ADDED", object: obj, old: undefined });
-      else if (compareResourceVersions(old.metadata?.resourceVersion, obj.metadata?.resourceVersion) > 0)
-        fresh.set(old);
-      else if (!this.same(old, obj)) this.emit({ type: "MODIFIED", object: obj, old });
-    }
-    for (const old of previous.values()) {
-      if (fresh.getLike(old)) continue;
-      if (compareResourceVersions(old.metadata?.resourceVersion, resourceVersion) > 0) fresh.set(old);
-      else this.emit({ type: "DELETED", object: old, old });
-    }
+    applyList(previous, fresh, resourceVersion, this.sink);
     if (this.current.phase !== "Synced") {
       // Once per informer: a cold start's timeline (how long each first list took) in the log.
       this.logger.info(
@@ -399,21 +375,11 @@ export class Informer<T extends Cached = KubeObject> {
         const path = this.namespace ? this.path : this.pathIn(r.namespace);
         const labelSelector = [this.labelSelector, r.labelSelector].filter(Boolean).join(",") || undefined;
         await this.pager.list(path, { labelSelector, fieldSelector: r.fieldSelector }, (item) =>
-          this.applyRead(item),
+          applyRead(this.store, item, this.sink),
         );
       }
     };
     await Promise.all(Array.from({ length: Math.min(8, reads.length) }, worker));
-  }
-
-  private applyRead(item: T): void {
-    const old = this.store.getLike(item);
-    if (!old) return;
-    if (compareResourceVersions(old.metadata?.resourceVersion, item.metadata?.resourceVersion) > 0) return;
-    // The same version decoded with nothing new to tell (its reads were there): no event.
-    if (this.same(old, item) && old.metadata?.resourceVersion === item.metadata?.resourceVersion) return;
-    this.store.set(item);
-    this.emit({ type: "MODIFIED", object: item, old });
   }
 
   private async watchOnce(): Promise<void> {
@@ -425,7 +391,7 @@ export class Informer<T extends Cached = KubeObject> {
       timeoutSeconds: this.watchTimeoutSeconds,
       watchdogMs: this.watchdogMs,
       parseLine: this.parseEvent,
-      onEvent: (event) => this.handle(event),
+      onEvent: (event) => applyWatchEvent(this.store, event, this.decode, this.sink, this.path),
       setStop: (stop) => (this.stopWatch = stop),
       isRunning: () => this.running,
     });
@@ -435,41 +401,6 @@ export class Informer<T extends Cached = KubeObject> {
         { path: this.path, resource: this.describe(), reason: "watchdog", silentMs: this.watchdogMs },
         "watch was silent past the watchdog window: reopening",
       );
-    }
-  }
-
-  private handle(event: WatchEvent): "expired" | undefined {
-    const raw = event.object;
-    switch (event.type) {
-      case "ADDED":
-      case "MODIFIED": {
-        const rv = raw.metadata?.resourceVersion;
-        const old = this.store.getLike(raw);
-        this.resourceVersion = rv ?? this.resourceVersion;
-        // A refresh may have cached a newer version than the watch has reached: keep it.
-        if (old && compareResourceVersions(old.metadata?.resourceVersion, rv) > 0) return undefined;
-        const obj = this.decode(raw);
-        this.store.set(obj);
-        this.emit({ type: old ? "MODIFIED" : "ADDED", object: obj, old });
-        return undefined;
-      }
-      case "DELETED": {
-        const old = this.store.getLike(raw);
-        this.store.delete(raw);
-        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
-        this.emit({ type: "DELETED", object: this.decode(raw), old });
-        return undefined;
-      }
-      case "BOOKMARK":
-        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
-        return undefined;
-      case "ERROR": {
-        const status = raw as { code?: number; reason?: string; message?: string };
-        if (status.code === 410 || status.reason === "Expired" || status.reason === "Gone") return "expired";
-        throw new WatchEventError(this.path, status.code, status.reason);
-      }
-      default:
-        return undefined;
     }
   }
 
@@ -499,13 +430,4 @@ export class Informer<T extends Cached = KubeObject> {
     if (this.current.phase === "Pending" && this.running) return;
     for (const resolve of this.syncedWaiters.splice(0)) resolve();
   }
-}
-
-/**
- * An error's message for a log, unless it may quote what the server sent: a decode error's
- * message can hold a piece of the body (JSON.parse quotes it), so only its name is kept.
- */
-function safeMessage(err: unknown, reason: RestartReason): string {
-  const e = asError(err);
-  return reason === "decode" ? e.name : e.message;
 }

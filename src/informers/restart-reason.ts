@@ -5,8 +5,10 @@
  * 100,000 objects says what made its informers relist without anyone reading its logs.
  *
  * The classification reads error data only (status codes, error names and codes), never
- * message text.
+ * message text. Beside it, what a failure leaves the informer's readers ({@link failedState})
+ * and what of it a log may say ({@link safeMessage}).
  */
+import { asError } from "../api/errors.ts";
 import { isApiError } from "../kube/client.ts";
 import { ListStreamError } from "../kube/list-stream.ts";
 
@@ -142,4 +144,52 @@ function classifyOne(e: unknown): RestartReason | undefined {
   if (name === ListStreamError.name || e instanceof SyntaxError) return "decode";
   if (typeof code === "string" && CONNECTION_CODE.test(code)) return "connection";
   return undefined;
+}
+
+/** The Failed informer state (one of `InformerState`, which is made of this file's reasons). */
+export interface FailedState {
+  phase: "Failed";
+  reason: "Forbidden" | "KindNotFound";
+  message: string;
+}
+
+/**
+ * The state a failed list or watch of `resource` (its text for messages) leaves: Failed for a
+ * 403, and for a 404 that `confirmGone` confirms while `running`; undefined for anything else,
+ * which is transient: the cache and the state are kept, so no value flaps.
+ */
+export async function failedState(
+  err: unknown,
+  resource: string,
+  confirmGone: (() => Promise<boolean>) | undefined,
+  running: () => boolean,
+): Promise<FailedState | undefined> {
+  // 403 only: a 401 is a credential that expired or rotated, not access withdrawn, and under
+  // the contract a refusal withdraws values (the client reloads credentials on its own).
+  if (isApiError(err, 403)) {
+    return {
+      phase: "Failed",
+      reason: "Forbidden",
+      message: `the controller may not list/watch ${resource}: grant it list and watch on that resource`,
+    };
+  }
+  if (isApiError(err, 404)) {
+    const gone = confirmGone ? await confirmGone().catch(() => false) : true;
+    if (gone && running())
+      return {
+        phase: "Failed",
+        reason: "KindNotFound",
+        message: `the API server no longer serves ${resource}`,
+      };
+  }
+  return undefined;
+}
+
+/**
+ * An error's message for a log, unless it may quote what the server sent: a decode error's
+ * message can hold a piece of the body (JSON.parse quotes it), so only its name is kept.
+ */
+export function safeMessage(err: unknown, reason: RestartReason): string {
+  const e = asError(err);
+  return reason === "decode" ? e.name : e.message;
 }

@@ -7,7 +7,7 @@ import type { Referable, ServiceAccountRef } from "../api/referable.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { actingAs } from "../kube/impersonation.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
-import type { ExportState } from "../referable/status.ts";
+import type { ExportState } from "./export-state.ts";
 import { hasFinalizer } from "./keys/finalizer.ts";
 import { OutputPacing, type PacingOptions } from "./pacing.ts";
 

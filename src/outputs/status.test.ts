@@ -1,7 +1,7 @@
 import type { Referable } from "../api/referable.ts";
 import { ApiError } from "../kube/client.ts";
 import { classifyError } from "../runtime/reconciler.ts";
-import { StatusOutput, type StatusOutcome } from "./status.ts";
+import { StatusOutput, statusPatch, type StatusOutcome } from "./status.ts";
 import { WritePolicy } from "./write-policy.ts";
 
 const owner: Referable = { metadata: { name: "r", uid: "u1", generation: 1, resourceVersion: "5" } };
@@ -135,5 +135,22 @@ describe("StatusOutput", () => {
     now = 100;
     expect(await output.write(owner, desired, b)).toMatchObject({ result: "written" });
     expect({ requests: client.calls.length, deferred }).toEqual({ requests: 2, deferred: ["budget"] });
+  });
+});
+
+describe("statusPatch", () => {
+  it("replaces the whole status behind a uid precondition, so keys a value object lost do not linger", () => {
+    expect(statusPatch("u1", { value: { a: 1 } })).toEqual([
+      { op: "test", path: "/metadata/uid", value: "u1" },
+      { op: "add", path: "/status", value: { value: { a: 1 } } },
+    ]);
+  });
+
+  it("carries the resourceVersion the status was computed from, so a stale write is a 409", () => {
+    expect(statusPatch("u1", { value: 1 }, "42")).toEqual([
+      { op: "test", path: "/metadata/uid", value: "u1" },
+      { op: "replace", path: "/metadata/resourceVersion", value: "42" },
+      { op: "add", path: "/status", value: { value: 1 } },
+    ]);
   });
 });

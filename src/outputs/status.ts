@@ -1,7 +1,7 @@
 /**
  * The status output: a Referable's status written through the status subresource, as a JSON
  * patch that replaces it whole, with the uid and the resourceVersion it was computed from as
- * preconditions (see statusPatch in src/referable/status.ts). Admitted by the write policy like
+ * preconditions (see {@link statusPatch}). Admitted by the write policy like
  * every output: a wait comes back as `deferred`, never as a sleep.
  */
 import { REFERABLE_RESOURCE, type Referable, type ReferableStatus } from "../api/referable.ts";
@@ -9,10 +9,29 @@ import { isApiError, type KubeClient } from "../kube/client.ts";
 import { peekMetadataString, UNREADABLE } from "../kube/json-peek.ts";
 import { resourcePath } from "../kube/resource-path.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
-import { statusPatch } from "../referable/status.ts";
 import { TerminalError } from "../runtime/reconciler.ts";
 import type { Output } from "./output.ts";
 import { pass, type WriteGate, type WritePolicy } from "./write-policy.ts";
+
+/**
+ * A JSON patch (RFC 6902) that replaces the whole status of the object with `uid`. Not a merge
+ * patch: merging would keep keys that an object-valued `value` has lost. Two preconditions: the
+ * `test` of the uid, so a status is never written onto a re-created object of the same name
+ * (422); and the resourceVersion the status was computed from, so a write computed from a state
+ * someone has since changed (another leader's write, a newer spec) fails with 409 Conflict
+ * instead of overtaking it.
+ */
+export function statusPatch(
+  uid: string | undefined,
+  next: ReferableStatus,
+  resourceVersion?: string,
+): unknown[] {
+  const ops: unknown[] = [];
+  if (uid) ops.push({ op: "test", path: "/metadata/uid", value: uid });
+  if (resourceVersion) ops.push({ op: "replace", path: "/metadata/resourceVersion", value: resourceVersion });
+  ops.push({ op: "add", path: "/status", value: next });
+  return ops;
+}
 
 /** The status a Referable should have, and the version of it that status was computed from. */
 export interface DesiredStatus {
@@ -69,8 +88,11 @@ function writtenVersion(text: string): Written {
   return resourceVersion === UNREADABLE ? (JSON.parse(text) as Written) : { metadata: { resourceVersion } };
 }
 
-/** Writes statuses; see the module comment. */
-export class StatusOutput implements Output<DesiredStatus, StatusOutcome, StatusMemory> {
+/**
+ * Writes statuses; see the module comment. Only the write half of an {@link Output}: a status
+ * goes with its Referable, so there is nothing to let go of.
+ */
+export class StatusOutput implements Pick<Output<DesiredStatus, StatusOutcome, StatusMemory>, "write"> {
   private readonly options: StatusOutputOptions;
   private readonly logger: Logger;
 
@@ -132,10 +154,5 @@ export class StatusOutput implements Output<DesiredStatus, StatusOutcome, Status
       this.options.onWrite?.("error");
       throw err;
     }
-  }
-
-  /** A status goes with its Referable: nothing to let go of. */
-  async release(): Promise<number | undefined> {
-    return undefined;
   }
 }

@@ -11,7 +11,7 @@
  * `maxCachedTokens` entries (least recently used go first), so a flood of made-up tokens costs
  * API calls, bounded by the callers' own rate, never memory.
  */
-import { createHash } from "node:crypto";
+import { digest } from "../api/digest.ts";
 import type { Server } from "node:http";
 import { join } from "node:path";
 import type { Server as TlsServer } from "node:tls";
@@ -79,7 +79,7 @@ export class MetricsAuthorizer {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
     if (!m) return { status: 401, message: "Unauthorized: a bearer token is required" };
     const token = m[1]!;
-    const key = createHash("sha256").update(token).digest("hex");
+    const key = digest(token, 64, "hex");
     const cached = this.cache.get(key);
     if (cached && cached.expiresAt > performance.now()) return cached.decision;
     const entry: CacheEntry = {

@@ -9,7 +9,6 @@ import { silentLogger, type Logger } from "../api/log.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { parseServiceAccount } from "../api/service-account.ts";
 import { AccessReviews } from "../resolver/access-reviews.ts";
-import type { ResolverWiring } from "../resolver/options.ts";
 import { Resolver, type ResolverOptions } from "../resolver/resolver.ts";
 import type { ShardGate } from "../runtime/shard-gate.ts";
 import { ReferableController } from "./controller.ts";
@@ -112,8 +111,9 @@ export function buildController(options: BuildOptions): Built {
   const metrics = options.metrics ?? new ControllerMetrics({ defaultMetrics: false });
   // One discovery for the resolver (sources) and the field output (targets).
   const discovery = options.discovery ?? new Discovery({ client });
-  const resolverOptions: ResolverWiring = {
+  const resolver = new Resolver({
     client,
+    discovery,
     logger: logger.child?.({ part: "resolver" }) ?? logger,
     sourcePolicy: sourcePolicy({
       allowSecrets: options.allowSecrets ?? false,
@@ -127,24 +127,19 @@ export function buildController(options: BuildOptions): Built {
       logger: logger.child?.({ part: "access" }) ?? logger,
       onReview: (result) => metrics.accessReviews.labels(result).inc(),
     }),
-  };
-  resolverOptions.discovery = discovery;
-  copyDefined(resolverOptions, options, [
-    "maxValueBytes",
-    "informerLingerMs",
-    "maxLabelKeysPerKind",
-    "maxLabelBytesPerObject",
-    "watchdogMs",
-    "kindRetryMs",
-    "watchTimeoutSeconds",
-  ] as const);
-  const pool = definedOnly({
-    workers: options.transformWorkers,
-    timeoutMs: options.transformTimeoutMs,
-    maxHeapMiB: options.transformMaxHeapMiB,
+    maxValueBytes: options.maxValueBytes,
+    informerLingerMs: options.informerLingerMs,
+    maxLabelKeysPerKind: options.maxLabelKeysPerKind,
+    maxLabelBytesPerObject: options.maxLabelBytesPerObject,
+    watchdogMs: options.watchdogMs,
+    kindRetryMs: options.kindRetryMs,
+    watchTimeoutSeconds: options.watchTimeoutSeconds,
+    transformPool: {
+      workers: options.transformWorkers,
+      timeoutMs: options.transformTimeoutMs,
+      maxHeapMiB: options.transformMaxHeapMiB,
+    },
   });
-  if (Object.keys(pool).length > 0) resolverOptions.transformPool = pool;
-  const resolver = new Resolver(resolverOptions);
   const gate = options.shardGate;
   const events = new EventRecorder({
     client,
@@ -160,45 +155,25 @@ export function buildController(options: BuildOptions): Built {
     metrics,
     events,
     logger: logger.child?.({ part: "controller" }) ?? logger,
-    writePolicy: definedOnly({
+    writePolicy: {
       rate: options.statusWriteRate,
       burst: options.statusWriteBurst,
       budget: options.statusWriteBudget,
       budgetBurst: options.statusWriteBudgetBurst,
-    }),
+    },
     allowSecretExport: options.allowSecretExport ?? false,
     discovery,
-    ...definedOnly({
-      fieldRereadMs: options.fieldRereadMs,
-      driftReadBudget: options.driftReadBudget,
-      concurrency: options.concurrency,
-      watchdogMs: options.watchdogMs,
-      labelSelector: options.referableSelector,
-      leaseName: options.leaderElectionId,
-      exportResyncMs: options.exportResyncMs,
-      shards: options.shardGate,
-      defaultServiceAccount: options.defaultServiceAccount
-        ? parseServiceAccount(options.defaultServiceAccount)
-        : undefined,
-    }),
+    fieldRereadMs: options.fieldRereadMs,
+    driftReadBudget: options.driftReadBudget,
+    concurrency: options.concurrency,
+    watchdogMs: options.watchdogMs,
+    labelSelector: options.referableSelector,
+    leaseName: options.leaderElectionId,
+    exportResyncMs: options.exportResyncMs,
+    shards: options.shardGate,
+    defaultServiceAccount: options.defaultServiceAccount
+      ? parseServiceAccount(options.defaultServiceAccount)
+      : undefined,
   });
   return { controller, resolver, events, metrics };
-}
-
-/** `values` without its undefined entries (exactOptionalPropertyTypes). */
-function definedOnly<T extends Record<string, unknown>>(
-  values: T,
-): { [K in keyof T]?: Exclude<T[K], undefined> } {
-  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as {
-    [K in keyof T]?: Exclude<T[K], undefined>;
-  };
-}
-
-function copyDefined<K extends keyof ResolverWiring & keyof BuildOptions>(
-  target: ResolverWiring,
-  source: BuildOptions,
-  keys: readonly K[],
-): void {
-  for (const key of keys)
-    if (source[key] !== undefined) (target as Record<string, unknown>)[key] = source[key];
 }

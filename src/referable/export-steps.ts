@@ -5,7 +5,7 @@
  * keeps its records from the stored status.
  */
 import { EXPORTED, type ExportRecord, type ReferableStatus } from "../api/referable.ts";
-import type { ExportState } from "./status.ts";
+import type { ExportState } from "../outputs/export-state.ts";
 
 /** What one export output asks of the reconcile (KeysStep, FieldsStep). */
 export interface ExportStep {

@@ -259,12 +259,12 @@ export class ReferableReconciler implements Reconciler {
     const desired =
       held?.desired ?? desiredStatus(view, result, this.options.now?.() ?? new Date(), own, keys?.state);
     // A status kept as a summary (a bucket just taken over) is compared by digest: unchanged, no write.
-    // (A held status differed from the same stored one when it was held.)
-    if (!held && (!desired || sameAsStored(view.status, desired, statusEquals))) {
+    // (A held status differed from the same stored one when it was held, and is never undefined.)
+    if (!desired || (!held && sameAsStored(view.status, desired, statusEquals))) {
       state.pushedAt = undefined;
       return DONE;
     }
-    if (!leading || !desired) return DONE;
+    if (!leading) return DONE;
     // The stored status is not what this replica wrote: someone else wrote it. (Never held.)
     const repair = !held && own !== undefined && !statusEquals(view.status, own);
     const streak =

@@ -1,14 +1,7 @@
 import { ResolutionError } from "../api/errors.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import type { Referable, ReferableStatus } from "../api/referable.ts";
-import {
-  desiredStatus,
-  readyCondition,
-  releaseStatus,
-  stableStringify,
-  statusEquals,
-  statusPatch,
-} from "./status.ts";
+import { desiredStatus, readyCondition, releaseStatus, stableStringify, statusEquals } from "./status.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");
 const T1 = new Date("2026-01-01T00:05:00.000Z");
@@ -273,23 +266,6 @@ describe("status.text", () => {
     const first = desiredStatus(obj(), ok(1), T0)!;
     expect(statusEquals(first, desiredStatus(obj(first), ok(1), T1))).toBe(true);
     expect(desiredStatus(obj(first), ok(2, "11"), T1)).toMatchObject({ value: 2, text: "2" });
-  });
-});
-
-describe("statusPatch", () => {
-  it("replaces the whole status behind a uid precondition, so keys a value object lost do not linger", () => {
-    expect(statusPatch("u1", { value: { a: 1 } })).toEqual([
-      { op: "test", path: "/metadata/uid", value: "u1" },
-      { op: "add", path: "/status", value: { value: { a: 1 } } },
-    ]);
-  });
-
-  it("carries the resourceVersion the status was computed from, so a stale write is a 409", () => {
-    expect(statusPatch("u1", { value: 1 }, "42")).toEqual([
-      { op: "test", path: "/metadata/uid", value: "u1" },
-      { op: "replace", path: "/metadata/resourceVersion", value: "42" },
-      { op: "add", path: "/status", value: { value: 1 } },
-    ]);
   });
 });
 

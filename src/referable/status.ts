@@ -5,46 +5,18 @@
  * the resourceVersion the value was read at while the value stays the same, and the caller
  * writes only when {@link statusEquals} says the result differs from what is stored.
  */
-import { Limits } from "../api/limits.ts";
 import { EXPORTED, READY } from "../api/referable.ts";
 import { jsonEqual } from "../api/stable-json.ts";
 import type { ResolutionResult, SourceRef } from "../resolver/types.ts";
 
 export { stableStringify } from "../api/stable-json.ts";
-import type { Condition, ExportRecord, Referable, ReferableStatus } from "../api/referable.ts";
+import type { Condition, Referable, ReferableStatus } from "../api/referable.ts";
+import type { ExportState } from "../outputs/export-state.ts";
 import { exportText } from "../outputs/keys/target.ts";
 import { escapeUnsafeText } from "./safe-text.ts";
 
 export { EXPORTED, READY } from "../api/referable.ts";
-
-/** What the export step found: the keys that hold the value, and the Exported condition. */
-export interface ExportState {
-  exports: ExportRecord[];
-  status: Condition["status"];
-  reason: string;
-  message: string;
-}
-
-/**
- * The Exported state of a pass that met problems: False, under the reason of the first problem
- * by message order, with every message joined (cut at the condition message's limit). Sorts
- * `problems` in place, so the state is the same whatever order the writes ended in.
- */
-export function problemsState(
-  records: ExportRecord[],
-  problems: Array<{ reason: string; message: string }>,
-): ExportState {
-  problems.sort((a, b) => a.message.localeCompare(b.message));
-  return {
-    exports: records,
-    status: "False",
-    reason: problems[0]!.reason,
-    message: problems
-      .map((p) => p.message)
-      .join("; ")
-      .slice(0, Limits.conditionMessage),
-  };
-}
+export { statusPatch } from "../outputs/status.ts";
 
 /**
  * Reasons under which the controller has not looked yet, so a value already read is kept. Not
@@ -260,24 +232,4 @@ function conditionOf(result: ResolutionResult): [Condition["status"], string, st
 /** metav1.Time: RFC 3339 in UTC, whole seconds. */
 function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-/**
- * A JSON patch (RFC 6902) that replaces the whole status of the object with `uid`. Not a merge
- * patch: merging would keep keys that an object-valued `value` has lost. Two preconditions: the
- * `test` of the uid, so a status is never written onto a re-created object of the same name
- * (422); and the resourceVersion the status was computed from, so a write computed from a state
- * someone has since changed (another leader's write, a newer spec) fails with 409 Conflict
- * instead of overtaking it.
- */
-export function statusPatch(
-  uid: string | undefined,
-  next: ReferableStatus,
-  resourceVersion?: string,
-): unknown[] {
-  const ops: unknown[] = [];
-  if (uid) ops.push({ op: "test", path: "/metadata/uid", value: uid });
-  if (resourceVersion) ops.push({ op: "replace", path: "/metadata/resourceVersion", value: resourceVersion });
-  ops.push({ op: "add", path: "/status", value: next });
-  return ops;
 }

@@ -25,6 +25,7 @@ import type { ServiceAccountRef } from "../api/referable.ts";
 import { stableStringify } from "../api/stable-json.ts";
 import { asError } from "../api/errors.ts";
 import { Informer } from "../informers/informer.ts";
+import { subjectAccessReview } from "../kube/access-review.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
@@ -91,8 +92,6 @@ export interface AccessReviewsOptions {
   /** Milliseconds, monotonic. @default performance.now */
   clock?: () => number;
 }
-
-const SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 /** Waits this long after an RBAC change before the holders ask again: a burst of changes (a chart's install) is one round. */
 const RBAC_SETTLE_MS = 100;
@@ -324,22 +323,11 @@ export class AccessReviews {
   }
 
   private async ask(entry: AccessEntry): Promise<boolean> {
-    const a = entry.attributes;
-    const resourceAttributes: Record<string, string> = { verb: a.verb, group: a.group, resource: a.resource };
-    if (a.namespace) resourceAttributes.namespace = a.namespace;
-    if (a.name !== undefined) resourceAttributes.name = a.name;
-    const review = await this.options.client.request<{ status?: { allowed?: boolean } }>("POST", SAR_PATH, {
-      body: {
-        apiVersion: "authorization.k8s.io/v1",
-        kind: "SubjectAccessReview",
-        spec: {
-          user: serviceAccountUser(entry.account),
-          groups: serviceAccountGroups(entry.account),
-          resourceAttributes,
-        },
-      },
-    });
-    return review?.status?.allowed === true;
+    const subject = {
+      username: serviceAccountUser(entry.account),
+      groups: serviceAccountGroups(entry.account),
+    };
+    return (await subjectAccessReview(this.options.client, subject, entry.attributes)).allowed;
   }
 
   /** Arms the expiry timer for the oldest answer. */

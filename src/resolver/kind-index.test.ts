@@ -29,7 +29,7 @@ function sub(namespace: string | undefined, name: string, kind = "ConfigMap"): S
 }
 
 /** The subscriptions an event of the object `namespace/name` reaches. */
-function reached(index: KindIndex, namespace: string | undefined, name: string): Sub[] {
+function reached(index: KindIndex<Sub>, namespace: string | undefined, name: string): Sub[] {
   const scheduled: Sub[] = [];
   (index as unknown as { schedule: (s: Sub) => void }).schedule = (s) => void scheduled.push(s);
   index.onEvent({ type: "MODIFIED", object: { metadata: { namespace, name } } } as InformerEvent<Projection>);
@@ -38,7 +38,7 @@ function reached(index: KindIndex, namespace: string | undefined, name: string):
 
 describe("KindIndex routes an object's event to the subscriptions that name it", () => {
   it("by namespace and name, one subscription or several, until they are removed", () => {
-    const index = new KindIndex(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
+    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [a, b, other, noNamespace] = [
       sub("ns", "db"),
       sub("ns", "db"),
@@ -57,7 +57,7 @@ describe("KindIndex routes an object's event to the subscriptions that name it",
   });
 
   it("ignores a request's namespace for a cluster-scoped kind", () => {
-    const index = new KindIndex(cache as unknown as SourceCache, NODES, undefined, () => undefined);
+    const index = new KindIndex<Sub>(cache as unknown as SourceCache, NODES, undefined, () => undefined);
     const node = sub("ignored", "n1", "Node");
     index.add(node);
     expect(reached(index, undefined, "n1")).toEqual([node]);
@@ -83,7 +83,7 @@ describe("KindIndex routes an event to the selectors it may concern", () => {
       metadata: projectMeta({ metadata: { namespace: "ns", name, labels } }, { labelKeys: keys }),
     }) as Projection;
 
-  function reachedBy(index: KindIndex, object: Projection, old: Projection): Sub[] {
+  function reachedBy(index: KindIndex<Sub>, object: Projection, old: Projection): Sub[] {
     const scheduled: Sub[] = [];
     (index as unknown as { schedule: (s: Sub) => void }).schedule = (s) => void scheduled.push(s);
     index.onEvent({ type: "MODIFIED", object, old } as InformerEvent<Projection>);
@@ -91,7 +91,7 @@ describe("KindIndex routes an event to the selectors it may concern", () => {
   }
 
   it("those it matches now or matched before; not the others", () => {
-    const index = new KindIndex(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
+    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [web, db] = [selectorSub({ app: "web" }), selectorSub({ app: "db" })];
     index.add(web);
     index.add(db);
@@ -108,7 +108,7 @@ describe("KindIndex routes an event to the selectors it may concern", () => {
   });
 
   it("every selector whose keys the object lacked before: read again, it decides now, matching or not", () => {
-    const index = new KindIndex(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
+    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [web, tier] = [selectorSub({ app: "web" }), selectorSub({ tier: "gold" })];
     index.add(web);
     index.add(tier);

@@ -7,10 +7,19 @@ import type { InformerEvent, InformerState } from "../informers/informer.ts";
 import type { Extractor, ProjectedMeta, Projection } from "../informers/projection.ts";
 import type { KindHandle, KindInterest, RefreshTarget, SourceCache } from "../informers/source-cache.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
-import type { Sub } from "./subscription.ts";
+import type { CompiledRequest } from "./request.ts";
 
-/** See the module comment. Holds its claim on the cache while it has subscriptions. */
-export class KindIndex implements KindInterest {
+/** What the index reads of a subscription: its compiled request. */
+export interface IndexedSub {
+  readonly request: CompiledRequest;
+}
+
+/**
+ * See the module comment. Holds its claim on the cache while it has subscriptions. Generic in the
+ * subscription it holds, so that it reads only the request of one (and hands the resolver back its
+ * own kind of subscription to schedule) without importing the subscription's class.
+ */
+export class KindIndex<Sub extends IndexedSub> implements KindInterest {
   /**
    * Name subscriptions by namespace ("" for a cluster-scoped kind), then by object name: the one
    * subscription of an object most objects have, or a Set of them when several read it (a Set
@@ -176,19 +185,19 @@ export class KindIndex implements KindInterest {
   }
 }
 
-function addTo<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
+function addTo<K, Sub>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
   let set = map.get(key);
   if (!set) map.set(key, (set = new Set()));
   set.add(sub);
 }
 
-function removeFrom<K>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
+function removeFrom<K, Sub>(map: Map<K, Set<Sub>>, key: K, sub: Sub): void {
   const set = map.get(key);
   set?.delete(sub);
   if (set?.size === 0) map.delete(key);
 }
 
 /** Whether a read of `sub` may see labels or managedFields (see projection.ts). */
-function seesLabels(sub: Sub): boolean {
+function seesLabels(sub: IndexedSub): boolean {
   return sub.request.extractors.some((x) => x.blindToLabels !== true);
 }

@@ -3,31 +3,26 @@
  * source cache (shared informers that keep projections, see src/informers/source-cache.ts).
  *
  * The data path, one file per stage: a request is compiled (request.ts); discovery finds its
- * kind, or the subscription waits for it (kind-waiter.ts); it joins the index of its kind
- * (kind-index.ts), which tells the cache what to keep of the objects it reads and routes each
- * object's event to the subscriptions it concerns; a subscription recomputes its result from the
- * cache (compute.ts, level-based) and pushes it only when it differs from what it pushed last.
+ * kind, or the subscription waits for it (attachments.ts, kind-waiter.ts); it joins the index of
+ * its kind (kind-index.ts), which tells the cache what to keep of the objects it reads and routes
+ * each object's event to the subscriptions it concerns; a subscription that reads as a
+ * ServiceAccount is let through only as far as the account may read (access-gate.ts); it
+ * recomputes its result from the cache (compute.ts, level-based) and pushes it only when it
+ * differs from what it pushed last (subscription.ts).
  */
-import { digest } from "../api/digest.ts";
-import type { ServiceAccountRef } from "../api/referable.ts";
 import { serviceAccountProblem } from "../api/service-account.ts";
-import { asError, ResolutionError } from "../api/errors.ts";
+import { ResolutionError } from "../api/errors.ts";
 import { InformerSourceCache, type SourceCache, type SourceView } from "../informers/source-cache.ts";
 import { MAX_LABEL_KEYS_PER_KIND } from "../informers/label-keys.ts";
-import { informerKey } from "../informers/pool.ts";
 import { KubeClient } from "../kube/client.ts";
-import { Discovery, type KindResolver, type ResourceInfo } from "../kube/discovery.ts";
+import { Discovery, type KindResolver } from "../kube/discovery.ts";
 import { silentLogger, type Logger } from "../api/log.ts";
-import {
-  AccessReviews,
-  type AccessAttributes,
-  type AccessEntry,
-  type AccessVerdict,
-} from "./access-reviews.ts";
+import { AccessGate } from "./access-gate.ts";
+import type { AccessEntry } from "./access-reviews.ts";
+import { Attachments } from "./attachments.ts";
 import { computeResult, MAX_VALUES, type ComputeLimits } from "./compute.ts";
 import { freshResult, PENDING_VIEW } from "./fresh-read.ts";
 import { KindChanges } from "./kind-changes.ts";
-import { KindIndex } from "./kind-index.ts";
 import { KindWaiter } from "./kind-waiter.ts";
 import { compileRequest, type AnyReference, type CompiledRequest } from "./request.ts";
 import {
@@ -41,8 +36,8 @@ import {
   type WatchOptions,
 } from "./options.ts";
 import { checkKeys } from "./strict.ts";
-import { Sub, type Subscription, type WatchCallback } from "./subscription.ts";
-import { checkResource, fingerprint, placeholderRequest, stripOk, toResolutionError } from "./results.ts";
+import { firstResult, Sub, type Subscription, type WatchCallback } from "./subscription.ts";
+import { placeholderRequest, tooManyLabelKeys, stripOk, toResolutionError } from "./results.ts";
 import { TransformPool } from "../transform/pool.ts";
 import { applyTransform, needsTransform, type TransformRunner } from "./transform.ts";
 import type {
@@ -67,7 +62,7 @@ export class Resolver {
   private readonly logger: Logger;
   private readonly options: ResolverWiring;
   private readonly limits: ComputeLimits;
-  private readonly indexes = new Map<string, KindIndex>();
+  private readonly attachments: Attachments;
   private readonly subs = new Set<Sub>();
   /** What a subscription's close() calls: one function for them all, not a closure each. */
   private readonly onClose = (sub: Sub): void => this.unsubscribe(sub);
@@ -76,8 +71,8 @@ export class Resolver {
   private flushScheduled = false;
   private stopped = false;
   private ownPool: TransformPool | undefined;
-  /** The access answers of subscriptions with a ServiceAccount, made on first use. */
-  private access: AccessReviews | undefined;
+  /** The access of subscriptions with a ServiceAccount (its reviews made on first use). */
+  private readonly access: AccessGate;
 
   /**
    * Use {@link createResolver}; the constructor also takes the internal wiring.
@@ -103,18 +98,14 @@ export class Resolver {
       waiter: () => this.waiter,
       subs: () => this.subs,
       reattach: (sub) => {
-        this.detach(sub);
-        void this.attach(sub);
+        this.attachments.detach(sub);
+        void this.attachments.attach(sub);
       },
     });
     this.limits = {
       maxValueBytes: options.maxValueBytes ?? 32 * 1024,
       maxValues: options.maxValues ?? MAX_VALUES,
     };
-    const informer: NonNullable<ConstructorParameters<typeof InformerSourceCache>[0]["informer"]> = {};
-    if (options.watchdogMs !== undefined) informer.watchdogMs = options.watchdogMs;
-    if (options.watchTimeoutSeconds) informer.watchTimeoutSeconds = options.watchTimeoutSeconds;
-    if (options.onInformerSignal) informer.onSignal = options.onInformerSignal;
     this.cache =
       options.cache ??
       new InformerSourceCache({
@@ -122,24 +113,39 @@ export class Resolver {
         logger: this.logger,
         lingerMs: options.informerLingerMs ?? 10_000,
         maxReadBytes: this.limits.maxValueBytes,
-        ...(options.maxLabelKeysPerKind !== undefined && { maxLabelKeys: options.maxLabelKeysPerKind }),
-        ...(options.maxLabelBytesPerObject !== undefined && {
-          maxLabelBytes: options.maxLabelBytesPerObject,
-        }),
-        informer,
+        maxLabelKeys: options.maxLabelKeysPerKind,
+        maxLabelBytes: options.maxLabelBytesPerObject,
+        informer: {
+          watchdogMs: options.watchdogMs,
+          watchTimeoutSeconds: options.watchTimeoutSeconds,
+          onSignal: options.onInformerSignal,
+        },
         confirmGone: (resource) => this.kindChanges.confirmGone(resource),
       });
     this.ownsCache = !options.cache;
-    const waiterOptions: ConstructorParameters<typeof KindWaiter>[0] = {
+    this.waiter = new KindWaiter({
       cache: this.cache,
-      retry: (sub) => void this.attach(sub),
+      retry: (sub) => void this.attachments.attach(sub),
       invalidate: (apiVersion) => this.discovery.invalidate(apiVersion),
       onCrdChange: (group, kind) => this.kindChanges.onCrdChange(group, kind),
-    };
-    if (options.watchCustomResourceDefinitions !== undefined)
-      waiterOptions.watchCustomResourceDefinitions = options.watchCustomResourceDefinitions;
-    if (options.kindRetryMs) waiterOptions.retryMs = options.kindRetryMs;
-    this.waiter = new KindWaiter(waiterOptions);
+      watchCustomResourceDefinitions: options.watchCustomResourceDefinitions,
+      retryMs: options.kindRetryMs,
+    });
+    this.attachments = new Attachments({
+      discovery: this.discovery,
+      cache: this.cache,
+      waiter: () => this.waiter,
+      options,
+      schedule: (sub) => this.schedule(sub),
+      recompute: (sub) => this.recompute(sub),
+      deliver: (sub, result) => this.deliver(sub, result),
+    });
+    this.access = new AccessGate({
+      accessReviews: options.accessReviews,
+      client: () => this.client!,
+      logger: this.logger,
+      onChange: (entries) => this.regate(entries),
+    });
   }
 
   /** Checks that the API server answers; resolves when it does. */
@@ -185,8 +191,8 @@ export class Resolver {
     // With the kind already known the first result is computed now, so a new subscriber of a
     // synced kind never sees a Pending it does not need.
     const known = this.discovery.peek?.(request.apiVersion, request.kind);
-    if (known) this.attachResource(sub, known);
-    else void this.attach(sub);
+    if (known) this.attachments.attachResource(sub, known);
+    else void this.attachments.attach(sub);
     return sub;
   }
 
@@ -269,8 +275,7 @@ export class Resolver {
     const resource = this.discovery.peek?.(source.apiVersion, source.kind);
     if (!resource) return undefined;
     const namespace = resource.namespaced ? source.namespace : undefined;
-    const scopeNs = this.options.informerScope === "Namespace" ? namespace : undefined;
-    const index = this.indexes.get(informerKey(resource, scopeNs));
+    const index = this.attachments.indexOf(resource, namespace);
     return index?.handle.get(namespace, source.name)?.metadata.resourceVersion;
   }
 
@@ -285,7 +290,7 @@ export class Resolver {
     this.kindChanges.stop();
     for (const sub of [...this.subs]) sub.close();
     this.waiter.stop();
-    await this.access?.stop();
+    await this.access.stop();
     if (this.ownsCache) await this.cache.stop();
     if (this.ownsClient) await this.client?.close();
     await this.ownPool?.close();
@@ -299,28 +304,8 @@ export class Resolver {
   }
 
   /** The first result that is not Pending, or Pending after `resolveTimeoutMs`. */
-  private async once(ref: AnyReference): Promise<ResolutionResult> {
-    const timeoutMs = this.options.resolveTimeoutMs ?? 30_000;
-    const isPending = (r: ResolutionResult) => !r.ok && r.error.reason === "Pending";
-    let finish: (result: ResolutionResult) => void = () => undefined;
-    const settled = new Promise<ResolutionResult>((resolve) => (finish = resolve));
-    const sub = this.watch(ref, (result) => {
-      if (!isPending(result)) finish(result);
-    });
-    const timer = setTimeout(() => {
-      const pending = new ResolutionError(
-        "Pending",
-        `no result within ${timeoutMs} ms: the first list of ${sub.current ? "the source kind" : "it"} has not completed`,
-      );
-      finish({ ok: false, error: pending });
-    }, timeoutMs);
-    if (sub.current && !isPending(sub.current)) finish(sub.current);
-    try {
-      return await settled;
-    } finally {
-      clearTimeout(timer);
-      sub.close();
-    }
+  private once(ref: AnyReference): Promise<ResolutionResult> {
+    return firstResult((callback) => this.watch(ref, callback), this.options.resolveTimeoutMs ?? 30_000);
   }
 
   /** The result of `ref` from a fresh read of the API server (see fresh-read.ts). */
@@ -333,25 +318,9 @@ export class Resolver {
       compute: (request, view) => this.computeFrom(request, view),
       authorize: async (request, resource) => {
         const identity = this.options.serviceAccount;
-        if (!identity) return undefined;
-        const verdict = await this.decided(identity, accessAttributes(request, resource));
-        return verdict.allowed ? undefined : forbidden(verdict.message);
+        return identity ? this.access.authorize(identity, request, resource) : undefined;
       },
     });
-  }
-
-  /** The access reviews, made (and watched for changes) on first use. */
-  private accessReviews(): AccessReviews {
-    if (this.access) return this.access;
-    const access =
-      this.options.accessReviews ??
-      new AccessReviews({
-        client: this.client!,
-        logger: this.logger.child?.({ part: "access" }) ?? this.logger,
-      });
-    this.access = access;
-    access.onChange((entries) => this.regate(entries));
-    return access;
   }
 
   /** Subscriptions whose access answers changed (or were all dropped) compute again, and so check again. */
@@ -363,24 +332,6 @@ export class Resolver {
     }
   }
 
-  /** The verdict on `attributes` for `identity`, once known (for a one-off read). */
-  private decided(
-    identity: ServiceAccountRef,
-    attributes: AccessAttributes,
-  ): Promise<NonNullable<AccessVerdict>> {
-    const access = this.accessReviews();
-    const holder = { accessHeld: undefined };
-    return new Promise((resolve) => {
-      const attempt = (): void => {
-        const verdict = access.check(identity, attributes, holder, attempt);
-        if (verdict === undefined) return;
-        access.release(holder);
-        resolve(verdict);
-      };
-      attempt();
-    });
-  }
-
   private computeFrom(request: CompiledRequest, view: SourceView): Promise<ResolutionResult> {
     const result = computeResult(request, view, this.limits);
     // Every object of a fresh read was projected with this request's own reads.
@@ -388,86 +339,12 @@ export class Resolver {
     return applyTransform(request, result, this.limits, this.runner);
   }
 
-  private async attach(sub: Sub): Promise<void> {
-    // A retry timer and a CRD event may both try; one attach at a time, and only once.
-    if (sub.attaching || sub.index || sub.closed) return;
-    sub.attaching = true;
-    try {
-      await this.attachOnce(sub);
-    } finally {
-      sub.attaching = false;
-    }
-  }
-
-  private async attachOnce(sub: Sub): Promise<void> {
-    const req = sub.request;
-    let resource: ResourceInfo;
-    try {
-      resource = await this.discovery.lookup(req.apiVersion, req.kind);
-    } catch (err) {
-      if (sub.closed) return;
-      const error = toResolutionError(err);
-      this.deliver(sub, { ok: false, error });
-      if (error.retryable) this.waiter.wait(sub);
-      return;
-    }
-    if (sub.closed) return;
-    this.attachResource(sub, resource);
-  }
-
-  /** Joins `sub` to the index of `resource` and computes its first result. */
-  private attachResource(sub: Sub, resource: ResourceInfo): void {
-    const req = sub.request;
-    this.waiter.done(sub);
-    const problem = checkResource(req, resource, this.options.sourcePolicy);
-    if (problem) {
-      this.deliver(sub, { ok: false, error: problem });
-      return;
-    }
-    sub.resource = resource;
-    const scopeNs =
-      this.options.informerScope === "Namespace" && resource.namespaced ? req.namespace : undefined;
-    const key = informerKey(resource, scopeNs);
-    let index = this.indexes.get(key);
-    if (!index) {
-      index = new KindIndex(this.cache, resource, scopeNs, (s) => this.schedule(s));
-      this.indexes.set(key, index);
-    }
-    sub.index = index;
-    // Interest first: every object decoded from now on keeps what `sub` reads.
-    index.add(sub);
-    // Only a group with a dot can be a CRD's (the API server requires one): built-in kinds
-    // (ConfigMaps, Deployments, ...) need no CRD watch.
-    if (resource.group.includes(".")) {
-      sub.followsCrd = true;
-      this.waiter.follow(1);
-    }
-    this.recompute(sub);
-  }
-
   private unsubscribe(sub: Sub): void {
-    if (sub.accessHeld) this.access?.release(sub);
+    if (sub.accessHeld) this.access.release(sub);
     this.subs.delete(sub);
     this.dirty.delete(sub);
     this.waiter.done(sub);
-    this.detach(sub);
-  }
-
-  /** Takes `sub` off its kind index (closing the index with its last subscription). */
-  private detach(sub: Sub): void {
-    const index = sub.index;
-    if (!index) return;
-    sub.index = undefined;
-    sub.resource = undefined;
-    if (sub.followsCrd) {
-      sub.followsCrd = false;
-      this.waiter.follow(-1);
-    }
-    index.remove(sub);
-    if (index.all.size === 0) {
-      index.close();
-      for (const [key, i] of this.indexes) if (i === index) this.indexes.delete(key);
-    }
+    this.attachments.detach(sub);
   }
 
   private schedule(sub: Sub): void {
@@ -487,23 +364,21 @@ export class Resolver {
     const index = sub.index;
     if (sub.identity && sub.resource) {
       // The account's access first: nothing is computed (or pushed) for a source it may not read.
-      const verdict = this.accessReviews().check(
-        sub.identity,
-        accessAttributes(sub.request, sub.resource),
-        sub,
-        () => {
-          if (!sub.closed) this.schedule(sub);
-        },
-      );
+      const verdict = this.access.check(sub.identity, sub.request, sub.resource, sub, () => {
+        if (!sub.closed) this.schedule(sub);
+      });
       if (verdict === undefined) return;
-      if (!verdict.allowed) {
+      if (verdict !== true) {
         sub.generation++;
-        this.deliver(sub, forbidden(verdict.message));
+        this.deliver(sub, verdict);
         return;
       }
     }
     if (index?.isRefused(sub)) {
-      this.deliver(sub, { ok: false, error: this.tooManyLabelKeys(sub) });
+      this.deliver(sub, {
+        ok: false,
+        error: tooManyLabelKeys(sub.request, this.options.maxLabelKeysPerKind ?? MAX_LABEL_KEYS_PER_KIND),
+      });
       return;
     }
     const result = computeResult(sub.request, index ? index.handle : PENDING_VIEW, this.limits);
@@ -555,52 +430,9 @@ export class Resolver {
     sub.retryTimer.unref?.();
   }
 
-  /** Why `sub`'s selector keeps nothing: its kind's label keys are all taken. */
-  private tooManyLabelKeys(sub: Sub): ResolutionError {
-    const total = this.options.maxLabelKeysPerKind ?? MAX_LABEL_KEYS_PER_KIND;
-    return new ResolutionError(
-      "TooManyLabelKeys",
-      `${sub.request.describe}: its selector names label keys that no other selector of ${sub.request.kind} uses, and the controller keeps at most ${total} label keys per watched kind (--max-label-keys-per-kind), all taken by selectors that came first: select on label keys other selectors of this kind already use, or name fewer keys (it is retried when a selector of the kind goes)`,
-    );
-  }
-
   private deliver(sub: Sub, result: ResolutionResult): void {
-    // A digest, not the fingerprint itself: the fingerprint holds the value (up to
-    // --max-value-bytes), and every subscription keeps the last one it pushed: 22 characters
-    // (132 bits), a string of their own (40 bytes; see digest).
-    const print = digest(fingerprint(result), 22);
-    if (print === sub.fingerprint) return;
-    sub.fingerprint = print;
-    sub.current = result;
-    try {
-      sub.callback(result);
-    } catch (err) {
-      this.logger.error(
-        { err: asError(err).message, source: sub.request.describe },
-        "a watch callback threw",
-      );
-    }
+    sub.push(result, this.logger);
   }
-}
-
-/** What a ServiceAccount must be allowed to read `request`'s source(s) of `resource`. */
-function accessAttributes(request: CompiledRequest, resource: ResourceInfo): AccessAttributes {
-  const attributes: AccessAttributes = {
-    verb: request.target === "name" ? "get" : "list",
-    group: resource.group,
-    resource: resource.resource,
-    namespace: resource.namespaced ? (request.namespace ?? "") : "",
-  };
-  if (request.target === "name" && request.name !== undefined) attributes.name = request.name;
-  return attributes;
-}
-
-/** A refused read: no value, the refusal's message (the account, the verb, the resource). */
-function forbidden(message: string): ResolutionResult {
-  return {
-    ok: false,
-    error: new ResolutionError("Forbidden", message),
-  };
 }
 
 /**

@@ -118,3 +118,11 @@ export function checkResource(
   if (refusal) return new ResolutionError("Forbidden", refusal);
   return undefined;
 }
+
+/** Why `request`'s selector keeps nothing: its kind's `total` label keys are all taken. */
+export function tooManyLabelKeys(request: CompiledRequest, total: number): ResolutionError {
+  return new ResolutionError(
+    "TooManyLabelKeys",
+    `${request.describe}: its selector names label keys that no other selector of ${request.kind} uses, and the controller keeps at most ${total} label keys per watched kind (--max-label-keys-per-kind), all taken by selectors that came first: select on label keys other selectors of this kind already use, or name fewer keys (it is retried when a selector of the kind goes)`,
+  );
+}

@@ -1,12 +1,16 @@
 /**
  * One subscription: a compiled request, its callback, where it is attached, and what it last
- * pushed. The resolver owns the life cycle; this file only holds the state.
+ * pushed (a push of what it pushed last is none). The resolver owns the life cycle.
  */
 import type { ServiceAccountRef } from "../api/referable.ts";
+import { asError, ResolutionError } from "../api/errors.ts";
 import type { ResourceInfo } from "../kube/discovery.ts";
 import type { AccessEntry, AccessHolder } from "./access-reviews.ts";
+import type { Logger } from "../api/log.ts";
 import type { KindIndex } from "./kind-index.ts";
 import type { CompiledRequest } from "./request.ts";
+import { fingerprint } from "./results.ts";
+import { digest } from "../api/digest.ts";
 import type { ResolutionResult } from "./types.ts";
 
 /** A push subscription; close it when done. */
@@ -35,7 +39,7 @@ export class Sub implements Subscription, AccessHolder {
   /** The source resource, once discovery found it. */
   resource: ResourceInfo | undefined;
   /** The kind index it is attached to, while attached. */
-  index: KindIndex | undefined;
+  index: KindIndex<Sub> | undefined;
   current: ResolutionResult | undefined;
   /** A digest of what makes two pushed results differ (see the resolver's fingerprint). */
   fingerprint: string | undefined;
@@ -103,5 +107,52 @@ export class Sub implements Subscription, AccessHolder {
     if (this.closed) return;
     this.closed = true;
     this.onClose(this);
+  }
+
+  /** Pushes `result` to the callback unless it is what was pushed last; a callback that throws is logged. */
+  push(result: ResolutionResult, logger: Logger): void {
+    // A digest, not the fingerprint itself: the fingerprint holds the value (up to
+    // --max-value-bytes), and every subscription keeps the last one it pushed. Its first 16
+    // bytes as text of their own (22 characters, 40 bytes): a slice of the whole digest's text
+    // would keep that text too (64 bytes more per subscription).
+    const print = digest(fingerprint(result), 22);
+    if (print === this.fingerprint) return;
+    this.fingerprint = print;
+    this.current = result;
+    try {
+      this.callback(result);
+    } catch (err) {
+      logger.error({ err: asError(err).message, source: this.request.describe }, "a watch callback threw");
+    }
+  }
+}
+
+/**
+ * The first result a subscription made by `watch` pushes that is not Pending, or Pending after
+ * `timeoutMs`; the subscription is closed when it is known.
+ */
+export async function firstResult(
+  watch: (callback: WatchCallback) => Subscription,
+  timeoutMs: number,
+): Promise<ResolutionResult> {
+  const isPending = (r: ResolutionResult) => !r.ok && r.error.reason === "Pending";
+  let finish: (result: ResolutionResult) => void = () => undefined;
+  const settled = new Promise<ResolutionResult>((resolve) => (finish = resolve));
+  const sub = watch((result) => {
+    if (!isPending(result)) finish(result);
+  });
+  const timer = setTimeout(() => {
+    const pending = new ResolutionError(
+      "Pending",
+      `no result within ${timeoutMs} ms: the first list of ${sub.current ? "the source kind" : "it"} has not completed`,
+    );
+    finish({ ok: false, error: pending });
+  }, timeoutMs);
+  if (sub.current && !isPending(sub.current)) finish(sub.current);
+  try {
+    return await settled;
+  } finally {
+    clearTimeout(timer);
+    sub.close();
   }
 }

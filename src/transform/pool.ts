@@ -14,30 +14,17 @@
  * value, the result is sized in the worker before it is sent) and are batched per turn of the
  * event loop, so many evaluations share one message each way.
  *
- * Fair scheduling, in three lanes, each with workers and a queue of its own. An expression's
- * first evaluations run in a probation lane; once one ends within the limits (a value or an
- * error of its own), the expression is trusted and runs in the healthy lane ({@link MAX_TRUSTED}
- * remembered). An expression that hits the deadline or the heap ceiling is quarantined: its later
- * evaluations run in a lane of their own (one worker). So an expression that never failed never
- * waits behind one that did, however many such expressions there are (150 of them, each costing
- * a worker and a deadline, once kept the one worker stalled all the time), and many new hostile
- * expressions cost only the first evaluations of other new ones. Within the
- * quarantine each expression backs off: it fails at once (the same message) for 1 s after its
- * first failure, then 2, 4, ... up to 5 min while it fails on the same input; a new input brings
- * the wait back to at most 1 s. {@link TransformPool.retryAfterMs} says when it is evaluated
- * again (the resolver asks again then), so a source rewritten faster than the expression fails
- * still gets its failure published, and a good input is taken within a second. The quarantine
- * remembers at most {@link MAX_QUARANTINED} expressions, the least recently used forgotten first
- * (one forgotten starts again on probation, and is quarantined again by its next failure).
+ * Fair scheduling, in three lanes (healthy, probation, quarantine), each with workers and a
+ * queue of its own: which expression runs in which lane, and how the quarantine backs off, is
+ * quarantine.ts.
  */
 import { readFileSync } from "node:fs";
-import { digest } from "../api/digest.ts";
-import { stableStringify } from "../api/stable-json.ts";
 import { Worker } from "node:worker_threads";
 import { ResolutionError } from "../api/errors.ts";
 import type { EvaluateLimits, TransformInput, TransformOutput, TransformShape } from "./engine.ts";
 import type { Job, JobMessage, ReadyMessage, ResultMessage, WorkerData } from "./protocol.ts";
 import { IdleStop } from "./idle-stop.ts";
+import { expressionKey, HEALTHY, PROBATION, Quarantine, QUARANTINE, type Lane } from "./quarantine.ts";
 
 /** Options of the pool of worker threads transforms run in; each has a default. */
 export interface TransformPoolOptions {
@@ -78,33 +65,6 @@ export const TRANSFORM_POOL_DEFAULTS = Object.freeze({
   quarantineBackoffMs: Object.freeze([1000, 300_000] as const),
   idleStopMs: 60_000,
 });
-
-/** Expressions the quarantine remembers (the least recently used forgotten first). */
-export const MAX_QUARANTINED = 1024;
-
-/** Expressions remembered as having been evaluated within their limits (the least recently used forgotten first). */
-export const MAX_TRUSTED = 4096;
-
-/**
- * The lanes: expressions that have been evaluated within their limits before, those not yet
- * (their first evaluations), and the quarantine.
- */
-const HEALTHY = 0;
-const PROBATION = 1;
-const QUARANTINE = 2;
-type Lane = typeof HEALTHY | typeof PROBATION | typeof QUARANTINE;
-
-/** What the quarantine knows of one expression. */
-interface Quarantined {
-  /** The backoff after its last failure (ms). */
-  backoffMs: number;
-  /** Until when it fails at once with the input it failed on (ms since the epoch). */
-  until: number;
-  /** A digest of the input its last evaluation failed on. */
-  input: string;
-  /** Its last failure's message. */
-  message: string;
-}
 
 /** Wall-clock time, as a multiple of the deadline, after which an evaluation stops even if its thread was starved of CPU. */
 export const HARD_DEADLINE_FACTOR = 10;
@@ -153,16 +113,11 @@ export class TransformPool {
   private readonly timeoutMs: number;
   private readonly maxHeapMiB: number;
   private readonly keepAlive: boolean;
-  private readonly backoff: readonly [number, number];
-  /** Expressions (by shape and text) that hit a hard limit: the quarantine, least recently used first. */
-  private readonly quarantine = new Map<string, Quarantined>();
+  /** Which lane each expression runs in, and the quarantine's memory. */
+  private readonly lanes: Quarantine;
   private readonly slots: Slot[] = [];
-  /** Expressions (by shape and text) evaluated within their limits before: the healthy lane's. */
-  private readonly trusted = new Map<string, true>();
   /** The jobs waiting for a worker, per lane. */
   private readonly queues: [Pending[], Pending[], Pending[]] = [[], [], []];
-  /** Evaluations run in the quarantine's lane so far. */
-  private laneEvaluations = 0;
   private nextId = 1;
   /**
    * A started worker kept idle, so a worker retired for a limit is replaced at once rather than
@@ -179,8 +134,7 @@ export class TransformPool {
     this.timeoutMs = Math.max(1, options.timeoutMs ?? TRANSFORM_POOL_DEFAULTS.timeoutMs);
     this.maxHeapMiB = Math.max(8, options.maxHeapMiB ?? TRANSFORM_POOL_DEFAULTS.maxHeapMiB);
     this.keepAlive = options.keepAlive ?? true;
-    const [first, longest] = options.quarantineBackoffMs ?? TRANSFORM_POOL_DEFAULTS.quarantineBackoffMs;
-    this.backoff = [Math.max(0, first), Math.max(0, first, longest)];
+    this.lanes = new Quarantine(options.quarantineBackoffMs ?? TRANSFORM_POOL_DEFAULTS.quarantineBackoffMs);
     this.idleStop = new IdleStop(options.idleStopMs ?? TRANSFORM_POOL_DEFAULTS.idleStopMs, () =>
       this.stopWorkers(),
     );
@@ -191,9 +145,9 @@ export class TransformPool {
     return this.slots.length + (this.spare ? 1 : 0);
   }
 
-  /** How many expressions are quarantined now (at most {@link MAX_QUARANTINED}). */
+  /** How many expressions are quarantined now (at most MAX_QUARANTINED, see quarantine.ts). */
   get quarantined(): number {
-    return this.quarantine.size;
+    return this.lanes.size;
   }
 
   /**
@@ -201,14 +155,12 @@ export class TransformPool {
    * rather than failed at once; undefined when it is not backing off.
    */
   retryAfterMs(text: string, shape: TransformShape): number | undefined {
-    const known = this.quarantine.get(overrunKey(text, shape));
-    const left = known ? known.until - Date.now() : 0;
-    return left > 0 ? left : undefined;
+    return this.lanes.retryAfterMs(text, shape);
   }
 
   /** How many evaluations ran in the quarantine's lane since the pool was made. */
   get quarantineEvaluations(): number {
-    return this.laneEvaluations;
+    return this.lanes.evaluations;
   }
 
   /** The deadline of one evaluation, in ms. */
@@ -229,25 +181,9 @@ export class TransformPool {
   ): Promise<TransformOutput> {
     if (this.closed)
       return Promise.reject(new ResolutionError("TransformFailed", "the transform pool is closed"));
-    const key = overrunKey(text, shape);
-    const known = this.quarantine.get(key);
-    let lane: Lane = this.trusted.has(key) ? HEALTHY : PROBATION;
-    if (known) {
-      // Most recently used last: the first key is the one to forget.
-      this.quarantine.delete(key);
-      this.quarantine.set(key, known);
-      const now = Date.now();
-      if (known.until > now) {
-        // A new input: the wait goes back to its first step (never longer than it was).
-        if (known.input !== inputDigest(input)) {
-          known.backoffMs = this.backoff[0];
-          known.until = Math.min(known.until, now + this.backoff[0]);
-        }
-        return Promise.reject(new ResolutionError("TransformFailed", known.message));
-      }
-      lane = QUARANTINE;
-      this.laneEvaluations++;
-    }
+    const key = expressionKey(text, shape);
+    const lane = this.lanes.laneOf(key, input);
+    if (typeof lane === "object") return Promise.reject(new ResolutionError("TransformFailed", lane.fail));
     return new Promise<TransformOutput>((resolve, reject) => {
       const id = this.nextId;
       this.nextId = this.nextId >= 0x7fff_ffff ? 1 : this.nextId + 1;
@@ -378,7 +314,7 @@ export class TransformPool {
       if (!p) continue;
       slot.outstanding.delete(r.id);
       // Evaluated within its limits (whatever the outcome): from now on in the healthy lane.
-      if (p.lane === PROBATION) this.trust(p.key);
+      if (p.lane === PROBATION) this.lanes.trust(p.key);
       if (r.ok) p.resolve({ value: r.value, cost: r.cost });
       else p.reject(new ResolutionError(r.reason, r.message));
     }
@@ -457,33 +393,6 @@ export class TransformPool {
     );
   }
 
-  /** Moves `key` to the healthy lane (the most recently trusted last: the first is forgotten first). */
-  private trust(key: string): void {
-    if (this.trusted.has(key) || this.quarantine.has(key)) return;
-    this.trusted.set(key, true);
-    if (this.trusted.size > MAX_TRUSTED) this.trusted.delete(this.trusted.keys().next().value!);
-  }
-
-  /**
-   * Quarantines `job`'s expression (or backs it off further, when it failed again on the same
-   * input): it fails at once with that input for the backoff, and runs in the quarantine's lane.
-   * Returns the message its evaluations fail with meanwhile.
-   */
-  private remember(job: Job, message: string): string {
-    const key = overrunKey(job.text, job.shape);
-    this.trusted.delete(key);
-    const input = inputDigest(job.input);
-    const known = this.quarantine.get(key);
-    const [first, longest] = this.backoff;
-    const backoffMs = known?.input === input ? Math.min(longest, Math.max(1, known.backoffMs) * 2) : first;
-    const seconds = backoffMs < 1000 ? `${backoffMs} ms` : `${Math.round(backoffMs / 1000)} s`;
-    const said = `${message} (quarantined: evaluated again in ${seconds}, apart from the other transforms)`;
-    this.quarantine.delete(key);
-    this.quarantine.set(key, { backoffMs, until: Date.now() + backoffMs, input, message: said });
-    if (this.quarantine.size > MAX_QUARANTINED) this.quarantine.delete(this.quarantine.keys().next().value!);
-    return said;
-  }
-
   /**
    * Terminates `slot`, fails job `culprit` with `message` (every job it held, when `failAll`),
    * and hands its other jobs to the pool again.
@@ -502,7 +411,8 @@ export class TransformPool {
     const again: Pending[] = [];
     for (const p of held) {
       if (failAll || p.job.id === suspect) {
-        const said = limitHit && p.job.id === suspect ? this.remember(p.job, message) : message;
+        const said =
+          limitHit && p.job.id === suspect ? this.lanes.remember(p.key, p.job.input, message) : message;
         p.reject(new ResolutionError("TransformFailed", said));
       } else again.push(p);
     }
@@ -510,15 +420,6 @@ export class TransformPool {
     if (again.length > 0) this.scheduleFlush();
     else this.idleIfNoWork();
   }
-}
-
-function overrunKey(text: string, shape: TransformShape): string {
-  return `${shape.mode}/${shape.hasDefault}/${text}`;
-}
-
-/** A digest of an evaluation's input (asked only of quarantined expressions). */
-function inputDigest(input: TransformInput): string {
-  return digest(stableStringify(input), 43);
 }
 
 function closedError(): ResolutionError {

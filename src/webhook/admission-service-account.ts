@@ -5,14 +5,9 @@
  * field is read from the admitted object's JSON here (not from the controller's typed spec), so
  * this check is exactly what the API server stored, whatever version of the CRD served it.
  */
+import type { ServiceAccountRef } from "../api/referable.ts";
 import type { Permission } from "./access-review.ts";
 import type { AdmissionRequest } from "./admission-review.ts";
-
-/** The ServiceAccount a Referable names. */
-export interface ServiceAccountRef {
-  namespace: string;
-  name: string;
-}
 
 /** Why naming a ServiceAccount needs `impersonate` on it: the end of every such refusal. */
 export const SERVICE_ACCOUNT_REFUSAL_SUFFIX =

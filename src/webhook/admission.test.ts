@@ -1,7 +1,8 @@
 import { ResolutionError } from "../api/errors.ts";
 import { ApiError } from "../kube/client.ts";
 import type { KindResolver, ResourceInfo } from "../kube/discovery.ts";
-import { createAdmissionHandler, DELETE_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "./admission.ts";
+import { createAdmissionHandler, DELETE_REFUSAL_SUFFIX } from "./admission.ts";
+import { REFUSAL_SUFFIX } from "./admission-source.ts";
 import { EXPORT_REFUSAL_SUFFIX } from "./admission-export.ts";
 import { SERVICE_ACCOUNT_REFUSAL_SUFFIX } from "./admission-service-account.ts";
 import { isInvalidAdmissionReview, type AdmissionReview, type UserInfo } from "./admission-review.ts";

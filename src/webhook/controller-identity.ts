@@ -21,7 +21,7 @@ export async function selfUsername(
     SELF_SUBJECT_REVIEW_PATH,
     {
       body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
-      ...(signal ? { signal } : {}),
+      signal,
     },
   );
   const username = review?.status?.userInfo?.username;

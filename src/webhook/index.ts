@@ -6,7 +6,8 @@
  * plain (an AdmissionReview in, one out) so it is tested without HTTP; the server adds TLS with
  * certificate reloading. See SECURITY.md for the threat model and the failure policy.
  */
-export { createAdmissionHandler, DELETE_REFUSAL_SUFFIX, REFUSAL_SUFFIX } from "./admission.ts";
+export { createAdmissionHandler, DELETE_REFUSAL_SUFFIX } from "./admission.ts";
+export { REFUSAL_SUFFIX } from "./admission-source.ts";
 export { EXPORT_REFUSAL_SUFFIX } from "./admission-export.ts";
 export { SERVICE_ACCOUNT_REFUSAL_SUFFIX } from "./admission-service-account.ts";
 export { rememberedSelfUsername, selfUsername } from "./controller-identity.ts";

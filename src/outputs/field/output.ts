@@ -22,16 +22,16 @@
 import { FIELD_EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import { asError, isResolutionError } from "../../api/errors.ts";
 import type { KubeClient } from "../../kube/client.ts";
-import type { KindResolver, ResourceInfo } from "../../kube/discovery.ts";
+import type { KindResolver } from "../../kube/discovery.ts";
 import type { Logger } from "../../api/log.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import type { Output } from "../output.ts";
 import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from "../keys/finalizer.ts";
-import { fieldManagerFor } from "../keys/target.ts";
 import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
 import { ReadBudget } from "../read-budget.ts";
 import type { WritePolicy } from "../write-policy.ts";
-import { decide, FieldClaims } from "./ownership.ts";
+import { FieldClaims } from "./ownership.ts";
+import { fieldWriteOptions, syncFieldObject } from "./sync.ts";
 import {
   asObject,
   compareFieldRecords,
@@ -63,13 +63,7 @@ import {
   type FieldObject,
   type ParsedFieldTarget,
 } from "./target.ts";
-import {
-  applyFields,
-  fillField,
-  readFieldObject,
-  type AskedField,
-  type FieldWriteOptions,
-} from "./writer.ts";
+import { applyFields, readFieldObject, type AskedField } from "./writer.ts";
 
 export { FIELD_EXPORT_FINALIZER } from "../../api/referable.ts";
 export {
@@ -245,7 +239,7 @@ export class FieldOutput
       );
       return this.pacing.afterFailure(memory);
     }
-    const options = this.writeOptions(name, writer);
+    const options = fieldWriteOptions(name, writer);
     let failed = false;
     for (const p of plan(targets, previous).values()) {
       // A Secret without --allow-secret-export and nothing written there: not even read.
@@ -356,7 +350,7 @@ export class FieldOutput
       const asked: AskedField[] = [...p.targets, ...p.dropped.map(pathOfRecord)]
         .filter((a) => a.path !== undefined)
         .map((a) => ({ fieldPath: a.fieldPath!, path: a.path!, value: undefined }));
-      const options = this.writeOptions(name, writer);
+      const options = fieldWriteOptions(name, writer);
       const state = await readFieldObject(writer.client, resource, p.object, asked, options);
       if (state.exists && state.applied.size > 0 && state.uid) {
         await applyFields(writer.client, resource, p.object, {}, state.uid, options);
@@ -415,7 +409,8 @@ export class FieldOutput
     let records: ExportRecord[];
     try {
       const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
-      records = await this.sync(name, resource, p, value, previous, problems, writer);
+      const sync = { claims: this.claims, logger: this.logger, onWrite: this.options.onWrite };
+      records = await syncFieldObject(sync, name, resource, p, value, previous, problems, writer);
     } catch (err) {
       problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
       // Nothing is known to have changed: the records stay as they were.
@@ -438,85 +433,6 @@ export class FieldOutput
       }
       memory.objects.set(key, entry);
     }
-  }
-
-  /** Reads the object, then applies (and fills) what differs. Throws what the status reports for the whole object. */
-  private async sync(
-    name: string,
-    resource: ResourceInfo,
-    p: ObjectPlan,
-    value: unknown,
-    previous: ExportRecord[],
-    problems: Problem[],
-    writer: TargetWriter,
-  ): Promise<ExportRecord[]> {
-    const options = this.writeOptions(name, writer);
-    const { client } = writer;
-    const asked: AskedField[] = [
-      ...p.targets.map((t) => ({ fieldPath: t.fieldPath, path: t.path, value })),
-      ...p.dropped
-        .map(pathOfRecord)
-        .filter((a) => a.path !== undefined)
-        .map((a) => ({ ...a, path: a.path!, value: undefined })),
-    ];
-    const state = await readFieldObject(client, resource, p.object, asked, options);
-    const what = describeFieldObject(p.object);
-    if (!state.exists || !state.uid) {
-      if (p.targets.length > 0)
-        problems.push({
-          reason: "TargetNotFound",
-          message: `${what} does not exist: objects are never created for a field; create it, or export to another object`,
-          retry: false,
-        });
-      return p.targets.map((t) => recordOf(t, undefined));
-    }
-    const { body, included, fills, force } = decide(this.claims, name, what, p, state, value, problems);
-    const stale = [...state.applied].some((fp) => !included.has(fp));
-    const differs = [...included].some((fp) => {
-      const f = state.fields.get(fp)!;
-      return !(f.mine && f.equal);
-    });
-    let resourceVersion = state.resourceVersion;
-    let written = false;
-    if (differs || stale) {
-      resourceVersion = await applyFields(
-        client,
-        resource,
-        p.object,
-        body,
-        state.uid,
-        { ...options, force },
-        [value],
-      );
-      written = true;
-    }
-    for (const t of fills) {
-      resourceVersion = await fillField(client, resource, p.object, t.path, value, resourceVersion!, options);
-      written = true;
-    }
-    if (written) {
-      this.options.onWrite?.("success");
-      this.logger.info(
-        { referable: name, target: what, fields: included.size + fills.length },
-        "exported the value into fields",
-      );
-    }
-    return p.targets.map((t) => {
-      const wroteIt = written && (included.has(t.fieldPath) || fills.includes(t));
-      return recordOf(
-        t,
-        wroteIt ? resourceVersion : (findRecord(previous, t)?.resourceVersion ?? resourceVersion),
-      );
-    });
-  }
-
-  private writeOptions(name: string, writer: TargetWriter): FieldWriteOptions {
-    return {
-      ...(writer.serviceAccount && { serviceAccount: writer.serviceAccount }),
-      fieldManager: fieldManagerFor(name),
-      forbiddenHint:
-        "opt the kind in: an administrator grants the controller get and patch on it (a ClusterRole labelled referable.dev/aggregate-to-export-fields, deploy/examples/export-fields)",
-    };
   }
 }
 

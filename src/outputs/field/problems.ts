@@ -4,7 +4,7 @@
  */
 import { asError, isResolutionError } from "../../api/errors.ts";
 import type { Logger } from "../../api/log.ts";
-import { problemsState } from "../../referable/status.ts";
+import { problemsState } from "../export-state.ts";
 import { isExportError } from "../keys/errors.ts";
 import {
   compareFieldRecords,

@@ -6,7 +6,7 @@ import { digest } from "../../api/digest.ts";
 import { isExportKind } from "../../api/export-kinds.ts";
 import type { ExportRecord } from "../../api/referable.ts";
 import type { ResolutionResult, SourceRef } from "../../resolver/types.ts";
-import type { ExportState } from "../../referable/status.ts";
+import type { ExportState } from "../export-state.ts";
 import type { WriteGate } from "../write-policy.ts";
 import { exportText, objectKey, type ExportTarget, type TargetObject } from "./target.ts";
 import type { KnownObject } from "./writer.ts";

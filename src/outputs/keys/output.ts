@@ -9,7 +9,6 @@
  * is empty), or when the target watch (target-watch.ts) saw someone else change a key it owns.
  */
 import { EXPORT_KINDS } from "../../api/export-kinds.ts";
-import { Limits } from "../../api/limits.ts";
 import { EXPORT_FINALIZER, type ExportRecord, type Referable } from "../../api/referable.ts";
 import type { KubeClient } from "../../kube/client.ts";
 import type { Logger } from "../../api/log.ts";
@@ -46,7 +45,7 @@ import {
 } from "./memory.ts";
 import { ownedTargets, type KeyOwnership } from "./ownership.ts";
 import { conflictingKeys, intentOf, recordIntent, unrecorded } from "./intent.ts";
-import { releaseObject } from "./release.ts";
+import { releaseObject, releaseProblem, releaseTargets } from "./release.ts";
 import { failure, summarize, type Gathered, type KeysStep } from "./summary.ts";
 import { takeOverLegacy } from "./takeover.ts";
 import { syncObject, type KnownObject } from "./writer.ts";
@@ -191,28 +190,13 @@ export class KeysOutput
    * nothing else), then its finalizer. Returns when to try again, if something failed.
    */
   async release(obj: Referable, memory: KeysMemory): Promise<number | undefined> {
-    const objects = new Map<string, TargetObject>();
-    const keysOf = new Map<string, string[]>();
-    for (const t of [...(obj.spec?.export ?? []), ...(obj.status?.exports ?? [])]) {
-      const parsed = parseTarget(t, "export");
-      if (typeof parsed === "string") continue;
-      const k = objectKey(parsed);
-      objects.set(k, parsed);
-      keysOf.set(k, [...(keysOf.get(k) ?? []), parsed.key]);
-    }
+    const { objects, keysOf } = releaseTargets(obj);
     // Objects the status says may hold a key of this Referable; the others are only named in the spec.
     const recorded = recordedObjects(obj.status?.exports ?? []);
     const problems: Array<{ reason: string; message: string }> = [];
     const writer = this.writerFor(obj);
     if (typeof writer === "string") {
-      memory.releaseProblem = {
-        reason: "InvalidSpec",
-        message:
-          `the Referable keeps its finalizer ${EXPORT_FINALIZER} until its exported keys are removed: ${writer}`.slice(
-            0,
-            Limits.conditionMessage,
-          ),
-      };
+      memory.releaseProblem = releaseProblem([{ reason: "InvalidSpec", message: writer }]);
       return this.pacing.afterFailure(memory);
     }
     // Removals and deletions share the write policy with every other write: an object whose
@@ -233,17 +217,7 @@ export class KeysOutput
       if (problem !== undefined) problems.push(problem);
     }
     if (problems.length === 0 && held.deferredMs !== undefined) return held.deferredMs;
-    problems.sort((a, b) => a.message.localeCompare(b.message));
-    memory.releaseProblem =
-      problems.length === 0
-        ? undefined
-        : {
-            reason: problems[0]!.reason,
-            message:
-              `the Referable keeps its finalizer ${EXPORT_FINALIZER} until its exported keys are removed: ${problems
-                .map((p) => p.message)
-                .join("; ")}`.slice(0, Limits.conditionMessage),
-          };
+    memory.releaseProblem = releaseProblem(problems);
     if (problems.length > 0) return this.pacing.afterFailure(memory);
     const patch = await removeFinalizer(this.options.client, obj, this.logger);
     if (!patch.ok && !patch.changed) {
@@ -370,7 +344,7 @@ export class KeysOutput
       const outcome = await sweepObject(ctx.writer.client, object, name, ctx.recorded, {
         fieldManager: fieldManagerFor(name),
         forbiddenHint: EXPORT_KINDS[object.kind].optIn,
-        ...(serviceAccount && { serviceAccount }),
+        serviceAccount,
       });
       if (outcome === "released" || outcome === "deleted") {
         this.options.onWrite?.("success");
@@ -414,7 +388,7 @@ export class KeysOutput
     const options = {
       fieldManager: fieldManagerFor(name),
       forbiddenHint: EXPORT_KINDS[object.kind].optIn,
-      ...(serviceAccount && { serviceAccount }),
+      serviceAccount,
     };
     // A name too long for referable.dev/<name> had another manager in earlier releases: what it
     // wrote under that one is taken over once (the first write after a start) and let go of.

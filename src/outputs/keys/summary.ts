@@ -5,7 +5,7 @@
 import type { ExportRecord } from "../../api/referable.ts";
 import { asError } from "../../api/errors.ts";
 import type { Logger } from "../../api/log.ts";
-import { problemsState } from "../../referable/status.ts";
+import { problemsState } from "../export-state.ts";
 import type { ExportStep } from "../export-output.ts";
 import { isExportError } from "./errors.ts";
 import { compareRecords, exportedState, type KeysMemory } from "./memory.ts";
