@@ -56,9 +56,9 @@ import {
   describeFieldObject,
   fieldKey,
   fieldObjectKey,
+  fieldTargetsOf,
   isFieldEntry,
   isSecret,
-  overlapping,
   parseFieldTarget,
   type FieldObject,
   type ParsedFieldTarget,
@@ -434,21 +434,4 @@ export class FieldOutput
       memory.objects.set(key, entry);
     }
   }
-}
-
-/** The field targets of a Referable's spec.export, or a message saying what to fix in them. */
-function fieldTargetsOf(obj: Referable): ParsedFieldTarget[] | string {
-  const targets: ParsedFieldTarget[] = [];
-  for (const [i, e] of (obj.spec?.export ?? []).entries()) {
-    if (!isFieldEntry(e)) continue;
-    const parsed = parseFieldTarget(e, `spec.export[${i}]`);
-    if (typeof parsed === "string") return parsed;
-    const clash = targets.find(
-      (t) => fieldObjectKey(t) === fieldObjectKey(parsed) && overlapping(t.path, parsed.path),
-    );
-    if (clash)
-      return `spec.export[${i}].fieldPath ${JSON.stringify(parsed.fieldPath)} overlaps ${JSON.stringify(clash.fieldPath)} of the same object: name each field once, and none inside another`;
-    targets.push(parsed);
-  }
-  return targets;
 }

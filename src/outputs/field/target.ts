@@ -15,6 +15,7 @@
  * would make the controller read or write, with its own rights, what its author named), no RBAC
  * object, admission configuration, CustomResourceDefinition, Namespace or Lease.
  */
+import type { Referable } from "../../api/referable.ts";
 import { Limits } from "../../api/limits.ts";
 import { isResolutionError } from "../../api/errors.ts";
 import { readBracketMember, readFieldName } from "../../fieldpath/member.ts";
@@ -266,4 +267,21 @@ export function valueAt(obj: unknown, path: readonly string[]): { found: boolean
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** The field targets of a Referable's spec.export, or a message saying what to fix in them. */
+export function fieldTargetsOf(obj: Pick<Referable, "spec">): ParsedFieldTarget[] | string {
+  const targets: ParsedFieldTarget[] = [];
+  for (const [i, e] of (obj.spec?.export ?? []).entries()) {
+    if (!isFieldEntry(e)) continue;
+    const parsed = parseFieldTarget(e, `spec.export[${i}]`);
+    if (typeof parsed === "string") return parsed;
+    const clash = targets.find(
+      (t) => fieldObjectKey(t) === fieldObjectKey(parsed) && overlapping(t.path, parsed.path),
+    );
+    if (clash)
+      return `spec.export[${i}].fieldPath ${JSON.stringify(parsed.fieldPath)} overlaps ${JSON.stringify(clash.fieldPath)} of the same object: name each field once, and none inside another`;
+    targets.push(parsed);
+  }
+  return targets;
 }
