@@ -202,15 +202,7 @@ async function checkServiceAccount(judge: Judge, request: AdmissionRequest): Pro
     allowed = (await subjectAccessReview(judge.client, user, needed, AbortSignal.timeout(judge.timeoutMs)))
       .allowed;
   } catch (err) {
-    judge.logger.warn(
-      { referable: referableName(request), err: (err as Error).message },
-      "a SubjectAccessReview failed",
-    );
-    return refuse(
-      500,
-      "InternalError",
-      `could not ask the API server whether user ${who} may ${describePermission(needed)}: ${(err as Error).message}; retry`,
-    );
+    return reviewFailed(judge, request, `user ${who} may ${describePermission(needed)}`, err);
   }
   if (allowed) return undefined;
   judge.logger.info(
@@ -284,15 +276,7 @@ async function checkExports(judge: Judge, request: AdmissionRequest): Promise<De
     const answers = await Promise.all(needs.map((p) => subjectAccessReview(judge.client, user, p, signal)));
     missing = needs.filter((_, i) => !answers[i]!.allowed);
   } catch (err) {
-    judge.logger.warn(
-      { referable: referableName(request), err: (err as Error).message },
-      "a SubjectAccessReview failed",
-    );
-    return refuse(
-      500,
-      "InternalError",
-      `could not ask the API server whether user ${who} may write the targets of spec.export: ${(err as Error).message}; retry`,
-    );
+    return reviewFailed(judge, request, `user ${who} may write the targets of spec.export`, err);
   }
   if (missing.length === 0) return undefined;
   judge.logger.info(
@@ -308,4 +292,11 @@ async function checkExports(judge: Judge, request: AdmissionRequest): Promise<De
 
 function sameJson(a: unknown, b: unknown): boolean {
   return stableStringify(a ?? null) === stableStringify(b ?? null);
+}
+
+/** A SubjectAccessReview that could not be made: logged, and refused with what to retry. */
+function reviewFailed(judge: Judge, request: AdmissionRequest, question: string, err: unknown): Decision {
+  const message = (err as Error).message;
+  judge.logger.warn({ referable: referableName(request), err: message }, "a SubjectAccessReview failed");
+  return refuse(500, "InternalError", `could not ask the API server whether ${question}: ${message}; retry`);
 }
