@@ -1,5 +1,6 @@
 /** The export scenarios: a source write → an exported ConfigMap key, and → a managed resource's field. */
 import type { ControlPlane } from "../test/harness/control-plane.ts";
+import { TASK_SPEC } from "../test/harness/datasync-task.ts";
 import {
   createNamespace,
   deleteFixtures,
@@ -139,20 +140,7 @@ async function installTaskCrd(
             schema: {
               openAPIV3Schema: {
                 type: "object",
-                properties: {
-                  spec: {
-                    type: "object",
-                    properties: {
-                      forProvider: {
-                        type: "object",
-                        properties: {
-                          sourceLocationArn: { type: "string" },
-                          destinationLocationArn: { type: "string" },
-                        },
-                      },
-                    },
-                  },
-                },
+                properties: { spec: TASK_SPEC },
               },
             },
           },

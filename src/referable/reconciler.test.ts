@@ -11,6 +11,7 @@ import type { ResolutionResult } from "../resolver/types.ts";
 import type { Result } from "../runtime/reconciler.ts";
 import { ReferableReconciler } from "./reconciler.ts";
 import { newState, ReferableStates } from "./state.ts";
+import { desiredStatus } from "./status.ts";
 import { Subscriptions } from "./subscriptions.ts";
 
 const T0 = new Date("2026-01-01T00:00:00.000Z");
@@ -161,20 +162,9 @@ describe("ReferableReconciler", () => {
 
     it("over a status of the same generation: nothing written, nothing held back", async () => {
       const cached = referable();
-      cached.status = {
-        observedGeneration: 1,
-        value: "v",
-        conditions: [
-          {
-            type: "Ready",
-            status: "True",
-            reason: "Available",
-            message: "",
-            observedGeneration: 1,
-            lastTransitionTime: T0.toISOString(),
-          },
-        ],
-      };
+      // The status an earlier reconcile wrote for the value "v" at this generation.
+      cached.status = desiredStatus(cached, available("v"), T0);
+      expect(cached.status).toMatchObject({ observedGeneration: 1, value: "v" });
       const h = harness({ reason: "", cached, current: pending, want: { result: {}, written: [] } });
       expect(await h.reconciler.reconcile("r")).toEqual({});
       expect(h.written).toEqual([]);

@@ -1,19 +1,7 @@
 import type { KubeObject } from "../kube/client.ts";
 import { projectReferable } from "./spec.ts";
 import { sameSpecKept } from "./compact.ts";
-import { parseReferableEvent } from "./watch-line.ts";
-
-const KEPT = [
-  "name",
-  "namespace",
-  "uid",
-  "creationTimestamp",
-  "resourceVersion",
-  "generation",
-  "labels",
-  "deletionTimestamp",
-  "finalizers",
-];
+import { METADATA, parseReferableEvent } from "./watch-line.ts";
 
 function referable(overrides: Record<string, unknown> = {}, metadata: Record<string, unknown> = {}) {
   return {
@@ -52,7 +40,7 @@ function expected(line: string): unknown {
   const event = JSON.parse(line) as { type: string; object: Record<string, unknown> };
   const { apiVersion, kind, spec, status } = event.object;
   const m = event.object.metadata as Record<string, unknown>;
-  const metadata = Object.fromEntries(KEPT.filter((k) => k in m).map((k) => [k, m[k]]));
+  const metadata = Object.fromEntries([...METADATA].filter((k) => k in m).map((k) => [k, m[k]]));
   const object = Object.fromEntries(
     Object.entries({ apiVersion, kind, spec, status }).filter(([k]) => k in event.object),
   );

@@ -19,7 +19,7 @@ import type { KubeObject, WatchEvent } from "../kube/client.ts";
 import { onlySpaceFrom, skipValue, walkObject } from "../kube/json-peek.ts";
 
 /** Of metadata: what projectReferable keeps, and what the informer keys an object by. */
-const METADATA = new Set([
+export const METADATA: ReadonlySet<string> = new Set([
   "name",
   "namespace",
   "uid",

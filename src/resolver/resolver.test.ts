@@ -184,10 +184,10 @@ afterEach(async () => {
   resolver = undefined;
 });
 
-function setup() {
+/** A resolver over a fake cache, with `wiring` added (CRDs are not followed: the cache serves one kind). */
+function setup(wiring: Partial<ConstructorParameters<typeof Resolver>[0]> = {}) {
   const cache = new FakeCache();
-  // CRDs are not followed here: the fake cache serves one kind.
-  resolver = new Resolver({ cache, discovery, watchCustomResourceDefinitions: false });
+  resolver = new Resolver({ cache, discovery, watchCustomResourceDefinitions: false, ...wiring });
   const pushed: ResolutionResult[] = [];
   return { cache, kind: cache.kind, resolver, pushed, push: (r: ResolutionResult) => pushed.push(r) };
 }
@@ -484,16 +484,8 @@ describe("transforms run asynchronously, one evaluation per subscription at a ti
   }
 
   function setupGated() {
-    const cache = new FakeCache();
     const { runner, pending } = gatedRunner();
-    resolver = new Resolver({
-      cache,
-      discovery,
-      watchCustomResourceDefinitions: false,
-      transformRunner: runner,
-    });
-    const pushed: ResolutionResult[] = [];
-    return { kind: cache.kind, resolver, pending, pushed, push: (r: ResolutionResult) => pushed.push(r) };
+    return { ...setup({ transformRunner: runner }), pending };
   }
 
   const transformed: AnyReference = { ...byName, transform: "value + '!'" } as AnyReference;
@@ -587,17 +579,10 @@ describe("a watch with a ServiceAccount: its results are used only while the acc
   const account = { namespace: "team-a", name: "reader" };
 
   it("pushes Forbidden, never the value, when the account may not get the source", async () => {
-    const cache = new FakeCache();
     const { access } = reviewed(() => false);
-    resolver = new Resolver({
-      cache,
-      discovery,
-      watchCustomResourceDefinitions: false,
-      accessReviews: access,
-    });
+    const { cache, resolver, pushed, push } = setup({ accessReviews: access });
     cache.kind.put(cm("db", "secret-ish"));
-    const pushed: ResolutionResult[] = [];
-    resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    resolver.watch(byName, push, { serviceAccount: account });
     await waitUntil(() => pushed.length > 0);
     expect(pushed.map(summary)).toEqual([{ reason: "Forbidden" }]);
     expect(!pushed[0]!.ok && pushed[0]!.error.message).toBe(
@@ -606,16 +591,9 @@ describe("a watch with a ServiceAccount: its results are used only while the acc
   });
 
   it("pushes the value when it may, and asks once for many watches of one namespace", async () => {
-    const cache = new FakeCache();
     const { access, asked } = reviewed(() => true);
-    resolver = new Resolver({
-      cache,
-      discovery,
-      watchCustomResourceDefinitions: false,
-      accessReviews: access,
-    });
-    const pushed: ResolutionResult[] = [];
-    for (let i = 0; i < 20; i++) resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    const { cache, resolver, pushed, push } = setup({ accessReviews: access });
+    for (let i = 0; i < 20; i++) resolver.watch(byName, push, { serviceAccount: account });
     cache.kind.put(cm("db", "one"));
     await waitUntil(() => pushed.filter((r) => r.ok).length === 20);
     expect(pushed.filter((r) => r.ok).map(summary)).toEqual(
@@ -629,17 +607,10 @@ describe("a watch with a ServiceAccount: its results are used only while the acc
   });
 
   it("withdraws the value when the answers are dropped and the account may no longer read", async () => {
-    const cache = new FakeCache();
     let allow = true;
     const { access } = reviewed(() => allow);
-    resolver = new Resolver({
-      cache,
-      discovery,
-      watchCustomResourceDefinitions: false,
-      accessReviews: access,
-    });
-    const pushed: ResolutionResult[] = [];
-    resolver.watch(byName, (r) => pushed.push(r), { serviceAccount: account });
+    const { cache, resolver, pushed, push } = setup({ accessReviews: access });
+    resolver.watch(byName, push, { serviceAccount: account });
     cache.kind.put(cm("db", "one"));
     await waitUntil(() => pushed.some((r) => r.ok));
     allow = false;

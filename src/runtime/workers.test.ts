@@ -1,4 +1,5 @@
 import { jest } from "@jest/globals";
+import { track } from "../../test/harness/promises.ts";
 import { TerminalError, type Result } from "./reconciler.ts";
 import { runWorkers, settle, type ReconcileOutcome } from "./workers.ts";
 import { WorkQueue } from "./workqueue.ts";
@@ -13,16 +14,6 @@ afterEach(() => {
 /** Runs due timers and settles the promise callbacks they start. */
 const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
 
-function track<T>(promise: Promise<T>): { settled: () => boolean; value: () => T | undefined } {
-  let settled = false;
-  let value: T | undefined;
-  void promise.then((v) => {
-    settled = true;
-    value = v;
-  });
-  return { settled: () => settled, value: () => value };
-}
-
 /** A handler result the test decides on later. */
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (err: Error) => void } {
   let resolve!: (value: T) => void;
@@ -33,8 +24,6 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reje
   });
   return { promise, resolve, reject };
 }
-
-/** A queue that has handed `key` out to a worker: the key is being processed. */
 
 describe("runWorkers", () => {
   it("runs at most `concurrency` handlers at once, and never one key twice at once", async () => {

@@ -1,4 +1,5 @@
 import { jest } from "@jest/globals";
+import { track } from "../../test/harness/promises.ts";
 import {
   BucketRateLimiter,
   defaultControllerRateLimiter,
@@ -23,17 +24,6 @@ async function drainQueued(queue: WorkQueue): Promise<string[]> {
   while (queue.len > 0) keys.push((await queue.get())!);
   for (const key of keys) queue.done(key);
   return keys;
-}
-
-/** A promise that reports whether it has settled, without waiting for it. */
-function track<T>(promise: Promise<T>): { settled: () => boolean; value: () => T | undefined } {
-  let settled = false;
-  let value: T | undefined;
-  void promise.then((v) => {
-    settled = true;
-    value = v;
-  });
-  return { settled: () => settled, value: () => value };
 }
 
 /** A queue that has handed `key` out to a worker: the key is being processed. */

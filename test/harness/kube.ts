@@ -156,10 +156,19 @@ export function kubeConfigWithToken(token: string, base?: KubeConfig): KubeConfi
  * `system:authenticated` the API server adds. Closed by {@link closeTestClients}.
  */
 export function impersonatingClient(username: string): KubeClient {
-  const admin = testKubeConfig();
+  const client = new KubeClient({
+    kubeConfig: impersonatingKubeConfig(testKubeConfig(), username),
+    serverMessages: true,
+  });
+  openClients.push(client);
+  return client;
+}
+
+/** `admin`'s cluster and credentials (its current context), acting as user `username`. */
+export function impersonatingKubeConfig(admin: KubeConfig, username: string): KubeConfig {
   const cluster = admin.getCurrentCluster();
   const user = admin.getCurrentUser();
-  if (!cluster || !user) throw new Error("the test kubeconfig has no cluster or user");
+  if (!cluster || !user) throw new Error("the kubeconfig has no current cluster or user");
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [cluster],
@@ -167,9 +176,7 @@ export function impersonatingClient(username: string): KubeClient {
     contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
     currentContext: "impersonating",
   });
-  const client = new KubeClient({ kubeConfig: kc, serverMessages: true });
-  openClients.push(client);
-  return client;
+  return kc;
 }
 
 /** Closes every client these helpers made; call in afterAll. */

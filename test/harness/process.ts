@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
 import { fileURLToPath } from "node:url";
 import { JITTER_FACTOR } from "../../src/runtime/leader-election.ts";
+import { SHARD_LABEL } from "./controller.ts";
 import { waitFor } from "./kube.ts";
 import { freePort } from "./ports.ts";
 export { freePort };
@@ -110,6 +111,21 @@ export function leaseTimingArgs(): string[] {
     "2s",
     "--leader-election-retry-period",
     `${TEST_RETRY_MS}ms`,
+  ];
+}
+
+/**
+ * The flags that give a controller process its own part of the cluster: the Referables labelled
+ * with `scope.shard`, its Lease in `scope.ns`, and its identity.
+ */
+export function scopeArgs(scope: { ns: string; shard: string }, identity: string): string[] {
+  return [
+    "--referable-selector",
+    `${SHARD_LABEL}=${scope.shard}`,
+    "--leader-election-namespace",
+    scope.ns,
+    "--identity",
+    identity,
   ];
 }
 
@@ -398,5 +414,29 @@ export function waitForLeaderStatus(
     `process ${p.pid} to report leader_election_master_status ${want}`,
     async () => metricValue(await p.metrics(), "leader_election_master_status", labels) === want,
     { timeoutMs, intervalMs: 50 },
+  );
+}
+
+/**
+ * Waits (up to `timeoutMs`) until exactly one of `a` and `b` reports leader_election_master_status
+ * 1 (with `labels`) and the other 0; returns them as [leader, standby].
+ */
+export function waitForOneLeader(
+  a: ControllerProcess,
+  b: ControllerProcess,
+  timeoutMs: number,
+  labels: Record<string, string> = {},
+): Promise<readonly [ControllerProcess, ControllerProcess]> {
+  const statusOf = async (p: ControllerProcess) =>
+    metricValue(await p.metrics(), "leader_election_master_status", labels);
+  return waitFor(
+    "exactly one of two replicas to lead",
+    async () => {
+      const [sa, sb] = await Promise.all([statusOf(a), statusOf(b)]);
+      if (sa === 1 && sb === 0) return [a, b] as const;
+      if (sa === 0 && sb === 1) return [b, a] as const;
+      return undefined;
+    },
+    { timeoutMs, intervalMs: 100 },
   );
 }

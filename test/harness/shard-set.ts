@@ -9,6 +9,7 @@ import { adminClient, closeTestClients, createNamespace, uniqueName } from "./ku
 import {
   killAllProcesses,
   leaseTimingArgs,
+  scopeArgs,
   startControllerProcess,
   type ControllerProcess,
 } from "./process.ts";
@@ -41,12 +42,7 @@ export async function openShardSet(prefix: string): Promise<ShardSet> {
     label,
     startReplica: (identity, buckets) =>
       startControllerProcess([
-        "--referable-selector",
-        `${SHARD_LABEL}=${label}`,
-        "--leader-election-namespace",
-        ns,
-        "--identity",
-        identity,
+        ...scopeArgs({ ns, shard: label }, identity),
         `--shards=${buckets}`,
         ...leaseTimingArgs(),
       ]),

@@ -26,6 +26,7 @@ import { rootCertificates } from "node:tls";
 import { dump } from "js-yaml";
 import { isApiError, type KubeClient, type KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { controllerContainer, podEnv, type Container, type Deployment } from "../harness/deployment.ts";
 import { httpsGet } from "../harness/https-get.ts";
 import {
   adminClient,
@@ -58,34 +59,6 @@ const STEP_TIMEOUT_MS = 180_000;
 
 type Obj = KubeObject & { spec?: Record<string, unknown> };
 
-interface Container {
-  name: string;
-  args?: string[];
-  command?: string[];
-  env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
-  ports?: Array<{ name: string; containerPort: number }>;
-  livenessProbe?: { httpGet: { path: string; port: string | number } };
-  readinessProbe?: { httpGet: { path: string; port: string | number } };
-  volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
-  resources?: { limits?: { cpu?: string; memory?: string } };
-  securityContext?: Record<string, unknown>;
-}
-
-interface Deployment extends KubeObject {
-  metadata: { name: string; namespace: string };
-  spec: {
-    template: {
-      spec: {
-        serviceAccountName: string;
-        terminationGracePeriodSeconds: number;
-        securityContext: Record<string, unknown>;
-        containers: Container[];
-        volumes?: Array<{ name: string; secret?: { secretName: string } }>;
-      };
-    };
-  };
-}
-
 let tmp: string;
 let objects: Obj[];
 let deployment: Deployment;
@@ -98,12 +71,6 @@ const urls: Record<string, string> = {};
 let webhookConfigurationName: string | undefined;
 /** The CA the webhook's serving certificate chains to (the configuration's caBundle). */
 let webhookCaBundle: string;
-
-function controllerContainer(d: Deployment): Container {
-  const c = d.spec.template.spec.containers.find((x) => x.name === "controller");
-  if (!c) throw new Error("the Deployment has no container named controller");
-  return c;
-}
 
 /** The container's log, for a failure's message. */
 async function containerLog(lines = 40): Promise<string> {
@@ -364,19 +331,6 @@ async function apply(docs: Obj[]): Promise<string> {
     );
     child.stdin?.end(docs.map((d) => dump(d)).join("---\n"));
   });
-}
-
-/** The container's env as the kubelet resolves it for the pod `pod`. */
-function podEnv(d: Deployment, c: Container, pod: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const e of c.env ?? []) {
-    const field = e.valueFrom?.fieldRef?.fieldPath;
-    if (e.value !== undefined) env[e.name] = e.value;
-    else if (field === "metadata.name") env[e.name] = pod;
-    else if (field === "metadata.namespace") env[e.name] = d.metadata.namespace;
-    else throw new Error(`env ${e.name}: the test does not emulate ${JSON.stringify(e.valueFrom)}`);
-  }
-  return env;
 }
 
 /**

@@ -19,6 +19,7 @@ import { parseConfig, type Config } from "../../src/process/config.ts";
 import { compileLabelSelector, type LabelSelector } from "../../src/informers/label-selector.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { repoRoot } from "../harness/control-plane.ts";
+import { controllerContainer, podEnv, type Deployment } from "../harness/deployment.ts";
 import { httpsGet } from "../harness/https-get.ts";
 import {
   getReferable,
@@ -62,34 +63,6 @@ const STEP_TIMEOUT_MS = 90_000;
 const WAIT = { timeoutMs: 30_000, intervalMs: 100 };
 
 type Obj = KubeObject & { spec?: Record<string, unknown> };
-
-interface Container {
-  name: string;
-  image: string;
-  command?: string[];
-  args?: string[];
-  env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
-  ports?: Array<{ name: string; containerPort: number }>;
-  livenessProbe?: { httpGet: { path: string; port: string | number } };
-  readinessProbe?: { httpGet: { path: string; port: string | number } };
-  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: Record<string, unknown>;
-}
-
-interface PodSpec {
-  serviceAccountName: string;
-  terminationGracePeriodSeconds: number;
-  securityContext: Record<string, unknown>;
-  containers: Container[];
-}
-
-interface Deployment extends KubeObject {
-  spec: {
-    replicas: number;
-    selector: LabelSelector;
-    template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // kubectl, rendering, and the clusterrole-aggregation stand-in
@@ -161,28 +134,9 @@ function flagPort(args: readonly string[], flag: string): number {
   return Number(arg.slice(arg.lastIndexOf(":") + 1));
 }
 
-/** The container's env as the kubelet resolves it for a pod named `podName`. */
-function podEnv(deployment: Deployment, container: Container, podName: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const e of container.env ?? []) {
-    const field = e.valueFrom?.fieldRef?.fieldPath;
-    if (e.value !== undefined) env[e.name] = e.value;
-    else if (field === "metadata.name") env[e.name] = podName;
-    else if (field === "metadata.namespace") env[e.name] = deployment.metadata!.namespace!;
-    else throw new Error(`env ${e.name}: the test does not emulate ${JSON.stringify(e.valueFrom)}`);
-  }
-  return env;
-}
-
 /** `$(VAR)` in args expands from the container's env, as the kubelet does. */
 function expandArgs(args: readonly string[], env: Record<string, string>): string[] {
   return args.map((a) => a.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string) => env[name] ?? m));
-}
-
-function controllerContainer(deployment: Deployment): Container {
-  const c = deployment.spec.template.spec.containers.find((x) => x.name === "controller");
-  if (!c) throw new Error("the Deployment has no container named controller");
-  return c;
 }
 
 /** A replica: one "pod" of the Deployment, running as a local process. */

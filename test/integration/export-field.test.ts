@@ -29,6 +29,7 @@ import {
   tearDownControllers,
   type TestController,
 } from "../harness/controller.ts";
+import { TASK_SPEC } from "../harness/datasync-task.ts";
 import { exportedCondition, waitForExported as waitForExportedAs } from "../harness/export.ts";
 import {
   adminClient,
@@ -68,24 +69,6 @@ async function installCrd(kind: string, scope: "Namespaced" | "Cluster", spec: R
     return true;
   });
 }
-
-const TASK_SPEC = {
-  type: "object",
-  properties: {
-    forProvider: {
-      type: "object",
-      properties: {
-        sourceLocationArn: { type: "string" },
-        destinationLocationArn: { type: "string" },
-        cloudWatchLogGroupArn: { type: "string" },
-        name: { type: "string" },
-        options: { type: "object", properties: { bytesPerSecond: { type: "integer" } } },
-        tags: { type: "array", items: { type: "string" } },
-      },
-    },
-    providerConfigRef: { type: "object", properties: { name: { type: "string" } } },
-  },
-};
 
 beforeAll(async () => {
   admin = adminClient();

@@ -47,11 +47,13 @@ import {
   logTime,
   metricValue,
   QUEUE,
+  scopeArgs,
   startControllerProcess,
   TAKE_OVER_BOUND_MS,
   TOLERANCE_MS,
   waitForIdle as waitForProcessIdle,
   waitForLeaderStatus as waitForProcessLeaderStatus,
+  waitForOneLeader,
 } from "../harness/process.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
@@ -158,20 +160,9 @@ function startController(
   args: string[],
   kubeconfigPath = plane.kubeconfigPath,
 ): Promise<ControllerProcess> {
-  return startControllerProcess(
-    [
-      "--kubeconfig",
-      kubeconfigPath,
-      "--referable-selector",
-      `${SHARD_LABEL}=${scope.shard}`,
-      "--leader-election-namespace",
-      scope.ns,
-      "--identity",
-      identity,
-      ...args,
-    ],
-    { kubeconfig: false },
-  );
+  return startControllerProcess(["--kubeconfig", kubeconfigPath, ...scopeArgs(scope, identity), ...args], {
+    kubeconfig: false,
+  });
 }
 
 async function sample(p: ControllerProcess, name: string, labels: Record<string, string> = {}) {
@@ -554,19 +545,7 @@ describe("the controller process", () => {
 
     const a = await startController(scope, "replica-a", LEASE_ARGS);
     const b = await startController(scope, "replica-b", LEASE_ARGS);
-    const [leader, standby] = await waitFor(
-      "exactly one of two replicas to lead",
-      async () => {
-        const [sa, sb] = await Promise.all([
-          sample(a, "leader_election_master_status"),
-          sample(b, "leader_election_master_status"),
-        ]);
-        if (sa === 1 && sb === 0) return [a, b] as const;
-        if (sa === 0 && sb === 1) return [b, a] as const;
-        return undefined;
-      },
-      { timeoutMs: WAIT_MS, intervalMs: 100 },
-    );
+    const [leader, standby] = await waitForOneLeader(a, b, WAIT_MS);
     await waitConverged(scope, names.size);
     await Promise.all([waitForIdle(leader), waitForIdle(standby)]);
     const markAt = Date.now();

@@ -51,6 +51,7 @@ import {
   adminClient,
   closeTestClients,
   createNamespace,
+  impersonatingKubeConfig,
   installTestCrd,
   uniqueName,
   waitFor,
@@ -2021,15 +2022,6 @@ function presentedCertificate(port: number, servername: string): Promise<string 
 function impersonating(kubeconfigPath: string, username: string): KubeClient {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  const cluster = kc.getCurrentCluster()!;
-  const admin = kc.getCurrentUser()!;
-  const as = new KubeConfig();
-  as.loadFromOptions({
-    clusters: [cluster],
-    users: [{ ...admin, name: "impersonating", impersonateUser: username }],
-    contexts: [{ name: "impersonating", cluster: cluster.name, user: "impersonating" }],
-    currentContext: "impersonating",
-  });
   // The server's words quoted, as the harness's own clients do: the refusal is told by the webhook's.
-  return new KubeClient({ kubeConfig: as, serverMessages: true });
+  return new KubeClient({ kubeConfig: impersonatingKubeConfig(kc, username), serverMessages: true });
 }

@@ -9,6 +9,7 @@ import {
   createReferenceController,
   type GenericReference,
   type ReferenceController,
+  type ReferenceControllerOptions,
 } from "../../src/index.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import type { WatchCallback } from "../../src/resolver/subscription.ts";
@@ -60,6 +61,23 @@ const refTo = (name: string): GenericReference => ({
   fieldPath: "data.v",
 });
 
+/** A controller of the ConfigMaps of `ns`, as the admin, with no references unless `options` say otherwise. */
+function configMapController(
+  options: Partial<ReferenceControllerOptions<ConfigMap>> &
+    Pick<ReferenceControllerOptions<ConfigMap>, "reconcile">,
+): ReferenceController {
+  return createReferenceController<ConfigMap>({
+    kubeConfig: testKubeConfig(),
+    resolver: fakeResolver(),
+    group: "",
+    version: "v1",
+    plural: "configmaps",
+    namespace: ns,
+    referencesOf: () => [],
+    ...options,
+  });
+}
+
 describe("createReferenceController", () => {
   let loop: ReferenceController | undefined;
   afterEach(async () => {
@@ -73,13 +91,8 @@ describe("createReferenceController", () => {
     const resolver = fakeResolver();
     const seen: string[] = [];
     let failOnce = true;
-    loop = createReferenceController<ConfigMap>({
-      kubeConfig: testKubeConfig(),
+    loop = configMapController({
       resolver,
-      group: "",
-      version: "v1",
-      plural: "configmaps",
-      namespace: ns,
       backoffMs: [20, 200],
       referencesOf: (cm) => (cm.data?.ref ? [refTo(cm.data.ref)] : []),
       reconcile: async (cm) => {
@@ -117,14 +130,7 @@ describe("createReferenceController", () => {
     await createConfigMap(admin, ns, name, { v: "1" });
     let runs = 0;
     let aborted: AbortSignal | undefined;
-    loop = createReferenceController<ConfigMap>({
-      kubeConfig: testKubeConfig(),
-      resolver: fakeResolver(),
-      group: "",
-      version: "v1",
-      plural: "configmaps",
-      namespace: ns,
-      referencesOf: () => [],
+    loop = configMapController({
       reconcile: async (cm, signal) => {
         if (cm.metadata.name !== name) return;
         aborted = signal;
@@ -140,14 +146,8 @@ describe("createReferenceController", () => {
 
   it("refuses to start when the list is forbidden (RBAC), naming the resource", async () => {
     const token = await serviceAccountToken(admin, ns, uniqueName("nobody"));
-    const refused = createReferenceController<ConfigMap>({
+    const refused = configMapController({
       kubeConfig: kubeConfigWithToken(token),
-      resolver: fakeResolver(),
-      group: "",
-      version: "v1",
-      plural: "configmaps",
-      namespace: ns,
-      referencesOf: () => [],
       reconcile: async () => undefined,
     });
     await expect(refused.start()).rejects.toThrow(/could not list configmaps: .*forbidden/);

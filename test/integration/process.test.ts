@@ -34,10 +34,12 @@ import {
   type LogLine,
   metricValue,
   QUEUE,
+  scopeArgs,
   startControllerProcess,
   TAKE_OVER_BOUND_MS,
   waitForIdle as waitForProcessIdle,
   waitForLeaderStatus as waitForProcessLeaderStatus,
+  waitForOneLeader,
 } from "../harness/process.ts";
 
 const RF = "/apis/referable.dev/v1alpha1/referables";
@@ -69,16 +71,7 @@ const waitForLeaderStatus = (p: ControllerProcess, want: 0 | 1) =>
 
 /** Flags for a controller process of `scope`, with short leader-election timings. */
 function controllerArgs(scope: Scope, identity: string, ...extra: string[]): string[] {
-  return [
-    "--referable-selector",
-    `${SHARD_LABEL}=${scope.shard}`,
-    "--leader-election-namespace",
-    scope.ns,
-    "--identity",
-    identity,
-    ...LEASE_ARGS,
-    ...extra,
-  ];
+  return [...scopeArgs(scope, identity), ...LEASE_ARGS, ...extra];
 }
 
 const createConfigMap = (
@@ -373,17 +366,8 @@ describe("replicas", () => {
 
     const a = await startControllerProcess(controllerArgs(scope, "replica-a"));
     const b = await startControllerProcess(controllerArgs(scope, "replica-b"));
+    const [leader, standby] = await waitForOneLeader(a, b, WAIT_MS, { name: LEASE_ID });
     const statusOf = (p: ControllerProcess) => sample(p, "leader_election_master_status", { name: LEASE_ID });
-    const [leader, standby] = await waitFor(
-      "exactly one of two replicas to lead",
-      async () => {
-        const [sa, sb] = await Promise.all([statusOf(a), statusOf(b)]);
-        if (sa === 1 && sb === 0) return [a, b] as const;
-        if (sa === 0 && sb === 1) return [b, a] as const;
-        return undefined;
-      },
-      { timeoutMs: WAIT_MS, intervalMs: 100 },
-    );
     await waitForReasons(scope, new Map(names.map((name) => [name, "Available"])));
     // The standby has seen (and reconciled) every Referable too, only without writing.
     await waitFor(

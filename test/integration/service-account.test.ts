@@ -72,6 +72,18 @@ async function tenant(name: string, rules?: unknown[]): Promise<{ namespace: str
   return { namespace: teamA, name };
 }
 
+/** A Referable (of `shard`) reading a new ConfigMap of `ns` that holds `{ v }`, with `spec` added. */
+async function referableOf(
+  ns: string,
+  v: string,
+  spec: Record<string, unknown> = {},
+  shard = ctl.shard,
+): Promise<string> {
+  const source = uniqueName("src");
+  await createConfigMap(admin, ns, source, { v });
+  return createReferableAs(admin, { source: configMapField(ns, source), ...spec }, { shard });
+}
+
 /**
  * A Referable run as `account` that exports a team-a ConfigMap's value through `target(victim)`,
  * `victim` a new team-b ConfigMap holding `{ keep: "yes" }`; resolves with the Referable once its
@@ -81,15 +93,12 @@ async function exportIntoTeamB(
   account: { namespace: string; name: string },
   target: (victim: string) => Record<string, unknown>,
 ): Promise<{ view: Awaited<ReturnType<typeof waitForExported>>; victim: string }> {
-  const source = uniqueName("src");
-  await createConfigMap(admin, teamA, source, { v: "from-team-a" });
   const victim = uniqueName("victim");
   await createConfigMap(admin, teamB, victim, { keep: "yes" });
-  const rf = await createReferableAs(
-    admin,
-    { source: configMapField(teamA, source), serviceAccountRef: account, export: [target(victim)] },
-    { shard: ctl.shard },
-  );
+  const rf = await referableOf(teamA, "from-team-a", {
+    serviceAccountRef: account,
+    export: [target(victim)],
+  });
   return { view: await waitForExported(admin, rf, "ExportForbidden"), victim };
 }
 
@@ -114,13 +123,7 @@ afterAll(() => tearDownControllers(admin, controllers, cleanup), 60_000);
 describe("a Referable that names a ServiceAccount", () => {
   it("is Forbidden, without a value, when the account may not read its source (the read pivot)", async () => {
     const reader = await tenant("reader", CONFIGMAPS_RW);
-    const secret = uniqueName("other");
-    await createConfigMap(admin, teamB, secret, { v: "team-b-private" });
-    const rf = await createReferableAs(
-      admin,
-      { source: configMapField(teamB, secret), serviceAccountRef: reader },
-      { shard: ctl.shard },
-    );
+    const rf = await referableOf(teamB, "team-b-private", { serviceAccountRef: reader });
     const view = await waitForReason(admin, rf, "Forbidden");
     expect(view.ready).toBe("False");
     expect(view.status.value).toBeUndefined();
@@ -158,18 +161,11 @@ describe("a Referable that names a ServiceAccount", () => {
 
   it("reads and writes what the account may", async () => {
     const owner = await tenant("owner", CONFIGMAPS_RW);
-    const source = uniqueName("src");
-    await createConfigMap(admin, teamA, source, { v: "db.team-a" });
     const out = uniqueName("out");
-    const rf = await createReferableAs(
-      admin,
-      {
-        source: configMapField(teamA, source),
-        serviceAccountRef: owner,
-        export: [{ kind: "ConfigMap", namespace: teamA, name: out, key: "DB_HOST" }],
-      },
-      { shard: ctl.shard },
-    );
+    const rf = await referableOf(teamA, "db.team-a", {
+      serviceAccountRef: owner,
+      export: [{ kind: "ConfigMap", namespace: teamA, name: out, key: "DB_HOST" }],
+    });
     const view = await waitForExported(admin, rf, "Exported");
     expect(view.status.value).toBe("db.team-a");
     await waitForData(admin, "ConfigMap", teamA, out, (d) => d.DB_HOST === "db.team-a");
@@ -177,13 +173,7 @@ describe("a Referable that names a ServiceAccount", () => {
 
   it("loses its value within 60 s of the account's RoleBinding being deleted", async () => {
     const revocable = await tenant("revocable", CONFIGMAPS_RW);
-    const source = uniqueName("src");
-    await createConfigMap(admin, teamA, source, { v: "while-allowed" });
-    const rf = await createReferableAs(
-      admin,
-      { source: configMapField(teamA, source), serviceAccountRef: revocable },
-      { shard: ctl.shard },
-    );
+    const rf = await referableOf(teamA, "while-allowed", { serviceAccountRef: revocable });
     await waitForReason(admin, rf, "Available", (v) => v.status.value === "while-allowed");
     await admin.request("DELETE", `${RBAC}/namespaces/${teamA}/rolebindings/revocable`);
     const view = await waitForReason(admin, rf, "Forbidden", (v) => v.status.value === undefined, 60_000);
@@ -199,13 +189,7 @@ describe("--default-service-account", () => {
       build: { defaultServiceAccount: `${nobody.namespace}/${nobody.name}` },
     });
     controllers.push(locked);
-    const source = uniqueName("src");
-    await createConfigMap(admin, teamA, source, { v: "not-for-nobody" });
-    const rf = await createReferableAs(
-      admin,
-      { source: configMapField(teamA, source) },
-      { shard: locked.shard },
-    );
+    const rf = await referableOf(teamA, "not-for-nobody", {}, locked.shard);
     const view = await waitForReason(admin, rf, "Forbidden");
     expect(view.status.value).toBeUndefined();
     expect(view.message).toContain(`serviceaccount ${teamA}/nobody may not get configmaps`);

@@ -12,28 +12,15 @@ import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { bucketOf } from "../../src/runtime/buckets.ts";
 import { createReferable, REFERABLES, SHARD_LABEL, type ReferableView } from "../harness/controller.ts";
 import { exportedCondition, waitForExported } from "../harness/export.ts";
-import {
-  adminClient,
-  closeTestClients,
-  createConfigMap,
-  createNamespace,
-  mergePatch,
-  uniqueName,
-  waitFor,
-  waitForGone,
-} from "../harness/kube.ts";
-import {
-  killAllProcesses,
-  leaseTimingArgs,
-  metricValue,
-  startControllerProcess,
-  type ControllerProcess,
-} from "../harness/process.ts";
+import { createConfigMap, mergePatch, uniqueName, waitFor, waitForGone } from "../harness/kube.ts";
+import { killAllProcesses, metricValue, type ControllerProcess } from "../harness/process.ts";
+import { openShardSet, type ShardSet } from "../harness/shard-set.ts";
 
 const BUCKETS = 2;
 const WAIT_MS = 60_000;
 const ANNOTATION = "example.com/owner";
 
+let set: ShardSet;
 let admin: KubeClient;
 let ns: string;
 let label: string;
@@ -41,23 +28,9 @@ const IDENTITIES = ["owner-a", "owner-b"];
 const replicas: ControllerProcess[] = [];
 
 beforeAll(async () => {
-  admin = adminClient();
-  ns = await createNamespace(admin, "shard-owner");
-  label = uniqueName("shard-owner");
-  for (const identity of IDENTITIES) {
-    replicas.push(
-      await startControllerProcess([
-        "--referable-selector",
-        `${SHARD_LABEL}=${label}`,
-        "--leader-election-namespace",
-        ns,
-        "--identity",
-        identity,
-        `--shards=${BUCKETS}`,
-        ...leaseTimingArgs(),
-      ]),
-    );
-  }
+  set = await openShardSet("shard-owner");
+  ({ admin, ns, label } = set);
+  for (const identity of IDENTITIES) replicas.push(await set.startReplica(identity, BUCKETS));
 }, WAIT_MS);
 
 afterAll(async () => {
@@ -73,7 +46,7 @@ afterAll(async () => {
     await admin.request("DELETE", path).catch(() => undefined);
   }
   await admin.request("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
-  await closeTestClients();
+  await set.close();
 }, WAIT_MS);
 
 /** A fresh Referable name whose bucket is `bucket`. */
