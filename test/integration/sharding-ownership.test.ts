@@ -143,7 +143,11 @@ describe("export ownership across two shards", () => {
           admin,
           other,
           "ExportConflict",
-          (v: ReferableView) => exportedCondition(v)!.message.includes(owner),
+          // Both parts settled: the key's conflict, and the field's (not its intent being recorded).
+          (v: ReferableView) => {
+            const message = exportedCondition(v)!.message;
+            return message.includes(owner) && message.includes(ANNOTATION);
+          },
           WAIT_MS,
         ),
       );
