@@ -161,7 +161,6 @@ export class ReferableController {
         logger: this.logger,
       });
     const reconciler = this.reconciler();
-    this.edges.fieldClaims = this.fields;
     this.runtime = referableController(
       { cache: this.cache, states: this.states, edges: this.edges, channels: this.channels, handOff, shards },
       reconciler,
@@ -306,7 +305,7 @@ export class ReferableController {
         discovery: options.discovery ?? new Discovery({ client: options.client }),
         policy,
         logger: this.logger,
-        enqueue: (name) => this.channels.fields.emit(name),
+        claims: this.edges.fieldOwnership,
         actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
         allowSecrets: options.allowSecretExport ?? false,

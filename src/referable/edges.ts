@@ -2,12 +2,14 @@
  * What the Referables' specs say about each other, kept in step with the cache: the reference
  * graph (which Referable reads which, for cycles) and who owns each exported key and field. A change of
  * either concerns other Referables than the one that changed: those are emitted, as keys, on
- * {@link ReferableEdges.handovers} (a key's owner changed: its claimants look again) and
+ * {@link ReferableEdges.handovers} (a key's or a field's owner changed: its claimants look again) and
  * {@link ReferableEdges.cycles} (their cycle changed), two of the controller's watches.
  */
 import type { Referable } from "../api/referable.ts";
 import type { InformerEvent } from "../informers/informer.ts";
-import { isFieldEntry } from "../outputs/field/target.ts";
+import { FieldClaims } from "../outputs/field/ownership.ts";
+import { createdKey } from "../outputs/field/plan.ts";
+import { fieldTargetsOf, isFieldEntry, type ParsedFieldTarget } from "../outputs/field/target.ts";
 import { KeyOwnership } from "../outputs/keys/ownership.ts";
 import { parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
 import { Channel } from "../runtime/source.ts";
@@ -19,15 +21,17 @@ import { readsOf } from "./spec.ts";
 export class ReferableEdges {
   /** Who owns each exported key, from the cached specs. */
   readonly ownership = new KeyOwnership();
-  /** Referables whose claim on a key changed hands. */
+  /** Referables whose claim on a key or a field changed hands. */
   readonly handovers = new Channel<string>();
   /** Referables whose cycle changed. */
   readonly cycles = new Channel<string>();
   /**
-   * The field output's claims, fed like the key ownership from every cached Referable, served
-   * here or not: one owner per key or field cluster-wide, also with --shards.
+   * Who owns each exported field, fed like the key ownership from every cached Referable, served
+   * here or not: one owner per key or field cluster-wide, also with --shards (another replica's
+   * Referable is a claimant like any other, not a foreign manager). A spec whose field targets
+   * are invalid claims nothing (its own reconcile reports InvalidSpec).
    */
-  fieldClaims: { follow(obj: Referable): void; forget(name: string): void } | undefined;
+  readonly fieldOwnership = new FieldClaims((name) => this.handovers.emit(name));
   private readonly graph = new ReferenceGraph();
   private flushScheduled = false;
 
@@ -49,9 +53,8 @@ export class ReferableEdges {
         ? this.ownership.delete(name)
         : this.ownership.set(name, String(obj.metadata.creationTimestamp ?? ""), exportTargets(obj));
     for (const other of handover) this.handovers.emit(other);
-    // A field whose owner changed enqueues its claimants itself.
-    if (event.type === "DELETED") this.fieldClaims?.forget(name);
-    else this.fieldClaims?.follow(obj);
+    // A field whose owner changed emits its claimants on handovers itself.
+    this.fieldOwnership.claim(name, createdKey(obj), event.type === "DELETED" ? [] : fieldTargets(obj));
     // Once per burst of events (a relist delivers thousands at once), not once per event.
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -92,11 +95,17 @@ function exportTargets(obj: Referable): ExportTarget[] {
   if (!Array.isArray(raw)) return [];
   const targets: ExportTarget[] = [];
   for (const t of raw) {
-    // A field target is the field output's (fieldClaims), not a key.
+    // A field target is fieldOwnership's, not a key.
     if (isFieldEntry(t)) continue;
     const parsed = parseTarget(t, "export");
     if (typeof parsed === "string") return [];
     targets.push(parsed);
   }
   return targets;
+}
+
+/** The field targets of a Referable's spec.export; none when one is invalid (InvalidSpec, as above). */
+function fieldTargets(obj: Referable): readonly ParsedFieldTarget[] {
+  const targets = fieldTargetsOf(obj);
+  return typeof targets === "string" ? [] : targets;
 }

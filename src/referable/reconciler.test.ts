@@ -421,7 +421,6 @@ describe("ReferableReconciler", () => {
         fields: {
           finalizing: (obj) => holds(obj, FIELD_EXPORT_FINALIZER),
           write: async () => ({ state: null, retryAfterMs: undefined }),
-          forget: () => undefined,
           release: async (_obj, _memory, removed) => {
             calls.push("fields");
             removed?.({ resourceVersion: "101", finalizers: [EXPORT_FINALIZER] });

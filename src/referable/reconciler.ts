@@ -60,7 +60,7 @@ export interface ReferableReconcilerOptions {
   status: Pick<StatusOutput, "write" | "memory">;
   keys: Pick<KeysOutput, "write" | "release" | "finalizing">;
   /** The fields of spec.export (entries with a fieldPath). @default none: such entries are ignored */
-  fields?: Pick<FieldOutput, "write" | "release" | "finalizing" | "forget">;
+  fields?: Pick<FieldOutput, "write" | "release" | "finalizing">;
   events?: Pick<EventRecorder, "transition" | "forget">;
   logger?: Logger;
   /** Clock for condition timestamps. @default () => new Date() */
@@ -376,7 +376,6 @@ export class ReferableReconciler implements Reconciler {
   }
 
   private forget(name: string): void {
-    this.options.fields?.forget(name);
     const state = this.options.states.delete(name);
     if (state?.uid) this.options.events?.forget(state.uid);
   }

@@ -5,11 +5,10 @@
  * | source                                   | keys                                        |
  * | ---------------------------------------- | ------------------------------------------- |
  * | a Referable changed (not its own echo)   | its name                                    |
- * | a key's owner changed (ownership)        | the other claimants of the key              |
+ * | a key's or a field's owner changed       | the other claimants of the key or field     |
  * | a cycle among Referables changed         | the Referables in it                        |
  * | a resolver subscription pushed           | the subscriber                              |
  * | an object exported into drifted          | the Referable that exported into it         |
- * | the field output asks for a look         | that Referable                              |
  * | this replica starts leading              | every Referable cached                      |
  * | a bucket taken over (sharded)            | its Referables that may have changed        |
  * | the same bucket, the rest                | its other Referables, on the low lane       |
@@ -39,8 +38,6 @@ export class ReferableChannels {
   readonly pushed = new Channel<string>();
   /** An object exported into changed. */
   readonly drifted = new Channel<string>();
-  /** The field output asks for another look (a field target to read again). */
-  readonly fields = new Channel<string>();
   /** This replica started leading. */
   readonly leading = new Channel<true>();
 }
@@ -81,7 +78,6 @@ export function referableController(
     .watches(edges.cycles, enqueueKey())
     .watches(channels.pushed, enqueueKey())
     .watches(channels.drifted, enqueueKey())
-    .watches(channels.fields, enqueueKey())
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.
     .watches(
       channels.leading,

@@ -3,6 +3,9 @@ import { ResolutionError } from "../../api/errors.ts";
 import type { ResourceInfo } from "../../kube/discovery.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import { FieldOutput, newFieldsMemory } from "./output.ts";
+import { FieldClaims } from "./ownership.ts";
+import { createdKey } from "./plan.ts";
+import { fieldTargetsOf } from "./target.ts";
 
 const TASKS: ResourceInfo = {
   group: "datasync.aws.upbound.io",
@@ -52,13 +55,19 @@ function fakeClient(task: Record<string, unknown>) {
   };
 }
 
-function output(client: ReturnType<typeof fakeClient>, enqueued: string[] = []) {
+function output(client: ReturnType<typeof fakeClient>, claims = new FieldClaims(undefined)) {
   return new FieldOutput({
     client,
     discovery: { lookup: async () => TASKS, invalidate: () => undefined },
-    enqueue: (n) => enqueued.push(n),
+    claims,
     minWriteIntervalMs: 0,
   });
+}
+
+/** Records a cached Referable's claims, as the controller's reference edges do for each one. */
+function follow(claims: FieldClaims, obj: Referable): void {
+  const targets = fieldTargetsOf(obj);
+  claims.claim(obj.metadata.name, createdKey(obj), typeof targets === "string" ? [] : targets);
 }
 
 const taskOwnedBy = (manager: string, operation: string, arn?: string) => ({
@@ -100,6 +109,7 @@ function secretOutput(client: ReturnType<typeof fakeClient>, allowSecrets?: bool
   return new FieldOutput({
     client,
     discovery: { lookup: async () => SECRETS, invalidate: () => undefined },
+    claims: new FieldClaims(undefined),
     minWriteIntervalMs: 0,
     ...(allowSecrets !== undefined && { allowSecrets }),
   });
@@ -224,26 +234,23 @@ describe("FieldOutput", () => {
     expect(client.calls.filter((c) => c.method === "PATCH")).toEqual([]);
   });
 
-  it("among two Referables naming one field, the later created is ExportConflict naming the first; the first is asked to look again", async () => {
+  it("among two Referables naming one field, the later created is ExportConflict naming the first, and is asked to look again when the first is cached", async () => {
     const client = fakeClient({
       metadata: { uid: "task-uid", resourceVersion: "1" },
       spec: { forProvider: {} },
     });
     const enqueued: string[] = [];
-    const out = output(client, enqueued);
-    await out.write(referable("b", "2026-01-02T00:00:00Z", true), value("arn:b"), newFieldsMemory());
-    const first = await out.write(
-      referable("a", "2026-01-01T00:00:00Z", true),
-      value("arn:a"),
-      newFieldsMemory(),
-    );
+    const claims = new FieldClaims((n) => enqueued.push(n));
+    const out = output(client, claims);
+    const a = referable("a", "2026-01-01T00:00:00Z", true);
+    const b = referable("b", "2026-01-02T00:00:00Z", true);
+    follow(claims, b);
+    expect(enqueued).toEqual([]);
+    follow(claims, a);
+    expect(enqueued).toEqual(["b"]);
+    const first = await out.write(a, value("arn:a"), newFieldsMemory());
     expect(first.state?.reason).toBe("Exported");
-    expect(enqueued).toContain("b");
-    const later = await out.write(
-      referable("b", "2026-01-02T00:00:00Z", true),
-      value("arn:b"),
-      newFieldsMemory(),
-    );
+    const later = await out.write(b, value("arn:b"), newFieldsMemory());
     expect(later.state).toMatchObject({ reason: "ExportConflict" });
     expect(later.state?.message).toContain("exported by the Referable a, created first");
   });

@@ -30,12 +30,11 @@ import { addFinalizer, finalizerMessage, hasFinalizer, removeFinalizer } from ".
 import { ExportOutput, type ExportOutputOptions, type TargetWriter } from "../export-output.ts";
 import { ReadBudget } from "../read-budget.ts";
 import type { WritePolicy } from "../write-policy.ts";
-import { FieldClaims } from "./ownership.ts";
+import type { FieldClaims } from "./ownership.ts";
 import { fieldWriteOptions, syncFieldObject } from "./sync.ts";
 import {
   asObject,
   compareFieldRecords,
-  createdKey,
   findRecord,
   hashOf,
   isFieldRecord,
@@ -88,8 +87,11 @@ export interface FieldOutputOptions {
   actAs?: ExportOutputOptions["actAs"];
   /** Maps a target's apiVersion/kind to its resource (share the resolver's). */
   discovery: KindResolver;
-  /** Asks for a look at a Referable (a Referable it shares a field with changed its claim). */
-  enqueue?: (name: string) => void;
+  /**
+   * Who owns each field: the claims of every Referable naming it, kept by whoever sees them all
+   * (the controller's reference edges, fed from its whole cache). The output only reads them.
+   */
+  claims: FieldClaims;
   logger?: Logger;
   /** The write policy whose budget field writes share. @default one of its own */
   policy?: WritePolicy;
@@ -123,33 +125,14 @@ export class FieldOutput
   extends ExportOutput<FieldOutputOptions>
   implements Output<ResolutionResult, FieldsStep, FieldsMemory>
 {
-  private readonly claims: FieldClaims;
   private readonly reads: ReadBudget;
 
   constructor(options: FieldOutputOptions) {
     super(options, FIELD_EXPORT_FINALIZER);
-    this.claims = new FieldClaims(options.enqueue);
     this.reads = options.reads ?? new ReadBudget(undefined, () => this.pacing.policy.clock());
   }
 
-  /** Forgets a Referable that is gone (its claims). */
-  forget(name: string): void {
-    this.claims.claim(name, "", []);
-  }
-
-  /**
-   * Records the fields a cached Referable names, whichever replica serves it: one owner per
-   * field holds cluster-wide only when every replica orders every claimant (sharded, another
-   * replica's Referable is a claimant like any other, not a foreign manager). A spec whose field
-   * targets are invalid claims nothing (its own reconcile reports InvalidSpec).
-   */
-  follow(obj: Referable): void {
-    const targets = fieldTargetsOf(obj);
-    this.claims.claim(obj.metadata.name, createdKey(obj), typeof targets === "string" ? [] : targets);
-  }
-
   async write(obj: Referable, result: ResolutionResult, memory: FieldsMemory): Promise<FieldsStep> {
-    const name = obj.metadata.name;
     const entries = (obj.spec?.export ?? []).map((e, i) => ({ e, i })).filter(({ e }) => isFieldEntry(e));
     const previous = (obj.status?.exports ?? []).filter(isFieldRecord);
     if (entries.length === 0 && previous.length === 0) return this.exportsNothing(obj, memory);
@@ -157,7 +140,6 @@ export class FieldOutput
     if (typeof writer === "string") return this.invalid(writer, previous);
     const targets = fieldTargetsOf(obj);
     if (typeof targets === "string") return this.invalid(targets, previous);
-    this.claims.claim(name, createdKey(obj), targets);
     let metadata: FieldsStep["metadata"];
     if (targets.length > 0 && !hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) {
       const patch = await addFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
@@ -275,7 +257,8 @@ export class FieldOutput
       }
     }
     if (failed) return this.pacing.afterFailure(memory);
-    this.forget(name);
+    // Its claims go with it from the cache (referable/edges.ts): another claimant takes over
+    // when the Referable is gone, so the fields are never written by two.
     const patch = await removeFinalizer(this.options.client, obj, this.logger, FIELD_EXPORT_FINALIZER);
     if (!patch.ok && !patch.changed) return this.pacing.afterFailure(memory);
     // Changed meanwhile (someone else's write): its own event brings the Referable back.
@@ -285,7 +268,6 @@ export class FieldOutput
 
   /** Nothing to export into fields and nothing exported: let go of the finalizer, if held. */
   private async exportsNothing(obj: Referable, memory: FieldsMemory): Promise<FieldsStep> {
-    this.forget(obj.metadata.name);
     if (memory.objects.size > 0 || memory.gates.size > 0 || memory.failures > 0)
       Object.assign(memory, newFieldsMemory());
     if (!hasFinalizer(obj, FIELD_EXPORT_FINALIZER)) return { state: null, retryAfterMs: undefined };
@@ -409,7 +391,7 @@ export class FieldOutput
     let records: ExportRecord[];
     try {
       const resource = await this.options.discovery.lookup(p.object.apiVersion, p.object.kind);
-      const sync = { claims: this.claims, logger: this.logger, onWrite: this.options.onWrite };
+      const sync = { claims: this.options.claims, logger: this.logger, onWrite: this.options.onWrite };
       records = await syncFieldObject(sync, name, resource, p, value, previous, problems, writer);
     } catch (err) {
       problems.push(failure(this.options.onWrite, this.logger, name, p.object, err));
