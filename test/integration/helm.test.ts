@@ -55,6 +55,7 @@ import {
   installTestCrd,
   requestToken,
   uniqueName,
+  writeTokenKubeconfig,
   waitFor,
   createConfigMap,
   createSecret,
@@ -1291,8 +1292,8 @@ async function aggregate(client: KubeClient, name: string): Promise<void> {
 }
 
 /**
- * A kubeconfig file in `dir`: `kubeconfig` (the test's, JSON) with its users' credentials swapped
- * for a token of the release's installed ServiceAccount `namespace/<release>-controller`.
+ * A kubeconfig file in `dir` for the cluster of `kubeconfig` that authenticates with a token of
+ * the release's installed ServiceAccount `namespace/<release>-controller`.
  */
 async function serviceAccountKubeconfig(
   admin: KubeClient,
@@ -1302,13 +1303,7 @@ async function serviceAccountKubeconfig(
   dir: string,
 ): Promise<string> {
   const token = await requestToken(admin, namespace, `${release}-controller`);
-  const config = JSON.parse(await readFile(kubeconfig, "utf8")) as {
-    users: Array<{ user: Record<string, unknown> }>;
-  };
-  for (const u of config.users) u.user = { token };
-  const path = join(dir, "kubeconfig");
-  await writeFile(path, JSON.stringify(config));
-  return path;
+  return writeTokenKubeconfig(join(dir, "kubeconfig"), token, kubeconfig);
 }
 
 describe("helm install on the control plane", () => {
