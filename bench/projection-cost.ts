@@ -8,7 +8,7 @@
 import { numberFlag, parseOrExit } from "../src/process/cli.ts";
 import type { KubeObject } from "../src/kube/client.ts";
 import { InformerSourceCache } from "../src/informers/source-cache.ts";
-import { CONFIGMAPS } from "../test/harness/fake-kube.ts";
+import { syncedClaim } from "../test/harness/fake-kube.ts";
 import { pagedClient } from "./paged-client.ts";
 
 const flags = parseOrExit({
@@ -45,19 +45,10 @@ function object(i: number): KubeObject {
 
 const client = pagedClient(N, object);
 
-const configMaps = CONFIGMAPS;
-
 /** Caches the kind, waits for its list, and returns the heap after a full GC, with a way out. */
 async function cacheAll(): Promise<{ heap: number; kept: number; stop: () => Promise<void> }> {
   const cache = new InformerSourceCache({ client, lingerMs: 0 });
-  let synced!: () => void;
-  const done = new Promise<void>((resolve) => (synced = resolve));
-  const handle = cache.acquire(configMaps, undefined, {
-    extractorsFor: () => [],
-    onEvent: () => undefined,
-    onState: (s) => s.phase === "Synced" && synced(),
-  });
-  await done;
+  const handle = await syncedClaim(cache);
   gc!();
   const heap = process.memoryUsage().heapUsed;
   return {

@@ -12,8 +12,8 @@ import type { AnyReference } from "../resolver/request.ts";
 import type { ResolutionResult } from "../resolver/types.ts";
 import { UNSELECTABLE_VALUE } from "./label-keys.ts";
 import type { Projection } from "./projection.ts";
-import { InformerSourceCache, type KindHandle } from "./source-cache.ts";
-import { CONFIGMAPS, answerAsJson, silentWatch } from "../../test/harness/fake-kube.ts";
+import { InformerSourceCache } from "./source-cache.ts";
+import { CONFIGMAPS, answerAsJson, silentWatch, syncedClaim } from "../../test/harness/fake-kube.ts";
 
 /** The API server, as far as the cache sees it: lists (with selectors) and silent watches. */
 class FakeServer implements Pick<KubeClient, "request" | "watch"> {
@@ -70,21 +70,6 @@ function cacheOver(server: FakeServer): InformerSourceCache {
   return cache;
 }
 
-/** A claim with no reads, synced. */
-async function claim(cache: InformerSourceCache, keys: readonly string[] = []): Promise<KindHandle> {
-  let synced!: () => void;
-  const done = new Promise<void>((resolve) => (synced = resolve));
-  const handle = cache.acquire(CONFIGMAPS, undefined, {
-    extractorsFor: () => [],
-    onEvent: () => undefined,
-    onState: (s) => s.phase === "Synced" && synced(),
-  });
-  handle.addLabelKeys(keys);
-  // A kind already synced for an earlier claim tells a new one nothing.
-  if (handle.state.phase !== "Synced") await done;
-  return handle;
-}
-
 const labelsOf = (p: Projection | undefined) => (p?.metadata.labels ? { ...p.metadata.labels } : undefined);
 
 async function until(what: string, ok: () => boolean): Promise<void> {
@@ -101,7 +86,7 @@ describe("InformerSourceCache label-key total", () => {
     server.put("a", { a1: "x", a2: "y", b1: "z" });
     const cache = new InformerSourceCache({ client: server, lingerMs: 0, maxLabelKeys: 3 });
     stops.push(() => cache.stop());
-    const handle = await claim(cache, ["a1", "a2"]);
+    const handle = await syncedClaim(cache, ["a1", "a2"]);
     expect(cache.labelKeysKept()).toBe(2);
     // Two new keys: over the total of 3, refused whole.
     expect(handle.addLabelKeys(["b1", "b2"])).toBe(false);
@@ -123,7 +108,7 @@ describe("InformerSourceCache labels", () => {
     const server = new FakeServer();
     const huge = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`k${i}`, "v".repeat(63)]));
     server.put("big", huge);
-    const handle = await claim(cacheOver(server));
+    const handle = await syncedClaim(cacheOver(server));
     expect(handle.get("team-a", "big")?.metadata.labels).toBeUndefined();
     expect(handle.get("team-a", "big")?.metadata.labelKeys.size).toBe(0);
   });
@@ -131,7 +116,7 @@ describe("InformerSourceCache labels", () => {
   it("keeps the keys its selectors name, with values bounded", async () => {
     const server = new FakeServer();
     server.put("a", { app: "web", tier: "x".repeat(100), noise: "1", constructor: "c" });
-    const handle = await claim(cacheOver(server), ["app", "tier", "constructor"]);
+    const handle = await syncedClaim(cacheOver(server), ["app", "tier", "constructor"]);
     expect(labelsOf(handle.get("team-a", "a"))).toEqual({
       app: "web",
       tier: UNSELECTABLE_VALUE,
@@ -143,7 +128,7 @@ describe("InformerSourceCache labels", () => {
     const server = new FakeServer();
     server.put("a", { app: "web", tier: "gold" });
     server.put("b", { app: "web" }, "b", "team-b");
-    const handle = await claim(cacheOver(server), ["app"]);
+    const handle = await syncedClaim(cacheOver(server), ["app"]);
     expect(labelsOf(handle.get("team-a", "a"))).toEqual({ app: "web" });
     const before = server.lists.length;
     handle.addLabelKeys(["tier"]);
@@ -157,7 +142,7 @@ describe("InformerSourceCache labels", () => {
   it("narrows in place, without a read, when no selector names a key any more", async () => {
     const server = new FakeServer();
     server.put("a", { app: "web", tier: "gold" });
-    const handle = await claim(cacheOver(server), ["app", "tier"]);
+    const handle = await syncedClaim(cacheOver(server), ["app", "tier"]);
     const before = server.lists.length;
     handle.removeLabelKeys(["tier"]);
     await until("the narrowing", () => handle.get("team-a", "a")?.metadata.labelKeys.has("tier") === false);
@@ -168,7 +153,7 @@ describe("InformerSourceCache labels", () => {
   it("a refresh for a selector reads the whole scope while some object lacks a kept key", async () => {
     const server = new FakeServer();
     server.put("a", { app: "web" });
-    const handle = await claim(cacheOver(server));
+    const handle = await syncedClaim(cacheOver(server));
     // An object decoded without "app": the server would answer the selector without it.
     handle.addLabelKeys(["app"]);
     handle.refresh({ namespace: "team-a", labelSelector: "app=web" });
@@ -180,8 +165,8 @@ describe("InformerSourceCache labels", () => {
     const server = new FakeServer();
     server.put("a", { app: "web", tier: "gold" });
     const cache = cacheOver(server);
-    const first = await claim(cache, ["app"]);
-    const second = await claim(cache, ["tier"]);
+    const first = await syncedClaim(cache, ["app"]);
+    const second = await syncedClaim(cache, ["tier"]);
     second.release();
     await until("the narrowing", () => first.get("team-a", "a")?.metadata.labelKeys.has("tier") === false);
     expect(labelsOf(first.get("team-a", "a"))).toEqual({ app: "web" });
@@ -266,7 +251,7 @@ describe("an object nobody reads", () => {
     server.put("deleting", {});
     server.objects.get("team-a/deleting")!.metadata!.deletionTimestamp = "2026-11-28T00:00:00Z";
     const cache = cacheOver(server);
-    const handle = await claim(cache, ["app"]);
+    const handle = await syncedClaim(cache, ["app"]);
     const a = handle.get("team-a", "a")!;
     expect(a.reads).toBeUndefined();
     expect(a.metadata.uid).toBeUndefined();

@@ -28,24 +28,35 @@ function sub(namespace: string | undefined, name: string, kind = "ConfigMap"): S
   );
 }
 
-/** The subscriptions an event of the object `namespace/name` reaches. */
-function reached(index: KindIndex<Sub>, namespace: string | undefined, name: string): Sub[] {
+/** A KindIndex of `resource` holding `subs`. */
+function indexOf(resource: ResourceInfo, ...subs: Sub[]): KindIndex<Sub> {
+  const index = new KindIndex<Sub>(cache as unknown as SourceCache, resource, undefined, () => undefined);
+  for (const s of subs) index.add(s);
+  return index;
+}
+
+/** The subscriptions a MODIFIED event of `object` (that was `old`) reaches. */
+function reachedBy(index: KindIndex<Sub>, object: unknown, old?: Projection): Sub[] {
   const scheduled: Sub[] = [];
   (index as unknown as { schedule: (s: Sub) => void }).schedule = (s) => void scheduled.push(s);
-  index.onEvent({ type: "MODIFIED", object: { metadata: { namespace, name } } } as InformerEvent<Projection>);
+  index.onEvent({ type: "MODIFIED", object, old } as InformerEvent<Projection>);
   return scheduled;
+}
+
+/** The subscriptions an event of the object `namespace/name` reaches. */
+function reached(index: KindIndex<Sub>, namespace: string | undefined, name: string): Sub[] {
+  return reachedBy(index, { metadata: { namespace, name } });
 }
 
 describe("KindIndex routes an object's event to the subscriptions that name it", () => {
   it("by namespace and name, one subscription or several, until they are removed", () => {
-    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [a, b, other, noNamespace] = [
       sub("ns", "db"),
       sub("ns", "db"),
       sub("ns2", "db"),
       sub(undefined, "db"),
     ];
-    for (const s of [a, b, other, noNamespace]) index.add(s);
+    const index = indexOf(CONFIGMAPS, a, b, other, noNamespace);
     expect(reached(index, "ns", "db")).toEqual([a, b]);
     expect(reached(index, "ns2", "db")).toEqual([other]);
     expect(reached(index, "ns", "web")).toEqual([]);
@@ -57,9 +68,8 @@ describe("KindIndex routes an object's event to the subscriptions that name it",
   });
 
   it("ignores a request's namespace for a cluster-scoped kind", () => {
-    const index = new KindIndex<Sub>(cache as unknown as SourceCache, NODES, undefined, () => undefined);
     const node = sub("ignored", "n1", "Node");
-    index.add(node);
+    const index = indexOf(NODES, node);
     expect(reached(index, undefined, "n1")).toEqual([node]);
   });
 });
@@ -83,18 +93,9 @@ describe("KindIndex routes an event to the selectors it may concern", () => {
       metadata: projectMeta({ metadata: { namespace: "ns", name, labels } }, { labelKeys: keys }),
     }) as Projection;
 
-  function reachedBy(index: KindIndex<Sub>, object: Projection, old: Projection): Sub[] {
-    const scheduled: Sub[] = [];
-    (index as unknown as { schedule: (s: Sub) => void }).schedule = (s) => void scheduled.push(s);
-    index.onEvent({ type: "MODIFIED", object, old } as InformerEvent<Projection>);
-    return scheduled;
-  }
-
   it("those it matches now or matched before; not the others", () => {
-    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [web, db] = [selectorSub({ app: "web" }), selectorSub({ app: "db" })];
-    index.add(web);
-    index.add(db);
+    const index = indexOf(CONFIGMAPS, web, db);
     const keys = new LabelKeys(["app"]);
     expect(
       reachedBy(index, projection("o", { app: "web" }, keys), projection("o", { app: "web" }, keys)),
@@ -108,10 +109,8 @@ describe("KindIndex routes an event to the selectors it may concern", () => {
   });
 
   it("every selector whose keys the object lacked before: read again, it decides now, matching or not", () => {
-    const index = new KindIndex<Sub>(cache as unknown as SourceCache, CONFIGMAPS, undefined, () => undefined);
     const [web, tier] = [selectorSub({ app: "web" }), selectorSub({ tier: "gold" })];
-    index.add(web);
-    index.add(tier);
+    const index = indexOf(CONFIGMAPS, web, tier);
     const before = new LabelKeys(["tier"]);
     const now = new LabelKeys(["app", "tier"]);
     // Decoded keeping no label, read again keeping both: neither selector matches it, both hear.

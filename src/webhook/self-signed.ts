@@ -154,23 +154,37 @@ function certificate(fields: CertificateFields): string {
 
 const YEAR_MS = 365 * 24 * 3_600_000;
 
-/** A fresh key pair and a self-signed certificate for it, valid for serving TLS to the given names. */
-export function selfSignedCertificate(options: SelfSignedOptions = {}): SelfSignedPair {
+/** What a certificate says of the key it is made for, the issuer and the key aside. */
+type Subject = Omit<CertificateFields, "issuer" | "publicKey">;
+
+/**
+ * A fresh key pair (EC P-256) and a certificate for it: signed by `issuer`, or self-signed (its
+ * own name and key as the issuer) when there is none.
+ */
+function issue(subject: Subject, issuer?: CertificateFields["issuer"]): SelfSignedPair {
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-  const subject = options.commonName ?? "referable-controller";
+  const signer = issuer ?? { name: subject.subject, key: privateKey, keyId: keyIdentifier(publicKey) };
   return {
-    cert: certificate({
-      subject,
-      issuer: { name: subject, key: privateKey, keyId: keyIdentifier(publicKey) },
-      publicKey,
-      isCA: false,
-      dnsNames: options.dnsNames ?? ["localhost"],
-      ipAddresses: options.ipAddresses ?? ["127.0.0.1"],
-      now: options.now ?? new Date(),
-      validForMs: options.validForMs ?? YEAR_MS,
-    }),
+    cert: certificate({ ...subject, issuer: signer, publicKey }),
     key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
   };
+}
+
+/** A serving certificate's subject from `options`, with `ipAddresses` where they name none. */
+function servingSubject(options: SelfSignedOptions, ipAddresses: readonly string[]): Subject {
+  return {
+    subject: options.commonName ?? "referable-controller",
+    isCA: false,
+    dnsNames: options.dnsNames ?? ["localhost"],
+    ipAddresses: options.ipAddresses ?? ipAddresses,
+    now: options.now ?? new Date(),
+    validForMs: options.validForMs ?? YEAR_MS,
+  };
+}
+
+/** A fresh key pair and a self-signed certificate for it, valid for serving TLS to the given names. */
+export function selfSignedCertificate(options: SelfSignedOptions = {}): SelfSignedPair {
+  return issue(servingSubject(options, ["127.0.0.1"]));
 }
 
 /** Options for {@link certificateAuthority}. */
@@ -185,42 +199,25 @@ export interface CertificateAuthorityOptions {
 
 /** A fresh self-signed CA (EC P-256) that signs nothing but leaf certificates. */
 export function certificateAuthority(options: CertificateAuthorityOptions = {}): SelfSignedPair {
-  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-  const subject = options.commonName ?? "referable-ca";
-  return {
-    cert: certificate({
-      subject,
-      issuer: { name: subject, key: privateKey, keyId: keyIdentifier(publicKey) },
-      publicKey,
-      isCA: true,
-      dnsNames: [],
-      ipAddresses: [],
-      now: options.now ?? new Date(),
-      validForMs: options.validForMs ?? 10 * YEAR_MS,
-    }),
-    key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
-  };
+  return issue({
+    subject: options.commonName ?? "referable-ca",
+    isCA: true,
+    dnsNames: [],
+    ipAddresses: [],
+    now: options.now ?? new Date(),
+    validForMs: options.validForMs ?? 10 * YEAR_MS,
+  });
 }
 
 /** A fresh key pair and a serving certificate for it, signed by `ca` (a pair of {@link certificateAuthority}). */
 export function signedCertificate(ca: SelfSignedPair, options: SelfSignedOptions = {}): SelfSignedPair {
   const caCert = new X509Certificate(ca.cert);
-  const caKey = createPrivateKey(ca.key);
-  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-  return {
-    cert: certificate({
-      subject: options.commonName ?? "referable-controller",
-      // The issuer's name as the CA's subject, which is a single common name when made here.
-      issuer: { name: commonNameOf(caCert), key: caKey, keyId: keyIdentifier(caCert.publicKey) },
-      publicKey,
-      isCA: false,
-      dnsNames: options.dnsNames ?? ["localhost"],
-      ipAddresses: options.ipAddresses ?? [],
-      now: options.now ?? new Date(),
-      validForMs: options.validForMs ?? YEAR_MS,
-    }),
-    key: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
-  };
+  // The issuer's name as the CA's subject, which is a single common name when made here.
+  return issue(servingSubject(options, []), {
+    name: commonNameOf(caCert),
+    key: createPrivateKey(ca.key),
+    keyId: keyIdentifier(caCert.publicKey),
+  });
 }
 
 function commonNameOf(cert: X509Certificate): string {

@@ -1,8 +1,10 @@
 /**
  * Fakes of our own small client interface (never HTTP) for unit tests and the bench: the
  * ConfigMap resource as discovery would describe it, a list answer read through JSON text as the
- * real client reads a page, and a watch that stays open and silent until closed.
+ * real client reads a page, a watch that stays open and silent until closed, and a synced claim
+ * on a source cache.
  */
+import type { KindHandle, SourceCache } from "../../src/informers/source-cache.ts";
 import type { RequestOptions, WatchStream } from "../../src/kube/client.ts";
 import type { ResourceInfo } from "../../src/kube/discovery.ts";
 
@@ -31,4 +33,23 @@ export function silentWatch(): WatchStream {
   let end!: () => void;
   const done = new Promise<void>((resolve) => (end = resolve));
   return { done, close: () => end() };
+}
+
+/** A claim on `resource` in `cache` that reads nothing but `labelKeys`, once its kind is synced. */
+export async function syncedClaim(
+  cache: SourceCache,
+  labelKeys: readonly string[] = [],
+  resource: ResourceInfo = CONFIGMAPS,
+): Promise<KindHandle> {
+  let synced!: () => void;
+  const done = new Promise<void>((resolve) => (synced = resolve));
+  const handle = cache.acquire(resource, undefined, {
+    extractorsFor: () => [],
+    onEvent: () => undefined,
+    onState: (s) => s.phase === "Synced" && synced(),
+  });
+  handle.addLabelKeys(labelKeys);
+  // A kind already synced for an earlier claim tells a new one nothing.
+  if (handle.state.phase !== "Synced") await done;
+  return handle;
 }

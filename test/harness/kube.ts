@@ -151,6 +151,20 @@ export function kubeConfigWithToken(token: string, base?: KubeConfig): KubeConfi
 }
 
 /**
+ * Writes to `path` (mode 0600) a kubeconfig for the cluster of the kubeconfig file `basePath`
+ * (the test cluster's when absent) that authenticates with `token`; returns `path`.
+ */
+export async function writeTokenKubeconfig(path: string, token: string, basePath?: string): Promise<string> {
+  let base: KubeConfig | undefined;
+  if (basePath !== undefined) {
+    base = new KubeConfig();
+    base.loadFromFile(basePath);
+  }
+  await writeFile(path, kubeConfigWithToken(token, base).exportConfig(), { mode: 0o600 });
+  return path;
+}
+
+/**
  * A client that acts as user `username` through impersonation (the admin certificate with an
  * `Impersonate-User` header): RBAC and admission see that user, with the group
  * `system:authenticated` the API server adds. Closed by {@link closeTestClients}.

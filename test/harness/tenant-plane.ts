@@ -57,6 +57,15 @@ export interface TenantPlane {
     extra?: Record<string, unknown>,
   ): Promise<void>;
   statusOf(name: string): Promise<ReadyStatus>;
+  /**
+   * The tenant creates `count` ConfigMaps in its namespace, three requests at a time: object `i`
+   * is `configMap(i)` (its name, labels and data); `afterEach(i)` runs once it is created.
+   */
+  fillTenantNamespace(
+    count: number,
+    configMap: (i: number) => Pick<KubeObject, "metadata"> & { data: Record<string, string> },
+    afterEach?: (i: number) => Promise<void>,
+  ): Promise<void>;
   /** Waits until the Referable's Ready reason (and value or values, when given) are `want`. */
   expectStatus(name: string, want: ReadyStatus & { reason: string }): Promise<void>;
   /** Closes the admin client, stops the plane and removes the kubeconfig. */
@@ -152,6 +161,20 @@ async function setUp(plane: PrivateControlPlane, prefix: string, waitMs: number)
       await createReferableAs(admin, { source: { ...defaults, ...source }, ...extra }, { shard, name });
     },
     statusOf,
+    fillTenantNamespace: async (count, configMap, afterEach) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < count) {
+          const i = next++;
+          await tenant.request("POST", `/api/v1/namespaces/${tenantNs}/configmaps`, {
+            body: { apiVersion: "v1", kind: "ConfigMap", ...configMap(i) },
+            timeoutMs: 60_000,
+          });
+          await afterEach?.(i);
+        }
+      };
+      await Promise.all([worker(), worker(), worker()]);
+    },
     expectStatus: async (name, want) => {
       let last: unknown;
       await waitFor(

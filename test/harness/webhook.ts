@@ -277,16 +277,18 @@ export async function startTestWebhook(
     currentFingerprint: () => fingerprintOf(volume.certFile),
     stopServer: closeServer,
     stop: async () => {
-      await admin
-        .request(
-          "DELETE",
-          `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configurationName}`,
-        )
-        .catch(() => undefined);
+      await deleteWebhookConfiguration(admin, configurationName);
       await closeServer();
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Deletes the ValidatingWebhookConfiguration `name`, for a test's clean-up: gone already is fine. */
+export async function deleteWebhookConfiguration(admin: KubeClient, name: string): Promise<void> {
+  await admin
+    .request("DELETE", `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${name}`)
+    .catch(() => undefined);
 }
 
 async function fingerprintOf(certFile: string): Promise<string> {

@@ -45,7 +45,7 @@ import {
 import { KUBECTL, kustomize } from "../harness/kubectl.ts";
 import { freePort } from "../harness/ports.ts";
 import { aggregateClusterRole, bindRole, createRole, serviceAccount } from "../harness/rbac.ts";
-import { makeTestCa } from "../harness/webhook.ts";
+import { deleteWebhookConfiguration, makeTestCa } from "../harness/webhook.ts";
 import { buildBase, buildImage, npmBuildSecrets, podman, step } from "./podman.ts";
 
 const IMAGE = "localhost/referable-controller:image-test";
@@ -103,13 +103,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (containerName) await podman(["rm", "--force", "--time", "0", containerName]).catch(() => undefined);
-  if (webhookConfigurationName)
-    await admin
-      .request(
-        "DELETE",
-        `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${webhookConfigurationName}`,
-      )
-      .catch(() => undefined);
+  if (webhookConfigurationName) await deleteWebhookConfiguration(admin, webhookConfigurationName);
   await closeTestClients();
   if (tmp) await rm(tmp, { recursive: true, force: true });
 }, STEP_TIMEOUT_MS);

@@ -26,9 +26,7 @@ const WAIT_MS = 60_000;
 
 let t: TenantPlane;
 let admin: KubeClient;
-let tenant: KubeClient;
 let sourceNs: string;
-let tenantNs: string;
 let shard: string;
 let setValue: TenantPlane["setValue"];
 let expectStatus: TenantPlane["expectStatus"];
@@ -36,7 +34,7 @@ const startController = () => t.startController(HEAP_CAP);
 
 beforeAll(async () => {
   t = await startTenantPlane("content", WAIT_MS);
-  ({ admin, tenant, sourceNs, tenantNs, shard, setValue, expectStatus } = t);
+  ({ admin, sourceNs, shard, setValue, expectStatus } = t);
 
   // What the Referables read: one ConfigMap by name, two by a selector.
   const cm = t.createSource;
@@ -67,22 +65,10 @@ describe("a tenant's large ConfigMaps", () => {
 
     // The tenant fills its namespace while the controller watches ConfigMaps cluster-wide.
     const payload = (i: number) => String.fromCharCode(97 + (i % 26)).repeat(BIG_BYTES);
-    let next = 0;
-    const create = async () => {
-      while (next < BIG_COUNT) {
-        const i = next++;
-        await tenant.request("POST", `/api/v1/namespaces/${tenantNs}/configmaps`, {
-          body: {
-            apiVersion: "v1",
-            kind: "ConfigMap",
-            metadata: { name: `big-${i}` },
-            data: { blob: payload(i) },
-          },
-          timeoutMs: 60_000,
-        });
-      }
-    };
-    await Promise.all([create(), create(), create()]);
+    await t.fillTenantNamespace(BIG_COUNT, (i) => ({
+      metadata: { name: `big-${i}` },
+      data: { blob: payload(i) },
+    }));
 
     // Still up, values unchanged, and a change still arrives.
     await setValue("db", "db-2");

@@ -53,7 +53,9 @@ import {
   createNamespace,
   impersonatingKubeConfig,
   installTestCrd,
+  requestToken,
   uniqueName,
+  writeTokenKubeconfig,
   waitFor,
   createConfigMap,
   createSecret,
@@ -1289,6 +1291,21 @@ async function aggregate(client: KubeClient, name: string): Promise<void> {
   });
 }
 
+/**
+ * A kubeconfig file in `dir` for the cluster of `kubeconfig` that authenticates with a token of
+ * the release's installed ServiceAccount `namespace/<release>-controller`.
+ */
+async function serviceAccountKubeconfig(
+  admin: KubeClient,
+  kubeconfig: string,
+  namespace: string,
+  release: string,
+  dir: string,
+): Promise<string> {
+  const token = await requestToken(admin, namespace, `${release}-controller`);
+  return writeTokenKubeconfig(join(dir, "kubeconfig"), token, kubeconfig);
+}
+
 describe("helm install on the control plane", () => {
   let admin: KubeClient;
   let ns: string;
@@ -1365,26 +1382,7 @@ describe("helm install on the control plane", () => {
       expect(deployment.spec.replicas).toBe(2);
       const container = controllerContainer(deployment);
       // The installed ServiceAccount's identity, as a pod would have it (no admin rights).
-      const token = await (async () => {
-        const review = await admin.request<{ status: { token: string } }>(
-          "POST",
-          `/api/v1/namespaces/${ns}/serviceaccounts/${release}-controller/token`,
-          {
-            body: {
-              apiVersion: "authentication.k8s.io/v1",
-              kind: "TokenRequest",
-              spec: { expirationSeconds: 3600 },
-            },
-          },
-        );
-        return review.status.token;
-      })();
-      const adminConfig = JSON.parse(await readFile(kubeconfig, "utf8")) as {
-        users: Array<{ user: Record<string, unknown> }>;
-      };
-      for (const u of adminConfig.users) u.user = { token };
-      const saKubeconfig = join(tmp, "kubeconfig");
-      await writeFile(saKubeconfig, JSON.stringify(adminConfig));
+      const saKubeconfig = await serviceAccountKubeconfig(admin, kubeconfig, ns, release, tmp);
 
       // Each "pod": the container's args (bind addresses aside: the replicas share a loopback
       // interface; the harness gives each free ports) and env as the kubelet resolves it.
@@ -1857,25 +1855,7 @@ describe("the chart's default webhook without cert-manager", () => {
         `/apis/apps/v1/namespaces/${ns}/deployments/${release}-controller`,
       );
       const container = controllerContainer(deployment);
-      const token = (
-        await admin.request<{ status: { token: string } }>(
-          "POST",
-          `/api/v1/namespaces/${ns}/serviceaccounts/${release}-controller/token`,
-          {
-            body: {
-              apiVersion: "authentication.k8s.io/v1",
-              kind: "TokenRequest",
-              spec: { expirationSeconds: 3600 },
-            },
-          },
-        )
-      ).status.token;
-      const config = JSON.parse(await readFile(kubeconfig, "utf8")) as {
-        users: Array<{ user: Record<string, unknown> }>;
-      };
-      for (const u of config.users) u.user = { token };
-      const saKubeconfig = join(tmp, "kubeconfig");
-      await writeFile(saKubeconfig, JSON.stringify(config));
+      const saKubeconfig = await serviceAccountKubeconfig(admin, kubeconfig, ns, release, tmp);
       const port = await freePort();
       const env: Record<string, string> = {};
       for (const e of container.env ?? []) {

@@ -196,23 +196,16 @@ describe("a tenant's largest label sets", () => {
 
     // The tenant writes them while the controller watches ConfigMaps cluster-wide.
     let health = probeHealth(controller);
-    let next = 0;
-    const create = async () => {
-      while (next < HOSTILE_COUNT) {
-        const i = next++;
-        await tenant.request("POST", `/api/v1/namespaces/${tenantNs}/configmaps`, {
-          body: {
-            apiVersion: "v1",
-            kind: "ConfigMap",
-            metadata: { name: `labels-${i}`, labels: hostileLabels(i) },
-            data: { note: "nothing reads this" },
-          },
-          timeoutMs: 60_000,
-        });
+    await t.fillTenantNamespace(
+      HOSTILE_COUNT,
+      (i) => ({
+        metadata: { name: `labels-${i}`, labels: hostileLabels(i) },
+        data: { note: "nothing reads this" },
+      }),
+      async (i) => {
         if (i % 50 === 49) await setValue("canary", `c-during-${i}`);
-      }
-    };
-    await Promise.all([create(), create(), create()]);
+      },
+    );
     // The API server took them whole: each holds every label written.
     const sample = await tenant.request<KubeObject>(
       "GET",

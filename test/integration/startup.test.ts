@@ -6,13 +6,12 @@
  * enough: the same process then starts and becomes ready, without a restart.
  */
 import { execFile } from "node:child_process";
-import { readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { repoRoot, type PrivateControlPlane } from "../harness/control-plane.ts";
 import { startPrivatePlane } from "../harness/faults.ts";
-import { serviceAccountToken, uniqueName, waitFor } from "../harness/kube.ts";
+import { serviceAccountToken, uniqueName, waitFor, writeTokenKubeconfig } from "../harness/kube.ts";
 import {
   isErrorLine,
   killAllProcesses,
@@ -84,14 +83,9 @@ async function kubectl(...args: string[]): Promise<string> {
 }
 
 /** A kubeconfig for the private control plane that authenticates with `token`. */
-async function tokenKubeconfig(token: string, tag: string): Promise<string> {
-  const config = JSON.parse(await readFile(plane.kubeconfigPath, "utf8")) as {
-    users: Array<{ name: string; user: Record<string, unknown> }>;
-  };
-  for (const u of config.users) u.user = { token };
+function tokenKubeconfig(token: string, tag: string): Promise<string> {
   const path = join(dirname(plane.kubeconfigPath), `kubeconfig-${tag}`);
-  await writeFile(path, JSON.stringify(config, null, 2));
-  return path;
+  return writeTokenKubeconfig(path, token, plane.kubeconfigPath);
 }
 
 describe("start-up problems", () => {
