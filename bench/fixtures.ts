@@ -2,7 +2,7 @@
  * What the scenarios create: sources (ConfigMaps and Widgets, a CRD kind) and Referables over
  * them, labelled with their set (`bench-set`) so each scenario deletes its own.
  */
-import { log, RUN } from "./options.ts";
+import { log, RUN } from "./run-id.ts";
 import { type BenchClient, deleteAll, pool } from "./retry.ts";
 
 /** The namespace of the sources. */

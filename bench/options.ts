@@ -390,10 +390,7 @@ export const controllerNodeOptions =
 export const planeCpus = arg("plane-cpus");
 export const clientCpus = arg("client-cpus");
 
-/** A progress line on standard error (the tables go to standard output). */
-export const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
-/** This run's id: the prefix of every object it creates and the folder of its controllers' logs. */
-export const RUN = `r${Date.now().toString(36)}`;
+export { log, RUN } from "./run-id.ts";
 
 /** The settings results.json records: what sized each scenario. */
 export const settings: Record<string, unknown> = {

@@ -73,6 +73,8 @@ export interface BuildOptions {
   kindRetryMs?: ResolverOptions["kindRetryMs"];
   /** See {@link ResolverOptions.watchTimeoutSeconds}. */
   watchTimeoutSeconds?: ResolverOptions["watchTimeoutSeconds"];
+  /** The lifetime the API server gives each Referable watch, in seconds. @default [30, 50] */
+  referableWatchTimeoutSeconds?: [number, number];
   /** Reconciles at once. */
   concurrency?: number;
   statusWriteRate?: number;
@@ -167,6 +169,9 @@ export function buildController(options: BuildOptions): Built {
     driftReadBudget: options.driftReadBudget,
     concurrency: options.concurrency,
     watchdogMs: options.watchdogMs,
+    ...(options.referableWatchTimeoutSeconds && {
+      watchTimeoutSeconds: options.referableWatchTimeoutSeconds,
+    }),
     labelSelector: options.referableSelector,
     leaseName: options.leaderElectionId,
     exportResyncMs: options.exportResyncMs,

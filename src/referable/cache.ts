@@ -29,6 +29,8 @@ export interface ReferableCacheOptions {
   watchdogMs?: number | undefined;
   /** Only Referables with these labels. @default every Referable */
   labelSelector?: string | undefined;
+  /** The lifetime the API server gives each Referable watch, in seconds. @default [30, 50] */
+  watchTimeoutSeconds?: [number, number] | undefined;
 }
 
 /** The Referable cache; see the module comment. */
@@ -55,6 +57,7 @@ export class ReferableCache {
     };
     if (options.watchdogMs !== undefined) informerOptions.watchdogMs = options.watchdogMs;
     if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;
+    if (options.watchTimeoutSeconds) informerOptions.watchTimeoutSeconds = options.watchTimeoutSeconds;
     this.informer = new Informer(informerOptions);
   }
 

@@ -47,6 +47,8 @@ export interface ReferableControllerOptions {
   concurrency?: number;
   /** A Referable watch silent this long is reopened. @default 90000 */
   watchdogMs?: number;
+  /** The lifetime the API server gives each Referable watch, in seconds. @default [30, 50] */
+  watchTimeoutSeconds?: [number, number];
   /**
    * Only Referables with these labels (label selector string form): runs several controllers,
    * or shards, side by side. @default every Referable
@@ -135,6 +137,7 @@ export class ReferableController {
       metrics: options.metrics,
       watchdogMs: options.watchdogMs,
       labelSelector: options.labelSelector,
+      watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
     // Before the watches: the graph, the ownership and the counts follow an event before any
     // key it queues is reconciled.
