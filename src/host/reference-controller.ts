@@ -144,7 +144,7 @@ class Loop<T extends KubernetesObject> implements ReferenceController {
       client,
       // Namespaced or not, the path without a namespace lists every object the kind has.
       resource: { group, version, resource: plural, kind: "", namespaced: true, verbs: [] },
-      ...(namespace !== undefined && { namespace }),
+      namespace,
       logger: this.logger,
       minBackoffMs: firstMs,
       maxBackoffMs: longestMs,

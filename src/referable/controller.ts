@@ -169,7 +169,7 @@ export class ReferableController {
       reconciler,
       {
         logger: this.logger,
-        ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
+        concurrency: options.concurrency,
         ...(options.metrics && { observer: controllerObserver(options.metrics) }),
       },
     );
@@ -315,12 +315,12 @@ export class ReferableController {
         reads: (this.reads = new ReadBudget(options.driftReadBudget, () => policy.clock(), {
           onRead: () => metrics?.driftReads.inc(),
         })),
-        ...(options.fieldRereadMs !== undefined && { rereadMs: options.fieldRereadMs }),
+        rereadMs: options.fieldRereadMs,
       })),
       ...(options.events && { events: options.events }),
       logger: this.logger,
       ...(options.now && { now: options.now }),
-      ...(options.maxRepairIntervalMs !== undefined && { maxRepairIntervalMs: options.maxRepairIntervalMs }),
+      maxRepairIntervalMs: options.maxRepairIntervalMs,
       onPropagation: (seconds) => metrics?.propagation.observe(seconds),
       onRepair: () => metrics?.statusRepairs.inc(),
     });
@@ -333,7 +333,7 @@ export class ReferableController {
       ownership: this.edges.ownership,
       allowSecrets: this.options.allowSecretExport ?? false,
       logger: this.logger,
-      ...(this.options.exportResyncMs !== undefined && { resyncMs: this.options.exportResyncMs }),
+      resyncMs: this.options.exportResyncMs,
       lastVersion: (name, object) => this.states.get(name)?.keys?.objects.get(objectKey(object))?.version,
       drifted: (name, object, version) => {
         this.states.get(name)?.keys?.stale.set(objectKey(object), version);

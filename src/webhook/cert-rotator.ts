@@ -297,7 +297,7 @@ export class CertRotator {
       ca = certificateAuthority({
         commonName: `${this.options.serviceName}.${this.options.namespace}-ca`,
         now,
-        ...(this.options.caValidityMs !== undefined && { validForMs: this.options.caValidityMs }),
+        validForMs: this.options.caValidityMs,
       });
       // Earlier CAs stay trusted while valid: replicas still serving a certificate of one keep working.
       const earlier = current
@@ -310,7 +310,7 @@ export class CertRotator {
       dnsNames: names,
       ipAddresses: [],
       now,
-      ...(this.options.certValidityMs !== undefined && { validForMs: this.options.certValidityMs }),
+      validForMs: this.options.certValidityMs,
     });
     return { caBundle, caKey: ca.key, cert: leaf.cert, key: leaf.key };
   }
