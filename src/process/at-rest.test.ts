@@ -16,8 +16,8 @@ function handTimers(): RestTimers & { tick(): void; running(): boolean } {
   };
 }
 
-/** A collector over scripted windows: each window's utilization and the heap in use, in order. */
-function scripted(options: { heapUsed?: number; maxHeapUsedBytes?: number } = {}) {
+/** A collector over scripted windows (a small heap), and the windows it collected in. */
+function scripted() {
   const timers = handTimers();
   const collections: number[] = [];
   let utilization = 0;
@@ -25,9 +25,8 @@ function scripted(options: { heapUsed?: number; maxHeapUsedBytes?: number } = {}
   const collector = new RestCollector({
     timers,
     maxUtilization: 0.02,
-    ...(options.maxHeapUsedBytes !== undefined && { maxHeapUsedBytes: options.maxHeapUsedBytes }),
     utilization: () => utilization,
-    heapUsed: () => options.heapUsed ?? 1024,
+    heapUsed: () => 1024,
     collect: () => collections.push(window),
   });
   collector.start();
@@ -73,22 +72,21 @@ describe("RestCollector", () => {
     expect(collections).toEqual(collectedIn);
   });
 
-  it("leaves a heap over the bound alone, and collects once it is under it", () => {
-    let heapUsed = 100 * 2 ** 20;
+  it("leaves a heap over the bound (32 MiB by default) alone, and collects once it is under it", () => {
+    let heapUsed = 40 * 2 ** 20;
     const timers = handTimers();
     let collected = 0;
     const collector = new RestCollector({
       timers,
       utilization: () => 0,
       heapUsed: () => heapUsed,
-      maxHeapUsedBytes: 64 * 2 ** 20,
       collect: () => collected++,
     });
     collector.start();
     timers.tick();
     timers.tick();
     expect(collected).toBe(0);
-    heapUsed = 30 * 2 ** 20;
+    heapUsed = 20 * 2 ** 20;
     timers.tick();
     expect(collected).toBe(1);
   });
