@@ -1,5 +1,7 @@
+import { spawnSync } from "node:child_process";
 import { request, type Server } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { fileURLToPath } from "node:url";
 import { selfSignedCertificate } from "../webhook/self-signed.ts";
 import { Counter, Registry } from "prom-client";
 import { closeServer, portOf, startMetricsServer, startProbeServer } from "./server.ts";
@@ -223,5 +225,20 @@ describe("listening", () => {
     expect((await get(server, "/healthz")).status).toBe(200);
     await closeServer(server);
     expect(server?.listening).toBe(false);
+  });
+});
+
+describe("the server module", () => {
+  it("does not load Node's bundled undici (an ESM import of node:http would, through its getters)", () => {
+    // A process of its own: jest's module loader is not Node's.
+    const server = fileURLToPath(new URL("./server.ts", import.meta.url));
+    const script = `await import(${JSON.stringify(server)});
+      console.log(process.moduleLoadList.includes("NativeModule internal/deps/undici/undici"));`;
+    const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(result.stderr).toBe("");
+    expect(result.stdout.trim()).toBe("false");
   });
 });
