@@ -16,8 +16,11 @@ function handTimers(): RestTimers & { tick(): void; running(): boolean } {
   };
 }
 
-/** A collector over scripted windows (a small heap), and the windows it collected in. */
-function scripted() {
+/**
+ * A collector over scripted windows, and the windows it collected in; `heaps` the heap in use at
+ * each window's end (a small heap where not given; the fake collection frees nothing).
+ */
+function scripted(heaps: readonly number[] = []) {
   const timers = handTimers();
   const collections: number[] = [];
   let utilization = 0;
@@ -26,7 +29,7 @@ function scripted() {
     timers,
     maxUtilization: 0.02,
     utilization: () => utilization,
-    heapUsed: () => 1024,
+    heapUsed: () => heaps[window - 1] ?? 1024,
     collect: () => collections.push(window),
   });
   collector.start();
@@ -57,6 +60,12 @@ describe("RestCollector", () => {
       collectedIn: [1],
     },
     {
+      reason: "a long rest collects again once the heap has grown by the regrowth bound since",
+      windows: [0.001, 0.001, 0.001, 0.001, 0.001],
+      heapUsed: [1024, 2048, 3 * 2 ** 20, 4 * 2 ** 20 + 1024, 4 * 2 ** 20 + 2048],
+      collectedIn: [1, 4],
+    },
+    {
       reason: "work after a collection makes the next quiet window collect again",
       windows: [0.001, 0.2, 0.001, 0.001],
       collectedIn: [1, 3],
@@ -66,8 +75,8 @@ describe("RestCollector", () => {
       windows: [0.02],
       collectedIn: [1],
     },
-  ])("$reason", ({ windows, collectedIn }) => {
-    const { collections, windowOf } = scripted();
+  ])("$reason", ({ windows, collectedIn, heapUsed }) => {
+    const { collections, windowOf } = scripted(heapUsed);
     for (const u of windows) windowOf(u);
     expect(collections).toEqual(collectedIn);
   });

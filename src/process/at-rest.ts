@@ -94,6 +94,14 @@ export interface RestCollectorOptions {
    * @default 32 MiB
    */
   maxHeapUsedBytes?: number;
+  /**
+   * A long rest collects again once the heap has grown this much since the last collection, bytes:
+   * an idle controller's Lease renewals and scrapes add about 1 MiB a minute that V8 would leave
+   * until its own next full collection. At the default, one collection of about 40 ms every few
+   * minutes of rest.
+   * @default 4 MiB
+   */
+  regrowthBytes?: number;
   /** Runs the collection. @default {@link memoryReducingCollection}'s */
   collect?: () => void;
   /** The event loop's utilization since the previous call (0-1). @default `performance.eventLoopUtilization` */
@@ -119,13 +127,15 @@ function utilizationSinceLastCall(): () => number {
 /**
  * Runs one memory-reducing collection each time the process comes to rest: a window in which
  * the event loop was busy under `maxUtilization`, after work (the start, a burst of changes)
- * since the last collection. Rest after rest collects nothing more, so an idle process pays one
- * collection, and a busy one none while it is busy.
+ * since the last collection. Rest after rest collects again only once the heap has grown by
+ * `regrowthBytes` since, so an idle process pays one collection every few minutes, and a busy one
+ * none while it is busy.
  */
 export class RestCollector {
   private readonly windowMs: number;
   private readonly maxUtilization: number;
   private readonly maxHeapUsedBytes: number;
+  private readonly regrowthBytes: number;
   private readonly collect: () => void;
   private readonly utilization: () => number;
   private readonly heapUsed: () => number;
@@ -134,11 +144,14 @@ export class RestCollector {
   private handle: unknown;
   /** Work since the last collection; the start is work. */
   private workedSinceCollection = true;
+  /** The heap in use right after the last collection. */
+  private heapAfterCollection = 0;
 
   constructor(options: RestCollectorOptions = {}) {
     this.windowMs = options.windowMs ?? 10_000;
     this.maxUtilization = options.maxUtilization ?? 0.02;
     this.maxHeapUsedBytes = options.maxHeapUsedBytes ?? 32 * 1024 * 1024;
+    this.regrowthBytes = options.regrowthBytes ?? 4 * 1024 * 1024;
     this.collect = options.collect ?? memoryReducingCollection();
     this.utilization = options.utilization ?? utilizationSinceLastCall();
     this.heapUsed = options.heapUsed ?? (() => getHeapStatistics().used_heap_size);
@@ -159,19 +172,20 @@ export class RestCollector {
     this.handle = undefined;
   }
 
-  /** One window's end: collect when it was rest after work. */
+  /** One window's end: collect when it was rest after work, or a long rest the heap grew in. */
   private tick(): void {
     if (this.utilization() > this.maxUtilization) {
       this.workedSinceCollection = true;
       return;
     }
-    if (!this.workedSinceCollection) return;
     const heapBefore = this.heapUsed();
+    if (!this.workedSinceCollection && heapBefore - this.heapAfterCollection < this.regrowthBytes) return;
     // A large heap stays as it is until it is small again: it is not marked as collected.
     if (heapBefore > this.maxHeapUsedBytes) return;
     const started = performance.now();
     this.collect();
     this.workedSinceCollection = false;
-    this.onCollected?.({ ms: performance.now() - started, heapBefore, heapAfter: this.heapUsed() });
+    this.heapAfterCollection = this.heapUsed();
+    this.onCollected?.({ ms: performance.now() - started, heapBefore, heapAfter: this.heapAfterCollection });
   }
 }
