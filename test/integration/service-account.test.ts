@@ -86,8 +86,8 @@ async function referableOf(
 
 /**
  * A Referable run as `account` that exports a team-a ConfigMap's value through `target(victim)`,
- * `victim` a new team-b ConfigMap holding `{ keep: "yes" }`; resolves with the Referable once its
- * export is refused (ExportForbidden), and the victim's name.
+ * `victim` a new team-b ConfigMap holding `{ keep: "yes" }`; resolves with the Referable once it
+ * has its value and its export is refused (ExportForbidden), and the victim's name.
  */
 async function exportIntoTeamB(
   account: { namespace: string; name: string },
@@ -99,6 +99,9 @@ async function exportIntoTeamB(
     serviceAccountRef: account,
     export: [target(victim)],
   });
+  // The value first: the source's create can reach the controller's cache after the Referable's,
+  // and the refusal of the export does not wait for a value (SourceNotFound meanwhile).
+  await waitForReason(admin, rf, "Available");
   return { view: await waitForExported(admin, rf, "ExportForbidden"), victim };
 }
 
