@@ -394,6 +394,9 @@ describe("export into ConfigMaps", () => {
       source: { apiVersion: "v1", kind: "ConfigMap", namespace: open, name: both, fieldPath: "data" },
       export: [target("ConfigMap", open, both, "ALL")],
     });
+    // The value first: the source's create can reach the controller's cache after the
+    // Referable's, and this refusal does not wait for a value (SourceNotFound meanwhile).
+    await waitForReason(admin, rf, "Available");
     const view = await waitForExported(rf, "InvalidSpec");
     expect(exportedCondition(view)!.message).toContain("cannot export into an object it reads");
     expect(view.reason).toBe("Available");
@@ -417,6 +420,7 @@ describe("export into ConfigMaps", () => {
   it("a namespace not opted in is ExportForbidden, saying what to apply; Ready is unaffected and nothing is written", async () => {
     const out = uniqueName("closed");
     const { rf } = await exportingReferable("db.internal", [target("ConfigMap", closed, out, "DB_HOST")]);
+    await waitForReason(admin, rf, "Available"); // the value first, as above
     const view = await waitForExported(rf, "ExportForbidden");
     expect(view.reason).toBe("Available");
     expect(view.status.value).toBe("db.internal");
