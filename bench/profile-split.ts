@@ -14,19 +14,8 @@
  * one burst). The rest: the HTTP client with no caller of ours on the stack (a response's bytes,
  * TLS), V8's `(program)`, and everything else.
  */
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
+import { type CallFrame, CpuProfile, type ProfileNode } from "./cpu-profile.ts";
 
 /** The parts, in the order a stack is matched against them; `reading` is shared, given out after. */
 const PARTS: ReadonlyArray<[part: string, files: RegExp]> = [
@@ -66,7 +55,7 @@ const HTTP = PARTS[PARTS.length - 1]![0];
  * list's body (`readList`), a watch's (the async loop `watch` starts), or a request's sending
  * and answer (`request`); sockets and TLS with none of them on the stack, "sockets".
  */
-function httpPart(frames: ReadonlyArray<ProfileNode["callFrame"]>): string {
+function httpPart(frames: readonly CallFrame[]): string {
   for (const f of frames) {
     if (!f.url.endsWith("/kube/client.js")) continue;
     if (f.functionName === "readList") return "list bodies";
@@ -92,10 +81,7 @@ const fromUs = Number(values["from-seconds"] ?? 0) * 1e6;
 const untilUs = values["until-seconds"] === undefined ? Infinity : Number(values["until-seconds"]) * 1e6;
 
 for (const file of positionals) {
-  const p = JSON.parse(readFileSync(file, "utf8")) as Profile;
-  const byId = new Map(p.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const profile = new CpuProfile(file);
   const partOf = new Map<number, string>();
   const classify = (leaf: ProfileNode): string => {
     const hit = partOf.get(leaf.id);
@@ -104,9 +90,7 @@ for (const file of positionals) {
     let part: string | undefined =
       name === "(garbage collector)" ? "garbage collection" : name === "(program)" ? "(program)" : undefined;
     if (part === undefined) {
-      const frames: ProfileNode["callFrame"][] = [];
-      for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id))
-        frames.push(byId.get(id)!.callFrame);
+      const frames = [...profile.stack(leaf)].map((n) => n.callFrame);
       part = PARTS.find(([, files]) => frames.some((f) => files.test(f.url)))?.[0] ?? "other";
       if (part === HTTP) part = `${HTTP}: ${httpPart(frames)}`;
     }
@@ -117,23 +101,13 @@ for (const file of positionals) {
   const at: number[] = [];
   const parts: string[] = [];
   const dts: number[] = [];
-  const leafs: number[] = [];
-  let t = 0;
-  let idle = 0;
-  for (let i = 0; i < p.samples.length; i++) {
-    t += p.timeDeltas[i] ?? 0;
-    if (t < fromUs) continue;
-    if (t > untilUs) break;
-    const dt = p.timeDeltas[i + 1] ?? 0;
-    const leaf = byId.get(p.samples[i]!)!;
-    if (leaf.callFrame.functionName === "(idle)") {
-      idle += dt;
-      continue;
-    }
+  const leafs: ProfileNode[] = [];
+  const { busy: samples, idleUs: idle } = profile.samples(fromUs, untilUs);
+  for (const { t, dt, leaf } of samples) {
     at.push(t);
     parts.push(classify(leaf));
     dts.push(dt);
-    leafs.push(leaf.id);
+    leafs.push(leaf);
   }
   // The decode sampled nearest in time, before or after, for each sample of the shared reading.
   const nearest = (i: number, step: 1 | -1): [number, string] | undefined => {
@@ -148,7 +122,7 @@ for (const file of positionals) {
   for (let i = 0; i < parts.length; i++) {
     busy += dts[i]!;
     if (parts[i]!.startsWith(values.detail!)) {
-      const f = byId.get(leafs[i]!)!.callFrame;
+      const f = leafs[i]!.callFrame;
       const k = `${f.functionName} ${f.url.replace(/^.*\/(dist|node_modules)\//, "$1/")}`;
       others.set(k, (others.get(k) ?? 0) + dts[i]!);
     }

@@ -8,26 +8,8 @@
  * without what the process did after it). Inclusive time counts a function once per sample
  * however often it recurs on that sample's stack.
  */
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-
-interface CallFrame {
-  functionName: string;
-  url: string;
-  lineNumber: number;
-}
-interface ProfileNode {
-  id: number;
-  callFrame: CallFrame;
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  startTime: number;
-  endTime: number;
-  samples: number[];
-  timeDeltas: number[];
-}
+import { CpuProfile, type ProfileNode } from "./cpu-profile.ts";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -37,10 +19,7 @@ const top = Number(values.top);
 const untilUs = values["until-seconds"] === undefined ? Infinity : Number(values["until-seconds"]) * 1e6;
 
 for (const file of positionals) {
-  const p = JSON.parse(readFileSync(file, "utf8")) as Profile;
-  const byId = new Map(p.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const profile = new CpuProfile(file);
   const label = (n: ProfileNode): string => {
     const f = n.callFrame;
     const where = f.url
@@ -50,23 +29,14 @@ for (const file of positionals) {
   };
   const self = new Map<string, number>();
   const incl = new Map<string, number>();
-  let t = 0;
   let total = 0;
-  let idle = 0;
-  for (let i = 0; i < p.samples.length; i++) {
-    t += p.timeDeltas[i] ?? 0;
-    if (t > untilUs) break;
-    const dt = p.timeDeltas[i + 1] ?? 0; // the time this sample stands for
-    const leaf = byId.get(p.samples[i]!)!;
-    if (leaf.callFrame.functionName === "(idle)") {
-      idle += dt;
-      continue;
-    }
+  const { busy, idleUs: idle } = profile.samples(0, untilUs);
+  for (const { dt, leaf } of busy) {
     total += dt;
     self.set(label(leaf), (self.get(label(leaf)) ?? 0) + dt);
     const seen = new Set<string>();
-    for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id)) {
-      const l = label(byId.get(id)!);
+    for (const node of profile.stack(leaf)) {
+      const l = label(node);
       if (seen.has(l)) continue;
       seen.add(l);
       incl.set(l, (incl.get(l) ?? 0) + dt);
