@@ -169,9 +169,7 @@ export function buildController(options: BuildOptions): Built {
     driftReadBudget: options.driftReadBudget,
     concurrency: options.concurrency,
     watchdogMs: options.watchdogMs,
-    ...(options.referableWatchTimeoutSeconds && {
-      watchTimeoutSeconds: options.referableWatchTimeoutSeconds,
-    }),
+    watchTimeoutSeconds: options.referableWatchTimeoutSeconds,
     labelSelector: options.referableSelector,
     leaseName: options.leaderElectionId,
     exportResyncMs: options.exportResyncMs,

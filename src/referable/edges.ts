@@ -8,8 +8,7 @@
 import type { Referable } from "../api/referable.ts";
 import type { InformerEvent } from "../informers/informer.ts";
 import { FieldClaims } from "../outputs/field/ownership.ts";
-import { createdKey } from "../outputs/field/plan.ts";
-import { fieldTargetsOf, isFieldEntry, type ParsedFieldTarget } from "../outputs/field/target.ts";
+import { isFieldEntry } from "../outputs/field/target.ts";
 import { KeyOwnership } from "../outputs/keys/ownership.ts";
 import { parseTarget, type ExportTarget } from "../outputs/keys/target.ts";
 import { Channel } from "../runtime/source.ts";
@@ -28,8 +27,7 @@ export class ReferableEdges {
   /**
    * Who owns each exported field, fed like the key ownership from every cached Referable, served
    * here or not: one owner per key or field cluster-wide, also with --shards (another replica's
-   * Referable is a claimant like any other, not a foreign manager). A spec whose field targets
-   * are invalid claims nothing (its own reconcile reports InvalidSpec).
+   * Referable is a claimant like any other, not a foreign manager).
    */
   readonly fieldOwnership = new FieldClaims((name) => this.handovers.emit(name));
   private readonly graph = new ReferenceGraph();
@@ -54,7 +52,8 @@ export class ReferableEdges {
         : this.ownership.set(name, String(obj.metadata.creationTimestamp ?? ""), exportTargets(obj));
     for (const other of handover) this.handovers.emit(other);
     // A field whose owner changed emits its claimants on handovers itself.
-    this.fieldOwnership.claim(name, createdKey(obj), event.type === "DELETED" ? [] : fieldTargets(obj));
+    if (event.type === "DELETED") this.fieldOwnership.forget(name);
+    else this.fieldOwnership.follow(obj);
     // Once per burst of events (a relist delivers thousands at once), not once per event.
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -102,10 +101,4 @@ function exportTargets(obj: Referable): ExportTarget[] {
     targets.push(parsed);
   }
   return targets;
-}
-
-/** The field targets of a Referable's spec.export; none when one is invalid (InvalidSpec, as above). */
-function fieldTargets(obj: Referable): readonly ParsedFieldTarget[] {
-  const targets = fieldTargetsOf(obj);
-  return typeof targets === "string" ? [] : targets;
 }

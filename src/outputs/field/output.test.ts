@@ -4,8 +4,6 @@ import type { ResourceInfo } from "../../kube/discovery.ts";
 import type { ResolutionResult } from "../../resolver/types.ts";
 import { FieldOutput, newFieldsMemory } from "./output.ts";
 import { FieldClaims } from "./ownership.ts";
-import { createdKey } from "./plan.ts";
-import { fieldTargetsOf } from "./target.ts";
 
 const TASKS: ResourceInfo = {
   group: "datasync.aws.upbound.io",
@@ -62,12 +60,6 @@ function output(client: ReturnType<typeof fakeClient>, claims = new FieldClaims(
     claims,
     minWriteIntervalMs: 0,
   });
-}
-
-/** Records a cached Referable's claims, as the controller's reference edges do for each one. */
-function follow(claims: FieldClaims, obj: Referable): void {
-  const targets = fieldTargetsOf(obj);
-  claims.claim(obj.metadata.name, createdKey(obj), typeof targets === "string" ? [] : targets);
 }
 
 const taskOwnedBy = (manager: string, operation: string, arn?: string) => ({
@@ -244,9 +236,9 @@ describe("FieldOutput", () => {
     const out = output(client, claims);
     const a = referable("a", "2026-01-01T00:00:00Z", true);
     const b = referable("b", "2026-01-02T00:00:00Z", true);
-    follow(claims, b);
+    claims.follow(b);
     expect(enqueued).toEqual([]);
-    follow(claims, a);
+    claims.follow(a);
     expect(enqueued).toEqual(["b"]);
     const first = await out.write(a, value("arn:a"), newFieldsMemory());
     expect(first.state?.reason).toBe("Exported");

@@ -2,9 +2,10 @@
  * One owner per field: the claims of the Referables naming each field of an object (the first
  * created owns it, see output.ts), and what one object gets under that rule.
  */
+import type { Referable } from "../../api/referable.ts";
 import { fieldManagerFor } from "../keys/target.ts";
-import type { ObjectPlan, Problem } from "./plan.ts";
-import { fieldKey, mergeInto, nest, type ParsedFieldTarget } from "./target.ts";
+import { createdKey, type ObjectPlan, type Problem } from "./plan.ts";
+import { fieldKey, fieldTargetsOf, mergeInto, nest, type ParsedFieldTarget } from "./target.ts";
 import type { FieldObjectState } from "./writer.ts";
 
 /** The fields each Referable claims, and so who owns each; one per field output. */
@@ -18,6 +19,20 @@ export class FieldClaims {
   /** `enqueue` asks for a look at a Referable (one it shares a field with changed its claim). */
   constructor(enqueue: ((name: string) => void) | undefined) {
     this.enqueue = enqueue;
+  }
+
+  /**
+   * Records the fields a cached Referable names (replacing its earlier claims). A spec whose
+   * field targets are invalid claims nothing: its own reconcile reports InvalidSpec.
+   */
+  follow(obj: Referable): void {
+    const targets = fieldTargetsOf(obj);
+    this.claim(obj.metadata.name, createdKey(obj), typeof targets === "string" ? [] : targets);
+  }
+
+  /** Lets go of every claim of a Referable that is gone. */
+  forget(name: string): void {
+    this.claim(name, "", []);
   }
 
   /** Records `name`'s claims (replacing the earlier ones) and asks every Referable sharing one to look again. */
