@@ -4,6 +4,7 @@
  */
 import { log, RUN } from "./run-id.ts";
 import { type BenchClient, deleteAll, pool } from "./retry.ts";
+import { SLOT_LABEL, slotOf } from "../src/runtime/slots.ts";
 
 /** The namespace of the sources. */
 export const NS = "bench";
@@ -96,7 +97,11 @@ export async function setSource(
   });
 }
 
-/** Creates a Referable over `source`, with `extra` beside it in its spec. */
+/**
+ * Creates a Referable over `source`, with `extra` beside it in its spec. It carries its slot
+ * label (src/runtime/slots.ts), as every Referable does once a shard has served it: the cold
+ * starts measure a cluster labelled already, not the one pass that labels an older one.
+ */
 export async function createReferable(
   client: BenchClient,
   name: string,
@@ -108,7 +113,7 @@ export async function createReferable(
     body: {
       apiVersion: "referable.dev/v1alpha1",
       kind: "Referable",
-      metadata: { name, labels },
+      metadata: { name, labels: { ...labels, [SLOT_LABEL]: slotOf(name) } },
       spec: { source, ...extra },
     },
     timeoutMs: 120_000,

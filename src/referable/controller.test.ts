@@ -70,7 +70,7 @@ function fakeResolver(value: unknown) {
 
 /** What the controller's cache holds for `name` (the compact record is the point of these tests). */
 function cached(controller: ReferableController, name: string): KubeObject | undefined {
-  return (controller as unknown as { cache: ReferableCache }).cache.informer.get(undefined, name);
+  return (controller as unknown as { cache: ReferableCache }).cache.raw(name);
 }
 
 async function until(what: string, check: () => boolean, deadlineMs = 5000): Promise<void> {
@@ -111,7 +111,14 @@ describe("ReferableController sharded: compact records of the Referables it does
     const { client, patches } = fakeClient(items);
     const resolver = fakeResolver(value);
     const metrics = new ControllerMetrics({ defaultMetrics: false });
-    const controller = new ReferableController({ client, resolver, shards, metrics, watchdogMs: 600_000 });
+    const controller = new ReferableController({
+      client,
+      resolver,
+      shards,
+      metrics,
+      watchdogMs: 600_000,
+      listBySlot: false,
+    });
     controller.setLeader(true);
     controller.start();
     await controller.whenSynced();
@@ -180,7 +187,14 @@ describe("ReferableController sharded: compact records of the Referables it does
     );
     const resolver = fakeResolver("v");
     const metrics = new ControllerMetrics({ defaultMetrics: false });
-    const controller = new ReferableController({ client, resolver, shards, metrics, watchdogMs: 600_000 });
+    const controller = new ReferableController({
+      client,
+      resolver,
+      shards,
+      metrics,
+      watchdogMs: 600_000,
+      listBySlot: false,
+    });
     controller.setLeader(true);
     controller.start();
     await controller.whenSynced();
@@ -253,6 +267,7 @@ describe("ReferableController sharded: a bucket taken over, changed first", () =
       metrics,
       concurrency: 1,
       watchdogMs: 600_000,
+      listBySlot: false,
     });
     controller.setLeader(true);
     controller.start();
@@ -282,7 +297,13 @@ describe("ReferableController sharded: a bucket taken over, changed first", () =
       cachedVersion: () => "499",
     };
     const shards = new ShardGate(2);
-    const controller = new ReferableController({ client, resolver, shards, watchdogMs: 600_000 });
+    const controller = new ReferableController({
+      client,
+      resolver,
+      shards,
+      watchdogMs: 600_000,
+      listBySlot: false,
+    });
     controller.start();
     await controller.whenSynced();
     try {

@@ -28,6 +28,7 @@ import { ReferableCounts } from "./counts.ts";
 import { ReferableEdges } from "./edges.ts";
 import type { EventRecorder } from "./events.ts";
 import { BucketHandOff } from "./hand-off.ts";
+import { ReferableLabels } from "./labels.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferableStates } from "./state.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -89,6 +90,12 @@ export interface ReferableControllerOptions {
    */
   shards?: ShardGate;
   /**
+   * Sharded: list only the buckets served, by the slot label (runtime/slots.ts), when the number
+   * of buckets divides 1024; false keeps every Referable listed (compact records of the others).
+   * @default true
+   */
+  listBySlot?: boolean;
+  /**
    * The ServiceAccount a Referable that names none acts as (--default-service-account): its
    * reads checked, its export writes impersonated. @default none: the controller's own rights
    */
@@ -104,7 +111,7 @@ export class ReferableController {
   private readonly states = new ReferableStates();
   private readonly channels = new ReferableChannels();
   private readonly subscriptions: Subscriptions;
-  private readonly edges = new ReferableEdges();
+  private readonly edges: ReferableEdges;
   /** Watches the targets, for drift. */
   private readonly targets: TargetWatch;
   /** The field output (made with the reconciler), whose claims a bucket handed over lets go of. */
@@ -132,13 +139,15 @@ export class ReferableController {
     this.cache = new ReferableCache({
       client: options.client,
       states: this.states,
-      ...(shards && { serves: (name: string) => shards.admits(name) }),
+      ...(shards && { serves: (name: string) => shards.admits(name), buckets: shards }),
+      listBySlot: options.listBySlot,
       logger: this.logger,
       metrics: options.metrics,
       watchdogMs: options.watchdogMs,
       labelSelector: options.labelSelector,
       watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
+    this.edges = new ReferableEdges(this.cache.bySlot);
     // Before the watches: the graph, the ownership and the counts follow an event before any
     // key it queues is reconciled.
     this.cache.listen({
@@ -187,7 +196,7 @@ export class ReferableController {
   startCache(): void {
     if (this.cacheStarted) return;
     this.cacheStarted = true;
-    this.cache.informer.start();
+    this.cache.start();
   }
 
   /** Starts the workers that reconcile (and, once leading, write). */
@@ -198,7 +207,7 @@ export class ReferableController {
 
   /** Whether the Referable cache has completed its first list. */
   get synced(): boolean {
-    return this.cache.informer.state.phase === "Synced";
+    return this.cache.state.phase === "Synced";
   }
 
   /** Resolves once the Referable cache has completed its first list (or failed). */
@@ -233,7 +242,7 @@ export class ReferableController {
   countOwned(): number {
     const shards = this.options.shards;
     if (!shards && !this.leadership.leading) return 0;
-    return shards ? this.counts.inBuckets(shards.held) : this.cache.informer.size;
+    return shards ? this.counts.inBuckets(shards.held) : this.cache.size;
   }
 
   /** Referables by their Ready reason, for the gauge. */
@@ -253,7 +262,7 @@ export class ReferableController {
   /** {@link drain}s, then closes the cache and every subscription. */
   async stop(): Promise<void> {
     await this.drain();
-    await this.cache.informer.stop();
+    await this.cache.stop();
     await this.targets.stop();
     this.states.clear();
   }
@@ -302,6 +311,14 @@ export class ReferableController {
         ownership: this.edges.ownership,
         actAs,
         onWrite: (result) => metrics?.exportWrites.labels(result).inc(),
+      }),
+      ...(this.cache.bySlot && {
+        labels: new ReferableLabels({
+          client: options.client,
+          policy,
+          readBy: (name) => this.edges.readBy(name),
+          logger: this.logger,
+        }),
       }),
       fields: (this.fields = new FieldOutput({
         client: options.client,

@@ -25,6 +25,11 @@ export class ReferableEdges {
   /** Referables whose cycle changed. */
   readonly cycles = new Channel<string>();
   /**
+   * Referables another starts or stops reading (by name or selector), when {@link trackReaders}:
+   * whether one is read decides its graph label (graph-members.ts).
+   */
+  readonly readers = new Channel<string>();
+  /**
    * Who owns each exported field, fed like the key ownership from every cached Referable, served
    * here or not: one owner per key or field cluster-wide, also with --shards (another replica's
    * Referable is a claimant like any other, not a foreign manager).
@@ -32,6 +37,18 @@ export class ReferableEdges {
   readonly fieldOwnership = new FieldClaims((name) => this.handovers.emit(name));
   private readonly graph = new ReferenceGraph();
   private flushScheduled = false;
+
+  private readonly trackReaders: boolean;
+
+  /** @param trackReaders emit {@link readers} (a shard that lists by slot). */
+  constructor(trackReaders = false) {
+    this.trackReaders = trackReaders;
+  }
+
+  /** Whether another Referable reads `name`, by name or by a selector that matches it. */
+  readBy(name: string): boolean {
+    return this.graph.readBy(name);
+  }
 
   /** The cycle `name` is in, as a path that starts and ends with it, if any. */
   cycleOf(name: string): readonly string[] | undefined {
@@ -43,8 +60,10 @@ export class ReferableEdges {
     const obj = event.object as unknown as Referable;
     const name = obj.metadata?.name;
     if (!name || unchangedEdges(event)) return;
+    const readBefore = this.trackReaders ? this.graph.readTargets(name) : undefined;
     if (event.type === "DELETED") this.graph.delete(name);
     else this.graph.set(name, obj.metadata.labels as Record<string, string> | undefined, readsOf(obj));
+    if (readBefore) this.emitReaders(name, readBefore);
     // A key whose owner changed: its claimants look again (the new owner writes it).
     const handover =
       event.type === "DELETED"
@@ -61,6 +80,13 @@ export class ReferableEdges {
       this.flushScheduled = false;
       this.flush(undefined);
     });
+  }
+
+  /** Emits the Referables `name` read before or reads now, but itself. */
+  private emitReaders(name: string, before: readonly string[]): void {
+    const after = this.graph.readTargets(name);
+    if (before.length === 0 && after.length === 0) return;
+    for (const target of new Set([...before, ...after])) if (target !== name) this.readers.emit(target);
   }
 
   /** Recomputes the cycles if the graph changed, and emits every Referable but `reconciling` whose cycle changed. */

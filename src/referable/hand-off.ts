@@ -3,7 +3,9 @@
  * subscribed and emitted for a look, those whose value may have changed while nobody served
  * them first ({@link mayHaveChanged}), the rest a chunk per turn of the event loop on a low
  * lane. Given back: what this replica kept for them is forgotten, and their cached status
- * drops to a summary, as for any other replica's Referable.
+ * drops to a summary, as for any other replica's Referable (a shard that lists by slot opens the
+ * bucket's informer when it takes it, serves it once its list is in, and closes it when it gives
+ * it back: cache.ts).
  */
 import type { Referable } from "../api/referable.ts";
 import type { EventRecorder } from "./events.ts";
@@ -61,15 +63,29 @@ export class BucketHandOff {
    * reconcile compares digests and writes nothing), wait in the queue's low lane.
    */
   private serve(bucket: number): void {
-    const { shards, cache, cachedVersion } = this.options;
-    const first: KubeObject[] = [];
-    const rest: KubeObject[] = [];
-    for (const obj of cache.list()) {
-      if (shards.bucketOf(obj.metadata?.name ?? "") !== bucket) continue;
-      (mayHaveChanged(obj as unknown as Referable, cachedVersion) ? first : rest).push(obj);
-    }
     const epoch = (this.epochs.get(bucket) ?? 0) + 1;
     this.epochs.set(bucket, epoch);
+    const { cache } = this.options;
+    if (!cache.bySlot) return this.serveListed(bucket, epoch);
+    cache.openBucket(bucket).then(
+      () => this.serveListed(bucket, epoch),
+      (err: unknown) =>
+        this.options.logger.error(
+          { bucket, err: String(err) },
+          "could not list a bucket taken (a bug: please report it)",
+        ),
+    );
+  }
+
+  /** {@link serve}, once the bucket's Referables are cached. */
+  private serveListed(bucket: number, epoch: number): void {
+    const { shards, cache, cachedVersion } = this.options;
+    // Given back (or taken again) while its list came in: that pass is the one that counts.
+    if (this.epochs.get(bucket) !== epoch || !shards.held.has(bucket)) return;
+    const first: KubeObject[] = [];
+    const rest: KubeObject[] = [];
+    for (const obj of cache.listBucket(bucket))
+      (mayHaveChanged(obj as unknown as Referable, cachedVersion) ? first : rest).push(obj);
     if (this.options.isPrimed()) for (const obj of first) this.options.track(obj as unknown as Referable);
     for (const obj of first) this.served.emit(obj.metadata?.name ?? "");
     this.options.logger.info(
@@ -103,15 +119,20 @@ export class BucketHandOff {
    * Referables' state is dropped, subscriptions closed (another replica serves them now).
    */
   private forget(bucket: number): void {
-    const { shards, cache, states } = this.options;
+    const { cache, states } = this.options;
     this.epochs.set(bucket, (this.epochs.get(bucket) ?? 0) + 1);
-    for (const obj of cache.list()) {
-      const name = obj.metadata?.name ?? "";
-      if (shards.bucketOf(name) !== bucket) continue;
-      const state = states.delete(name);
+    for (const obj of cache.listBucket(bucket)) {
+      const state = states.delete(obj.metadata?.name ?? "");
       if (state?.uid) this.options.events?.forget(state.uid);
-      cache.compact(obj);
     }
+    cache
+      .closeBucket(bucket)
+      .catch((err: unknown) =>
+        this.options.logger.error(
+          { bucket, err: String(err) },
+          "could not close a bucket given back (a bug: please report it)",
+        ),
+      );
   }
 }
 

@@ -26,6 +26,7 @@ import { backoffDelay } from "../timing/backoff.ts";
 import { sameAsStored } from "./compact.ts";
 import type { EventRecorder } from "./events.ts";
 import { describeCycle, isObjectNode } from "./reference-graph.ts";
+import type { ReferableLabels } from "./labels.ts";
 import { keysOnly, ReferableRelease } from "./release.ts";
 import { recordWrite, viewOf, type ReferableState, type ReferableStates } from "./state.ts";
 import { combineExports, type ExportStep } from "./export-steps.ts";
@@ -59,6 +60,8 @@ export interface ReferableReconcilerOptions {
   leadership: Leadership;
   status: Pick<StatusOutput, "write" | "memory">;
   keys: Pick<KeysOutput, "write" | "release" | "finalizing">;
+  /** Sharded, listing by slot: the slot and graph labels of the Referables served (labels.ts). */
+  labels?: Pick<ReferableLabels, "reconcile">;
   /** The fields of spec.export (entries with a fieldPath). @default none: such entries are ignored */
   fields?: Pick<FieldOutput, "write" | "release" | "finalizing">;
   events?: Pick<EventRecorder, "transition" | "forget">;
@@ -183,6 +186,9 @@ export class ReferableReconciler implements Reconciler {
     const wait = leading ? this.pendingWait(cached, state, result) : 0;
     if (wait > 0) return { requeueAfterMs: wait };
     const pass: Pass = { name, cached, view: viewOf(cached, state), state, leading };
+    const labels = await this.options.labels?.reconcile(pass.view, leading);
+    if (labels?.result) return labels.result;
+    if (labels?.resourceVersion) adoptMetadata(pass, { resourceVersion: labels.resourceVersion });
     // A write that waited for its place, computed from what is still the case: written as it was.
     const held = leading ? this.takeHeld(state, cached, result) : undefined;
     if (held) return this.writeStatus(pass, result, undefined, held);
@@ -387,7 +393,7 @@ export class ReferableReconciler implements Reconciler {
  */
 function adoptMetadata(
   pass: Pass,
-  metadata: { resourceVersion: string | undefined; finalizers: string[] } | undefined,
+  metadata: { resourceVersion: string | undefined; finalizers?: string[] } | undefined,
 ) {
   if (!metadata) return;
   recordWrite(pass.state, pass.view, pass.cached, {

@@ -289,3 +289,27 @@ describe("ReferenceGraph through exports", () => {
     expect(graph.cycleOf("r0")).toEqual(["r0", object("shared"), "w0", object("w-source"), "r0"]);
   });
 });
+
+describe("ReferenceGraph: who is read (the graph label's third rule)", () => {
+  it("a Referable read by name or by a selector that matches it is read; the reader's own read of itself is not counted", () => {
+    const graph = new ReferenceGraph();
+    graph.set("a", { team: "x" }, undefined);
+    graph.set("b", undefined, undefined);
+    graph.set("self", { me: "yes" }, bySelector({ me: "yes" }));
+    expect(graph.readBy("a")).toBe(false);
+    graph.set("reader", undefined, byName("a"));
+    graph.set("selecting", undefined, bySelector({ team: "x" }));
+    expect(graph.readBy("a")).toBe(true);
+    expect(graph.readTargets("selecting")).toEqual(["a"]);
+    expect(graph.readTargets("reader")).toEqual(["a"]);
+    graph.delete("reader");
+    expect(graph.readBy("a")).toBe(true);
+    graph.set("a", { team: "y" }, undefined);
+    expect(graph.readBy("a")).toBe(false);
+    expect(graph.readBy("b")).toBe(false);
+    expect(graph.readBy("self")).toBe(false);
+    // A name read before the Referable exists counts once it does.
+    graph.set("early", undefined, byName("later"));
+    expect(graph.readBy("later")).toBe(true);
+  });
+});

@@ -100,6 +100,8 @@ export class ReferenceGraph {
   private readonly selecting = new Set<string>();
   /** Writers of each object node and of each namespace node, by node. */
   private readonly writers = new Map<string, Set<string>>();
+  /** The Referables that name each Referable as their source, by the name read. */
+  private readonly namedBy = new Map<string, Set<string>>();
   /** Whether an edge changed since the components were computed. */
   private dirty = false;
   /** The component of each Referable on a cycle (its members, shared by them all). */
@@ -182,6 +184,24 @@ export class ReferenceGraph {
     return path;
   }
 
+  /** Whether another Referable reads `name`, by name or by a selector that matches it. */
+  readBy(name: string): boolean {
+    for (const reader of this.namedBy.get(name) ?? []) if (reader !== name) return true;
+    for (const s of this.selecting) if (s !== name && this.nodes.get(s)!.matched.has(name)) return true;
+    return false;
+  }
+
+  /** The Referables `name` reads, by name (whether it exists or not) or by its selector. */
+  readTargets(name: string): string[] {
+    const node = this.nodes.get(name);
+    if (!node) return [];
+    const target = readsOfNode(node)?.name;
+    if (node.matched.size === 0) return target === undefined ? [] : [target];
+    const out = [...node.matched];
+    if (target !== undefined && !node.matched.has(target)) out.push(target);
+    return out;
+  }
+
   /** How many Referables are on a cycle now (as of the last {@link flush}). */
   get cyclicCount(): number {
     return this.cyclic.size;
@@ -209,6 +229,16 @@ export class ReferenceGraph {
 
   /** Moves `name` from the writers of what `before` writes to those of what `after` writes. */
   private index(name: string, before: ReadsReferables | undefined, after: ReadsReferables | undefined): void {
+    if (before?.name !== after?.name) {
+      const set = before?.name === undefined ? undefined : this.namedBy.get(before.name);
+      set?.delete(name);
+      if (set?.size === 0) this.namedBy.delete(before!.name!);
+      if (after?.name !== undefined) {
+        let readers = this.namedBy.get(after.name);
+        if (!readers) this.namedBy.set(after.name, (readers = new Set()));
+        readers.add(name);
+      }
+    }
     for (const w of before?.writes ?? [])
       for (const node of [w.object, w.scope]) {
         const set = this.writers.get(node);

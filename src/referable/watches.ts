@@ -7,6 +7,7 @@
  * | a Referable changed (not its own echo)   | its name                                    |
  * | a key's or a field's owner changed       | the other claimants of the key or field     |
  * | a cycle among Referables changed         | the Referables in it                        |
+ * | a Referable starts or stops reading one  | the one read (its graph label; by slot)     |
  * | a resolver subscription pushed           | the subscriber                              |
  * | an object exported into drifted          | the Referable that exported into it         |
  * | this replica starts leading              | every Referable cached                      |
@@ -62,11 +63,14 @@ export function referableController(
   settings: Omit<ControllerOptions, "name" | "reconciler" | "admit">,
 ): Controller {
   const { cache, states, edges, channels, handOff } = watches;
-  const referables = informerSource(cache.informer);
+  const referables = informerSource(cache);
   const builder = controller(NAME)
     .watches(
       referables,
       enqueueObject(nameOf),
+      // A bucket just taken, its list still coming in (by slot): the hand-off serves it once the
+      // list is in, those that may have changed first, rather than every event queued as it comes.
+      (event) => !cache.listing(nameOf(event)),
       notOwnEcho<KubeObject>({
         written: (obj) => states.get(obj.metadata?.name ?? "")?.overlay?.resourceVersion,
         // The cache shows what was written: the overlay has nothing left to add (viewOf would
@@ -76,6 +80,7 @@ export function referableController(
     )
     .watches(edges.handovers, enqueueKey())
     .watches(edges.cycles, enqueueKey())
+    .watches(edges.readers, enqueueKey())
     .watches(channels.pushed, enqueueKey())
     .watches(channels.drifted, enqueueKey())
     // A new leader looks at everything: statuses may be stale from the previous leader's last moments.

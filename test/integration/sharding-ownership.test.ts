@@ -1,6 +1,7 @@
 /**
  * One owner per exported key and per exported field across shards: two controller processes
- * with `--shards=2`, each serving one bucket, and two Referables in different buckets (so served
+ * with `--shards=2` (listing by slot: each lists its own bucket and the graph view), each serving
+ * one bucket, and two Referables in different buckets (so served
  * by different processes) that name the same ConfigMap key and the same annotation of another
  * ConfigMap. The first created owns both and is the only one whose field manager writes them;
  * the other, served by the other process, is `ExportConflict` naming it (not a foreign manager).
@@ -10,6 +11,7 @@
  */
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { bucketOf } from "../../src/runtime/buckets.ts";
+import { GRAPH_LABEL, SLOT_LABEL, slotOf } from "../../src/runtime/slots.ts";
 import { createReferable, REFERABLES, SHARD_LABEL, type ReferableView } from "../harness/controller.ts";
 import { exportedCondition, waitForExported } from "../harness/export.ts";
 import { createConfigMap, mergePatch, uniqueName, waitFor, waitForGone } from "../harness/kube.ts";
@@ -162,6 +164,13 @@ describe("export ownership across two shards", () => {
       expect(ownerWriters).toHaveLength(1);
       expect(otherWriters).toHaveLength(1);
       expect(ownerWriters[0]).not.toBe(otherWriters[0]);
+
+      // Each shard lists only its own bucket; the other's exporter reaches it through the graph
+      // view: both carry their slot and the graph label their replica wrote.
+      for (const name of names) {
+        const labels = (await admin.request<KubeObject>("GET", `${REFERABLES}/${name}`)).metadata?.labels;
+        expect(labels).toMatchObject({ [SLOT_LABEL]: slotOf(name), [GRAPH_LABEL]: "true" });
+      }
 
       // Exactly one writer of each: the owner's field manager, nobody else of referable.dev.
       const keys = await getConfigMap("keys");

@@ -24,7 +24,7 @@ import {
 const REFERABLES = 300;
 /** Sources: each ConfigMap is read by REFERABLES / CONFIG_MAPS Referables. */
 const CONFIG_MAPS = 30;
-const BUCKETS = 12;
+const BUCKETS = 16;
 /**
  * "A few seconds" beyond the lease duration: up to a round to see the last renewal and one to
  * find it expired, the take-over, then the writes of the victim's and the survivors' own
@@ -92,6 +92,19 @@ interface Share {
   buckets: number;
   /** Its resolver subscriptions: one per Referable it serves, none for the others'. */
   subscriptions: number;
+  /**
+   * The Referables in its cache (referable_referables, every reason): listing by slot, a replica
+   * lists, watches and keeps only its buckets' (none of these is in the graph view).
+   */
+  cached: number;
+}
+
+/** The sum of every series of `name` in a scrape. */
+function sumOf(text: string, name: string): number {
+  let sum = 0;
+  for (const line of text.split("\n"))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.split(" ").at(-1));
+  return sum;
 }
 
 /** Each running replica's Referables served and buckets held, from its metrics. */
@@ -103,6 +116,7 @@ async function shares(running: ControllerProcess[]): Promise<Share[]> {
         owned: metricValue(text, "referable_shard_referables_owned") ?? 0,
         buckets: metricValue(text, "referable_shard_buckets") ?? 0,
         subscriptions: metricValue(text, "referable_subscriptions_open") ?? 0,
+        cached: sumOf(text, "referable_referables"),
       };
     }),
   );
@@ -125,7 +139,9 @@ async function waitForFairShares(running: ControllerProcess[]): Promise<Share[]>
         return (
           owned === REFERABLES &&
           buckets === BUCKETS &&
-          last.every((s) => s.owned > 0 && s.buckets >= min && s.subscriptions === s.owned) &&
+          last.every(
+            (s) => s.owned > 0 && s.buckets >= min && s.subscriptions === s.owned && s.cached === s.owned,
+          ) &&
           last
         );
       },
