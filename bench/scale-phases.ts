@@ -262,6 +262,9 @@ export async function scaleColdStart(
       return { ...sampled, rssMiB: Math.max(sampled.rssMiB, hwm) };
     }),
   );
+  log(
+    `scale: informer restarts per replica (by signal): ${metrics.map((m) => JSON.stringify(informerRestarts(m))).join("; ")}`,
+  );
   log(`scale: peaks per replica: ${peak.map((p) => `RSS ${p.rssMiB} / heap ${p.heapMiB} MiB`).join("; ")}`);
   const overIdle = (c: Cost) => (c.heapMiB - baselineHeapMiB) * 1024 * 1024;
   const statusWrites = metrics.map((m) => sumOf(m, 'referable_status_writes_total{result="success"}'));
@@ -286,6 +289,7 @@ export async function scaleColdStart(
       rate: perReferable(metrics, 'referable_status_writes_deferred_total{reason="rate"', n),
     },
     reconcilesPerReferable: perReferable(metrics, "controller_runtime_reconcile_total{", n),
+    informerRestarts: metrics.map(informerRestarts),
     logLines: await countLogLines(controllers.map((c) => c.logPath)),
     readyAt,
     planeCpu: { floor: floor.cpu, coldStart: coldStartCpu },
@@ -356,4 +360,18 @@ export async function scaleFailover(
   } finally {
     off();
   }
+}
+
+/**
+ * A replica's informer restarts, by signal (referable_informer_restarts_total: relist, expired,
+ * watchdog, error), its sources' and its Referables' alike; only the signals it counted.
+ */
+function informerRestarts(metrics: Map<string, number>): Record<string, number> {
+  const bySignal: Record<string, number> = {};
+  for (const [key, value] of metrics) {
+    if (!key.startsWith("referable_informer_restarts_total{") || value === 0) continue;
+    const signal = /signal="([^"]*)"/.exec(key)?.[1] ?? "other";
+    bySignal[signal] = (bySignal[signal] ?? 0) + value;
+  }
+  return bySignal;
 }

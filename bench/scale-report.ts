@@ -64,6 +64,8 @@ export interface ScalePhase {
    */
   deferredPerReferable?: { budget: number; rate: number };
   reconcilesPerReferable?: number;
+  /** Each replica's informer restarts from its start to the end of the phase, by signal (none: `{}`). */
+  informerRestarts?: Array<Record<string, number>>;
   /** The replicas' warn/error log lines by message, from their start to the end of the phase. */
   logLines: LogCount[];
   /** Seconds from the start to the first Ready, to 10%, 50% and 90% of them Ready, and to the last. */

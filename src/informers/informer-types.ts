@@ -74,6 +74,11 @@ export interface InformerOptions<T extends Cached = KubeObject> {
   /** Only objects with these labels (a label selector in its string form, sent to the server). */
   labelSelector?: string;
   /**
+   * Which of several informers of one resource this is, in its log lines (e.g. `bucket 3`):
+   * their paths are alike, and a selector can be kilobytes long. @default none
+   */
+  name?: string;
+  /**
    * Asked when a list or watch answers 404: true confirms the resource is gone (state
    * `KindNotFound`); false makes the 404 a transient error (retried on the backoff, nothing
    * cleared). Custom resources answer 404 for a moment after an API server restart.

@@ -86,6 +86,7 @@ export class Informer<T extends Cached = KubeObject> {
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly labelSelector: string | undefined;
+  private readonly name: string | undefined;
   private readonly onSignal: InformerOptions["onSignal"];
   private listsStarted = 0;
   /** Why the next list is a relist (the last restart's reason). */
@@ -130,6 +131,7 @@ export class Informer<T extends Cached = KubeObject> {
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? [30, 50];
     this.same = options.same ?? ((a, b) => a.metadata?.resourceVersion === b.metadata?.resourceVersion);
     this.labelSelector = options.labelSelector || undefined;
+    this.name = options.name;
     this.onSignal = options.onSignal;
     this.pager = new ListPager({
       client: this.client,
@@ -304,7 +306,8 @@ export class Informer<T extends Cached = KubeObject> {
   private describe(): string {
     const { group, resource } = this.resource;
     const gr = group ? `${resource}.${group}` : resource;
-    return this.namespace ? `${gr} in namespace ${this.namespace}` : gr;
+    const described = this.namespace ? `${gr} in namespace ${this.namespace}` : gr;
+    return this.name ? `${described} (${this.name})` : described;
   }
 
   /**

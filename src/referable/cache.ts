@@ -76,7 +76,7 @@ export class ReferableCache {
     const user = options.labelSelector || undefined;
     if (this.bySlot) {
       this.layers = new SlotLayers(
-        (selector, compact) => this.informer(selector, compact),
+        (selector, compact, name) => this.informer(selector, compact, name),
         (name) => buckets!.bucketOf(name),
         (bucket) => andSelector(bucketSelector(bucket, buckets!.buckets), user),
         andSelector(STRAY_SELECTOR, user),
@@ -168,7 +168,7 @@ export class ReferableCache {
   }
 
   /** One informer of Referables: `selector`, and whether it keeps every Referable compact. */
-  private informer(selector: string | undefined, compact: boolean): Informer {
+  private informer(selector: string | undefined, compact: boolean, name?: string): Informer {
     const { options } = this;
     let informer: Informer | undefined;
     const cached = (name: string) => informer!.get(undefined, name);
@@ -187,6 +187,7 @@ export class ReferableCache {
     };
     if (options.watchdogMs !== undefined) informerOptions.watchdogMs = options.watchdogMs;
     if (selector) informerOptions.labelSelector = selector;
+    if (name) informerOptions.name = name;
     if (options.watchTimeoutSeconds) informerOptions.watchTimeoutSeconds = options.watchTimeoutSeconds;
     return (informer = new Informer(informerOptions));
   }

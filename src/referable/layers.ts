@@ -15,8 +15,8 @@ import type { Informer } from "../informers/informer.ts";
 import { type InformerEvent, type InformerListener, type InformerState } from "../informers/informer.ts";
 import type { KubeObject } from "../kube/client.ts";
 
-/** Makes one layer's informer: its selector, and whether it keeps its Referables compact. */
-export type LayerFactory = (selector: string, compact: boolean) => Informer;
+/** Makes one layer's informer: its selector, whether it keeps its Referables compact, its name in logs. */
+export type LayerFactory = (selector: string, compact: boolean, name: string) => Informer;
 
 /** The layers of one shard; see the module comment. */
 export class SlotLayers {
@@ -40,8 +40,8 @@ export class SlotLayers {
     this.make = make;
     this.bucketOf = bucketOf;
     this.bucketSelector = bucketSelector;
-    this.stray = this.layer(make(straySelector, false));
-    this.view = this.layer(make(viewSelector, true));
+    this.stray = this.layer(make(straySelector, false, "stray watch"));
+    this.view = this.layer(make(viewSelector, true, "graph view"));
   }
 
   /** A name's object: its bucket's, else the stray watch's, else the view's. */
@@ -107,7 +107,7 @@ export class SlotLayers {
   openBucket(bucket: number): Promise<void> {
     let informer = this.buckets.get(bucket);
     if (!informer) {
-      informer = this.layer(this.make(this.bucketSelector(bucket), false));
+      informer = this.layer(this.make(this.bucketSelector(bucket), false, `bucket ${bucket}`));
       this.buckets.set(bucket, informer);
       informer.start();
     }
