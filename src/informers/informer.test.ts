@@ -11,6 +11,7 @@ import {
 import type { Logger } from "../api/log.ts";
 import {
   compareResourceVersions,
+  EARLY_ENDS_BEFORE_RELIST,
   Informer,
   type InformerEvent,
   type InformerOptions,
@@ -702,6 +703,32 @@ describe("Informer: failures", () => {
     expect(kube.watches[2]!.query).toMatchObject({ resourceVersion: kube.resourceVersion });
     expect(kube.lists).toHaveLength(1);
     expect(reasons).toEqual(["error:throttled", "error:throttled"]);
+  });
+
+  it("a watch that ends at once with nothing on it opens again from the same resourceVersion, and only the fourth in a row relists", async () => {
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const kube = new FakeKube();
+    kube.put("a");
+    const { informer, reasons } = await startWatching(kube, { minBackoffMs: 100, maxBackoffMs: 1_000 });
+    for (let i = 1; i <= EARLY_ENDS_BEFORE_RELIST; i++) {
+      kube.last.end();
+      await quiesce();
+      expect(kube.watches).toHaveLength(i); // the backoff first: no hot loop
+      await jest.advanceTimersToNextTimerAsync();
+      await until(`watch ${i + 1}`, () => kube.watches.length === i + 1);
+      expect(kube.last.query).toMatchObject({ resourceVersion: kube.resourceVersion });
+    }
+    expect(kube.lists).toHaveLength(1);
+    kube.last.end();
+    await quiesce();
+    await jest.advanceTimersToNextTimerAsync();
+    await until("the relist", () => kube.lists.length === 2);
+    expect(reasons).toEqual([
+      ...Array.from({ length: EARLY_ENDS_BEFORE_RELIST }, () => "error:watch-ended-early"),
+      "error:watch-ended-early",
+      "relist:watch-ended-early",
+    ]);
+    expect(informer.get("team-a", "a")).toBeDefined();
   });
 
   it("real jitter: every wait is within [base/2, base], never over maxBackoffMs", async () => {

@@ -50,6 +50,7 @@ import {
   safeMessage,
   signalOf,
   type RestartReason,
+  WatchEndedEarly,
 } from "./restart-reason.ts";
 import { applyList, applyRead, applyWatchEvent, type StoreSink } from "./store-events.ts";
 import { Expired, watchRound } from "./watch-round.ts";
@@ -69,6 +70,9 @@ export { RESTART_REASONS, type InformerSignal, type RestartReason } from "./rest
  * what bounds a page is its bytes, which the client reads item by item anyway.
  */
 export const DEFAULT_PAGE_SIZE = 5000;
+
+/** Watches in a row that end at once with nothing on them, each opened again, before a relist. */
+export const EARLY_ENDS_BEFORE_RELIST = 3;
 
 /** Drops what nobody reads and everybody pays for. */
 function slim(obj: KubeObject): KubeObject {
@@ -272,22 +276,33 @@ export class Informer<T extends Cached = KubeObject> {
    * Watches until a watch fails. A watch the server turned away with 429 (API Priority and
    * Fairness, or its watch cache re-initializing: "storage is (re)initializing") did nothing: it
    * is opened again from the same resourceVersion after the wait the server asked for (and the
-   * backoff), not answered with a relist of everything. A version the cache no longer has then
-   * gets 410 Gone, which relists.
+   * backoff), not answered with a relist of everything. So is a watch that ended at once with
+   * nothing on it (the API server's watch cache ends every watch of a resource when it
+   * re-initializes: at 100,000 Referables a shard relisted a bucket for it), up to
+   * {@link EARLY_ENDS_BEFORE_RELIST} times in a row: a server or proxy that keeps ending watches
+   * at once still gets a relist now and then, so what is cached does not go stale for good. A
+   * version the cache no longer has then gets 410 Gone, which relists.
    */
   private async watchLoop(): Promise<void> {
     let refused = 0;
+    let endedEarly = 0;
     while (this.running) {
       try {
         await this.watchOnce();
         refused = 0;
+        endedEarly = 0;
       } catch (err) {
-        if (!isApiError(err, 429) || !this.running) throw err;
+        if (!this.running) throw err;
+        const early = err instanceof WatchEndedEarly;
+        if (early ? ++endedEarly > EARLY_ENDS_BEFORE_RELIST : !isApiError(err, 429)) throw err;
+        const reason = early ? "watch-ended-early" : "throttled";
         refused++;
-        this.onSignal?.("error", "throttled");
+        this.onSignal?.("error", reason);
         this.logger.warn(
-          { path: this.path, resource: this.describe(), reason: "throttled" },
-          "watch refused (429): opening it again from the same resourceVersion after the wait",
+          { path: this.path, resource: this.describe(), reason },
+          early
+            ? "watch ended at once with nothing on it: opening it again from the same resourceVersion after the wait"
+            : "watch refused (429): opening it again from the same resourceVersion after the wait",
         );
         await sleep(this.retryWait(refused, err), this.stopping.signal);
       }
