@@ -28,7 +28,7 @@ import { ReferableCounts } from "./counts.ts";
 import { ReferableEdges } from "./edges.ts";
 import type { EventRecorder } from "./events.ts";
 import { BucketHandOff } from "./hand-off.ts";
-import { ReferableLabels } from "./labels.ts";
+import { ReferableLabels, SlotRepair } from "./labels.ts";
 import { ReferableReconciler, type Cycles } from "./reconciler.ts";
 import { ReferableStates } from "./state.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -148,12 +148,16 @@ export class ReferableController {
       watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
     this.edges = new ReferableEdges(this.cache.bySlot);
+    // A Referable held here under a slot label someone changed, served by another replica.
+    const misplaced = this.cache.bySlot && shards ? new SlotRepair(options.client, this.logger) : undefined;
     // Before the watches: the graph, the ownership and the counts follow an event before any
     // key it queues is reconciled.
     this.cache.listen({
       onEvent: (event) => {
         this.counts.apply(event);
         this.edges.follow(event);
+        if (misplaced && event.type !== "DELETED" && !shards!.admits(event.object.metadata?.name ?? ""))
+          misplaced.check(event.object as unknown as Referable);
       },
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);

@@ -24,7 +24,7 @@ import { isApiError, type KubeClient } from "../kube/client.ts";
 import { resourcePath } from "../kube/resource-path.ts";
 import { pass, WriteGate, type WritePolicy } from "../outputs/write-policy.ts";
 import { DONE, type Result } from "../runtime/reconciler.ts";
-import { GRAPH_LABEL, SLOT_LABEL, slotOf } from "../runtime/slots.ts";
+import { GRAPH_LABEL, SLOT_LABEL, slotOf, SLOTS } from "../runtime/slots.ts";
 import { readsOf } from "./spec.ts";
 
 /**
@@ -77,6 +77,51 @@ export function labelPatch(obj: Referable, member: boolean): LabelPatch | undefi
     changes = true;
   }
   return changes ? patch : undefined;
+}
+
+/**
+ * Puts back the slot label of a Referable that another replica serves but whose label (set by
+ * someone else) names a slot of a bucket this replica lists: its own replica never sees it (it is
+ * in no bucket of its own, and a slot is no stray), so the replica that does sees to it, once per
+ * version seen, with one merge patch of the label alone (nothing else of the Referable is its to
+ * write).
+ */
+export class SlotRepair {
+  private readonly pending = new Set<string>();
+  private readonly client: Pick<KubeClient, "request">;
+  private readonly logger: Logger;
+
+  constructor(client: Pick<KubeClient, "request">, logger: Logger) {
+    this.client = client;
+    this.logger = logger;
+  }
+
+  /** Looks at a Referable this replica holds but does not serve. */
+  check(obj: Referable): void {
+    const name = obj.metadata?.name;
+    const slot = (obj.metadata?.labels as Record<string, string> | undefined)?.[SLOT_LABEL];
+    // No slot at all, or one that is no slot: the stray watch's, which its own replica sees.
+    if (!name || slot === undefined || !/^\d{1,4}$/.test(slot) || Number(slot) >= SLOTS) return;
+    if (slot === slotOf(name) || this.pending.has(name)) return;
+    this.pending.add(name);
+    const body = {
+      metadata: { resourceVersion: obj.metadata.resourceVersion, labels: { [SLOT_LABEL]: slotOf(name) } },
+    };
+    this.client
+      .request("PATCH", resourcePath(REFERABLE_RESOURCE, { name }), {
+        body,
+        contentType: "application/merge-patch+json",
+      })
+      .catch((err: unknown) => {
+        // Changed or gone meanwhile: the next version is looked at when it comes.
+        if (isApiError(err, 404) || isApiError(err, 409)) return;
+        this.logger.warn(
+          { referable: name, err: asError(err).message.slice(0, 300) },
+          "could not put back a Referable's slot label another replica serves",
+        );
+      })
+      .finally(() => this.pending.delete(name));
+  }
 }
 
 /** The labels of the Referables a shard serves; see the module comment. */

@@ -12,7 +12,13 @@
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { bucketOf } from "../../src/runtime/buckets.ts";
 import { GRAPH_LABEL, SLOT_LABEL, slotOf } from "../../src/runtime/slots.ts";
-import { createReferable, REFERABLES, SHARD_LABEL, type ReferableView } from "../harness/controller.ts";
+import {
+  createReferable,
+  REFERABLES,
+  SHARD_LABEL,
+  waitForView,
+  type ReferableView,
+} from "../harness/controller.ts";
 import { exportedCondition, waitForExported } from "../harness/export.ts";
 import { createConfigMap, mergePatch, uniqueName, waitFor, waitForGone } from "../harness/kube.ts";
 import { killAllProcesses, metricValue, type ControllerProcess } from "../harness/process.ts";
@@ -201,6 +207,47 @@ describe("export ownership across two shards", () => {
           );
         },
         { timeoutMs: WAIT_MS, intervalMs: 100 },
+      );
+    },
+    3 * WAIT_MS,
+  );
+  it(
+    "puts back a slot label someone changed to another shard's bucket, and the Referable keeps following its source",
+    async () => {
+      await createConfigMap(admin, ns, "moved", { v: "one" });
+      const name = nameInBucket(0);
+      // Created with a slot of the other bucket: listed by the shard that does not serve it.
+      const wrong = Array.from({ length: 1024 }, (_, s) => String(s)).find(
+        (s) => Number(s) % BUCKETS !== bucketOf(name, BUCKETS),
+      )!;
+      await createReferable(
+        admin,
+        {
+          source: { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "moved", fieldPath: "data.v" },
+        },
+        { shard: label, name, labels: { [SLOT_LABEL]: wrong } },
+      );
+      const slotBack = (v: ReferableView) =>
+        (v.object.metadata?.labels as Record<string, string> | undefined)?.[SLOT_LABEL] === slotOf(name);
+      await withLogs(() =>
+        waitForView(
+          admin,
+          name,
+          "has its own slot and the value",
+          (v) => slotBack(v) && v.status.value === "one",
+          {
+            timeoutMs: WAIT_MS,
+          },
+        ),
+      );
+      // Moved by hand again, once it is served: put back again, and still served.
+      await mergePatch(admin, `${REFERABLES}/${name}`, { metadata: { labels: { [SLOT_LABEL]: wrong } } });
+      await waitForView(admin, name, "has its own slot again", slotBack, { timeoutMs: WAIT_MS });
+      await mergePatch(admin, `/api/v1/namespaces/${ns}/configmaps/moved`, { data: { v: "two" } });
+      await withLogs(() =>
+        waitForView(admin, name, "follows its source", (v) => v.status.value === "two", {
+          timeoutMs: WAIT_MS,
+        }),
       );
     },
     3 * WAIT_MS,
