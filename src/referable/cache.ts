@@ -47,6 +47,8 @@ export interface ReferableCacheOptions {
    * Referable is listed). @default true
    */
   listBySlot?: boolean | undefined;
+  /** By slot: a Referable held under a slot label of a bucket its name is not of (layers.ts). */
+  onMisplaced?: ((obj: KubeObject) => void) | undefined;
   logger: Logger;
   metrics?: ControllerMetrics | undefined;
   /** A Referable watch silent this long is reopened. @default 90000 */
@@ -81,6 +83,7 @@ export class ReferableCache {
         (bucket) => andSelector(bucketSelector(bucket, buckets!.buckets), user),
         andSelector(STRAY_SELECTOR, user),
         andSelector(GRAPH_SELECTOR, user),
+        options.onMisplaced,
       );
     } else this.whole = this.informer(user, false);
   }
@@ -92,7 +95,7 @@ export class ReferableCache {
 
   /** Every cached Referable, as cached. */
   list(): Iterable<KubeObject> {
-    return this.layers?.list() ?? this.whole!.list();
+    return this.layers ? this.layers.list() : this.whole!.list();
   }
 
   /** The Referables of `bucket` held whole (by slot: its informer's and the stray watch's). */
@@ -105,12 +108,12 @@ export class ReferableCache {
 
   /** How many Referables are cached. */
   get size(): number {
-    return this.layers?.size ?? this.whole!.size;
+    return this.layers ? this.layers.size : this.whole!.size;
   }
 
   /** Synced once the first list is in (by slot: the stray watch's and the view's). */
   get state(): InformerState {
-    return this.layers?.state ?? this.whole!.state;
+    return this.layers ? this.layers.state : this.whole!.state;
   }
 
   /** Adds a listener of the cache's events and state (before the watches: see watches.ts). */
@@ -126,7 +129,7 @@ export class ReferableCache {
 
   /** Resolves once the first list is in (or failed, or stopped). */
   whenSettled(): Promise<void> {
-    return this.layers?.whenSettled() ?? this.whole!.whenSettled();
+    return this.layers ? this.layers.whenSettled() : this.whole!.whenSettled();
   }
 
   start(): void {
@@ -135,7 +138,7 @@ export class ReferableCache {
   }
 
   async stop(): Promise<void> {
-    await (this.layers?.stop() ?? this.whole!.stop());
+    await (this.layers ? this.layers.stop() : this.whole!.stop());
   }
 
   /**
@@ -164,7 +167,7 @@ export class ReferableCache {
 
   /** A cached Referable as cached (another replica's as a compact record). */
   raw(name: string): KubeObject | undefined {
-    return this.layers?.get(name) ?? this.whole!.get(undefined, name);
+    return this.layers ? this.layers.get(name) : this.whole!.get(undefined, name);
   }
 
   /** One informer of Referables: `selector`, and whether it keeps every Referable compact. */

@@ -136,11 +136,14 @@ export class ReferableController {
       options.defaultServiceAccount,
     );
     this.counts = new ReferableCounts(shards);
+    const misplaced = new SlotRepair(options.client, this.logger);
     this.cache = new ReferableCache({
       client: options.client,
       states: this.states,
       ...(shards && { serves: (name: string) => shards.admits(name), buckets: shards }),
       listBySlot: options.listBySlot,
+      // A Referable held here under a slot label someone changed, served by another replica.
+      onMisplaced: (obj) => misplaced.check(obj as unknown as Referable),
       logger: this.logger,
       metrics: options.metrics,
       watchdogMs: options.watchdogMs,
@@ -148,16 +151,12 @@ export class ReferableController {
       watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
     this.edges = new ReferableEdges(this.cache.bySlot);
-    // A Referable held here under a slot label someone changed, served by another replica.
-    const misplaced = this.cache.bySlot && shards ? new SlotRepair(options.client, this.logger) : undefined;
     // Before the watches: the graph, the ownership and the counts follow an event before any
     // key it queues is reconciled.
     this.cache.listen({
       onEvent: (event) => {
         this.counts.apply(event);
         this.edges.follow(event);
-        if (misplaced && event.type !== "DELETED" && !shards!.admits(event.object.metadata?.name ?? ""))
-          misplaced.check(event.object as unknown as Referable);
       },
       onState: (state) => {
         if (state.phase === "Failed") this.logger.error({ reason: state.reason }, state.message);

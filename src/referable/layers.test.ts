@@ -74,7 +74,9 @@ function layers() {
     (bucket) => `bucket-${bucket}`,
     "stray",
     "view",
+    (obj) => misplaced.push(obj.metadata?.name ?? ""),
   );
+  const misplaced: string[] = [];
   const events: string[] = [];
   const states: string[] = [];
   store.addListener({
@@ -83,7 +85,7 @@ function layers() {
   });
   const [stray, view] = made as [FakeLayer, FakeLayer];
   const bucket = (selector: string) => made.find((l) => l.selector === selector)!;
-  return { store, stray, view, bucket, events, states };
+  return { store, stray, view, bucket, events, states, misplaced };
 }
 
 describe("SlotLayers: one store over the buckets served, the stray watch and the graph view", () => {
@@ -153,5 +155,19 @@ describe("SlotLayers: one store over the buckets served, the stray watch and the
     b0.put("r4", "2");
     expect(events).toHaveLength(2);
     expect(store.listing("r4")).toBe(false);
+  });
+
+  it("a Referable whose slot label names another bucket's slot is told of, and kept out of the store", async () => {
+    const { store, bucket, events, misplaced } = layers();
+    void store.openBucket(1);
+    const b1 = bucket("bucket-1");
+    b1.sync();
+    b1.put("r0", "1");
+    b1.put("r0", "2");
+    b1.remove("r0");
+    expect(misplaced).toEqual(["r0", "r0"]);
+    expect(events).toEqual([]);
+    expect(store.get("r0")).toBeUndefined();
+    expect([...store.list()]).toEqual([]);
   });
 });

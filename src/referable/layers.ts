@@ -5,6 +5,10 @@
  * name's object is the first of its bucket's informer, the stray watch and the view that holds
  * it; the store's listeners see one event when that changes, never one per informer.
  *
+ * A Referable whose slot label was changed to a slot of another bucket is in that bucket's
+ * informer, not its own: it is not in the store (its name's bucket decides who serves it), and
+ * `onMisplaced` is told, so the label can be put back.
+ *
  * A bucket's informer is opened when the bucket is taken and closed when it is given back. Its
  * objects leave without a DELETED of their own: a Referable the view still holds becomes its
  * compact record (MODIFIED), one it does not holds nothing here any more (DELETED: not this
@@ -29,6 +33,8 @@ export class SlotLayers {
   private readonly make: LayerFactory;
   private readonly bucketOf: (name: string) => number;
   private readonly bucketSelector: (bucket: number) => string;
+  /** Told of a Referable a bucket's informer holds whose name is of another bucket (its slot label was changed). */
+  private readonly onMisplaced: ((obj: KubeObject) => void) | undefined;
 
   constructor(
     make: LayerFactory,
@@ -36,7 +42,9 @@ export class SlotLayers {
     bucketSelector: (bucket: number) => string,
     straySelector: string,
     viewSelector: string,
+    onMisplaced?: (obj: KubeObject) => void,
   ) {
+    this.onMisplaced = onMisplaced;
     this.make = make;
     this.bucketOf = bucketOf;
     this.bucketSelector = bucketSelector;
@@ -144,8 +152,14 @@ export class SlotLayers {
   private onEvent(informer: Informer, event: InformerEvent): void {
     const name = event.object.metadata?.name ?? "";
     const bucket = this.buckets.get(this.bucketOf(name));
-    // A closed bucket's informer, still stopping: its objects have left already.
-    if (informer !== this.stray && informer !== this.view && informer !== bucket) return;
+    if (informer !== this.stray && informer !== this.view && informer !== bucket) {
+      // A slot label changed to one of this bucket's: not this replica's to serve, nor in the
+      // store; its own replica never sees it, so it is told. (Or a closed bucket's informer,
+      // still stopping: its objects have left already.)
+      if (event.type !== "DELETED" && [...this.buckets.values()].includes(informer))
+        this.onMisplaced?.(event.object);
+      return;
+    }
     const after = this.get(name);
     const previous = event.type === "DELETED" ? (event.old ?? event.object) : event.old;
     const before =
