@@ -167,7 +167,14 @@ describe("SlotLayers: one store over the buckets served, the stray watch and the
     b1.remove("r0");
     expect(misplaced).toEqual(["r0", "r0"]);
     expect(events).toEqual([]);
+    b1.put("r0", "3");
+    b1.put("r1", "4");
     expect(store.get("r0")).toBeUndefined();
-    expect([...store.list()]).toEqual([]);
+    expect([...store.list()].map((o) => o.metadata?.name)).toEqual(["r1"]);
+    expect([...store.listBucket(1)].map((o) => o.metadata?.name)).toEqual(["r1"]);
+    // Given back: only what was in the store leaves it.
+    events.length = 0;
+    await store.closeBucket(1);
+    expect(events).toEqual(["DELETED r1@4"]);
   });
 });

@@ -59,7 +59,7 @@ export class SlotLayers {
 
   /** Every name's object, once each. */
   *list(): Iterable<KubeObject> {
-    for (const informer of this.buckets.values()) yield* informer.list();
+    for (const bucket of this.buckets.keys()) yield* this.held(bucket);
     for (const obj of this.stray.list()) if (this.get(obj.metadata?.name ?? "") === obj) yield obj;
     for (const obj of this.view.list()) if (this.get(obj.metadata?.name ?? "") === obj) yield obj;
   }
@@ -67,11 +67,17 @@ export class SlotLayers {
   /** The Referables of `bucket` held whole: its informer's, and the stray watch's of that bucket. */
   *listBucket(bucket: number): Iterable<KubeObject> {
     const informer = this.buckets.get(bucket);
-    if (informer) yield* informer.list();
+    yield* this.held(bucket);
     for (const obj of this.stray.list()) {
       const name = obj.metadata?.name ?? "";
       if (this.bucketOf(name) === bucket && informer?.get(undefined, name) === undefined) yield obj;
     }
+  }
+
+  /** What `bucket`'s informer holds of its own (not a Referable under a slot label of it that is not its name's). */
+  private *held(bucket: number): Iterable<KubeObject> {
+    for (const obj of this.buckets.get(bucket)?.list() ?? [])
+      if (this.bucketOf(obj.metadata?.name ?? "") === bucket) yield obj;
   }
 
   /** How many names are held. */
@@ -126,8 +132,9 @@ export class SlotLayers {
   async closeBucket(bucket: number): Promise<void> {
     const informer = this.buckets.get(bucket);
     if (!informer) return;
+    const held = [...this.held(bucket)];
     this.buckets.delete(bucket);
-    for (const obj of informer.list()) {
+    for (const obj of held) {
       const after = this.top(obj.metadata?.name ?? "", undefined);
       if (after !== obj) this.emit(obj, after);
     }
