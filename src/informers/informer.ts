@@ -277,11 +277,9 @@ export class Informer<T extends Cached = KubeObject> {
    * Fairness, or its watch cache re-initializing: "storage is (re)initializing") did nothing: it
    * is opened again from the same resourceVersion after the wait the server asked for (and the
    * backoff), not answered with a relist of everything. So is a watch that ended at once with
-   * nothing on it (the API server's watch cache ends every watch of a resource when it
-   * re-initializes: at 100,000 Referables a shard relisted a bucket for it), up to
-   * {@link EARLY_ENDS_BEFORE_RELIST} times in a row: a server or proxy that keeps ending watches
-   * at once still gets a relist now and then, so what is cached does not go stale for good. A
-   * version the cache no longer has then gets 410 Gone, which relists.
+   * nothing on it, up to {@link EARLY_ENDS_BEFORE_RELIST} times in a row (a server or proxy that
+   * keeps ending watches still gets a relist now and then). A version the cache no longer has
+   * then gets 410 Gone, which relists.
    */
   private async watchLoop(): Promise<void> {
     let refused = 0;

@@ -10,7 +10,6 @@ import { ConfigError, helpText, parseConfig, type Config } from "./config.ts";
 import { buildController, type Built } from "../referable/build.ts";
 import { Manager, type ManagedElector } from "../runtime/manager.ts";
 import { ShardGate } from "../runtime/shard-gate.ts";
-import { listsBySlot } from "../runtime/slots.ts";
 import { ShardCoordinator } from "../runtime/shards.ts";
 import { asError } from "../api/errors.ts";
 import { isMainModule } from "./main-module.ts";
@@ -115,11 +114,6 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 function buildParts(config: Config, client: KubeClient, logger: Logger, metrics: ControllerMetrics) {
   const discovery = new Discovery({ client });
   const shards = config.shards > 0 ? new ShardGate(config.shards, logger) : undefined;
-  if (shards && !listsBySlot(config.shards))
-    logger.warn(
-      { shards: config.shards },
-      "--shards does not divide 1024: every replica lists every Referable; choose 2, 4, 8, 16, 32 or another divisor of 1024 so that each lists only its buckets'",
-    );
   const built = buildController({
     ...config,
     client,
@@ -317,8 +311,7 @@ async function serveWebhook(
   const { CertRotator, createAdmissionHandler, rememberedSelfUsername, startWebhookServer } =
     await import("../webhook/index.ts");
   const webhookLogger = logger.child({ part: "webhook" });
-  // With --webhook-cert-secret the controller makes and rotates its own certificate; otherwise
-  // it reads cert-manager's from --webhook-cert-dir.
+  // --webhook-cert-secret: a certificate of its own, rotated; else cert-manager's from --webhook-cert-dir.
   const managed: OpenCertificate | undefined =
     config.webhookCertSecret !== undefined
       ? (onChange) =>

@@ -151,6 +151,11 @@ export class ReferableController {
       watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
     this.edges = new ReferableEdges(this.cache.bySlot);
+    if (shards && !this.cache.bySlot && options.listBySlot !== false)
+      this.logger.warn(
+        { shards: shards.buckets },
+        "--shards does not divide 1024: every replica lists every Referable; choose 2, 4, 8, 16, 32 or another divisor of 1024 so that each lists only its buckets'",
+      );
     // Before the watches: the graph, the ownership and the counts follow an event before any
     // key it queues is reconciled.
     this.cache.listen({
