@@ -106,8 +106,10 @@ describe("ReferableController sharded: compact records of the Referables it does
   const names = Array.from({ length: 40 }, (_, i) => `r${i}`);
   const inBucket = (b: number) => names.filter((n) => gate.bucketOf(n) === b);
 
-  async function started(items: Referable[], value: unknown) {
+  /** A controller over `items`, serving `served` from the start (whole statuses cached). */
+  async function started(items: Referable[], value: unknown, served: number[] = []) {
     const shards = new ShardGate(2);
+    for (const bucket of served) shards.add(bucket);
     const { client, patches } = fakeClient(items);
     const resolver = fakeResolver(value);
     const metrics = new ControllerMetrics({ defaultMetrics: false });
@@ -179,25 +181,8 @@ describe("ReferableController sharded: compact records of the Referables it does
   it("drops a bucket's Referables to compact records when it gives the bucket back, and takes them again without writing", async () => {
     const items = names.map((n) => referable(n));
     // Served from the start: the whole status is cached.
-    const shards = new ShardGate(2);
-    shards.add(0);
-    shards.add(1);
-    const { client, patches } = fakeClient(
-      items.map((obj) => ({ ...obj, status: writtenLongAgo(obj, "v") })),
-    );
-    const resolver = fakeResolver("v");
-    const metrics = new ControllerMetrics({ defaultMetrics: false });
-    const controller = new ReferableController({
-      client,
-      resolver,
-      shards,
-      metrics,
-      watchdogMs: 600_000,
-      listBySlot: false,
-    });
-    controller.setLeader(true);
-    controller.start();
-    await controller.whenSynced();
+    const served = items.map((obj) => ({ ...obj, status: writtenLongAgo(obj, "v") }));
+    const { controller, shards, patches, resolver, metrics } = await started(served, "v", [0, 1]);
     try {
       await until("every Referable is subscribed", () => resolver.open.size === names.length);
       await reconciled(controller, metrics, names.length);

@@ -85,7 +85,14 @@ function layers() {
   });
   const [stray, view] = made as [FakeLayer, FakeLayer];
   const bucket = (selector: string) => made.find((l) => l.selector === selector)!;
-  return { store, stray, view, bucket, events, states, misplaced };
+  /** Opens bucket `b`, its list in at once (empty). */
+  const opened = (b: number) => {
+    void store.openBucket(b);
+    const layer = bucket(`bucket-${b}`);
+    layer.sync();
+    return layer;
+  };
+  return { store, stray, view, bucket, opened, events, states, misplaced };
 }
 
 describe("SlotLayers: one store over the buckets served, the stray watch and the graph view", () => {
@@ -124,10 +131,8 @@ describe("SlotLayers: one store over the buckets served, the stray watch and the
   });
 
   it("a stray Referable labelled into a bucket moves without a second copy, in either order of the two watches", async () => {
-    const { store, stray, bucket, events } = layers();
-    void store.openBucket(0);
-    const b0 = bucket("bucket-0");
-    b0.sync();
+    const { stray, opened, events } = layers();
+    const b0 = opened(0);
     stray.put("r0", "1");
     b0.put("r0", "2");
     stray.remove("r0");
@@ -138,10 +143,8 @@ describe("SlotLayers: one store over the buckets served, the stray watch and the
   });
 
   it("a bucket given back: its Referables fall back to the view's records or leave, without events after", async () => {
-    const { store, view, bucket, events } = layers();
-    void store.openBucket(0);
-    const b0 = bucket("bucket-0");
-    b0.sync();
+    const { store, view, opened, events } = layers();
+    const b0 = opened(0);
     view.put("r0", "1");
     b0.put("r0", "1");
     b0.put("r2", "1");
@@ -158,10 +161,8 @@ describe("SlotLayers: one store over the buckets served, the stray watch and the
   });
 
   it("a Referable whose slot label names another bucket's slot is told of, and kept out of the store", async () => {
-    const { store, bucket, events, misplaced } = layers();
-    void store.openBucket(1);
-    const b1 = bucket("bucket-1");
-    b1.sync();
+    const { store, opened, events, misplaced } = layers();
+    const b1 = opened(1);
     b1.put("r0", "1");
     b1.put("r0", "2");
     b1.remove("r0");
