@@ -51,6 +51,23 @@ export interface ReferableLabelsOptions {
   logger: Logger;
 }
 
+/** One merge patch of `obj`'s labels, at the version read; resolves to the version it made. */
+async function patchLabels(
+  client: Pick<KubeClient, "request">,
+  obj: Referable,
+  labels: LabelPatch,
+): Promise<string | undefined> {
+  const patched = await client.request<Partial<Referable> | undefined>(
+    "PATCH",
+    resourcePath(REFERABLE_RESOURCE, { name: obj.metadata.name }),
+    {
+      body: { metadata: { resourceVersion: obj.metadata.resourceVersion, labels } },
+      contentType: "application/merge-patch+json",
+    },
+  );
+  return patched?.metadata?.resourceVersion;
+}
+
 /** Whether `obj` must be in the graph view; see the module comment. */
 export function isGraphMember(obj: Referable, readBy: (name: string) => boolean): boolean {
   const exports = obj.spec?.export;
@@ -104,14 +121,7 @@ export class SlotRepair {
     if (!name || slot === undefined || !/^\d{1,4}$/.test(slot) || Number(slot) >= SLOTS) return;
     if (slot === slotOf(name) || this.pending.has(name)) return;
     this.pending.add(name);
-    const body = {
-      metadata: { resourceVersion: obj.metadata.resourceVersion, labels: { [SLOT_LABEL]: slotOf(name) } },
-    };
-    this.client
-      .request("PATCH", resourcePath(REFERABLE_RESOURCE, { name }), {
-        body,
-        contentType: "application/merge-patch+json",
-      })
+    patchLabels(this.client, obj, { [SLOT_LABEL]: slotOf(name) })
       .catch((err: unknown) => {
         // Changed or gone meanwhile: the next version is looked at when it comes.
         if (isApiError(err, 404) || isApiError(err, 409)) return;
@@ -165,15 +175,7 @@ export class ReferableLabels {
     if (!admission.write) return { result: { requeueAfterMs: admission.retryAfterMs } };
     this.gates.delete(name);
     try {
-      const patched = await this.options.client.request<Partial<Referable> | undefined>(
-        "PATCH",
-        resourcePath(REFERABLE_RESOURCE, { name }),
-        {
-          body: { metadata: { resourceVersion: obj.metadata.resourceVersion, labels: patch } },
-          contentType: "application/merge-patch+json",
-        },
-      );
-      return { resourceVersion: patched?.metadata?.resourceVersion };
+      return { resourceVersion: await patchLabels(this.options.client, obj, patch) };
     } catch (err) {
       // Changed or gone since it was read: the event of that change queues it again.
       if (isApiError(err, 404) || isApiError(err, 409)) return { result: DONE };
